@@ -1,0 +1,84 @@
+"""toolscout: progressive tool discovery for AI agents.
+
+Entitle first (policy before ranking), hybrid retrieval over capability cards,
+just-in-time schemas for the shortlisted tools, and an execution gateway that
+re-checks every call. See ``Catalog`` for the one-call pipeline.
+"""
+
+from toolscout.cards import CapabilityCard, Risk, ToolSpec, make_spec
+from toolscout.catalog import Catalog, ScoredTool, Shortlist, TokenReport
+from toolscout.embed import Embedder, MiniLMEmbedder
+from toolscout.errors import (
+    ArgumentError,
+    CardError,
+    CatalogFileError,
+    ConfigError,
+    ExecutorError,
+    ExecutorTimeout,
+    FormatError,
+    GatewayError,
+    GrantError,
+    MissingExtraError,
+    ModelError,
+    PolicyDenied,
+    QueryError,
+    RateLimited,
+    StoreError,
+    TokenError,
+    ToolscoutError,
+    UnknownToolError,
+)
+from toolscout.inject import FORMATS, Tier, choose_tier, render
+from toolscout.loader import read_catalog, read_policy
+from toolscout.policy import Decision, PolicyConfig, Principal, Reason, decide, entitle
+from toolscout.settings import SearchSettings
+from toolscout.sqlite_store import SQLiteStore
+from toolscout.store import Store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FORMATS",
+    "ArgumentError",
+    "CapabilityCard",
+    "CardError",
+    "Catalog",
+    "CatalogFileError",
+    "ConfigError",
+    "Decision",
+    "Embedder",
+    "ExecutorError",
+    "ExecutorTimeout",
+    "FormatError",
+    "GatewayError",
+    "GrantError",
+    "MiniLMEmbedder",
+    "MissingExtraError",
+    "ModelError",
+    "PolicyConfig",
+    "PolicyDenied",
+    "Principal",
+    "QueryError",
+    "RateLimited",
+    "Reason",
+    "Risk",
+    "SQLiteStore",
+    "ScoredTool",
+    "SearchSettings",
+    "Shortlist",
+    "Store",
+    "Tier",
+    "TokenError",
+    "TokenReport",
+    "ToolSpec",
+    "ToolscoutError",
+    "UnknownToolError",
+    "__version__",
+    "choose_tier",
+    "decide",
+    "entitle",
+    "make_spec",
+    "read_catalog",
+    "read_policy",
+    "render",
+]

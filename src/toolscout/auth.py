@@ -1,0 +1,464 @@
+"""Verified identity: turn a caller's token into a :class:`~toolscout.policy.Principal`.
+
+:class:`TokenVerifier` is the seam; :class:`JWTVerifier` is the shipped
+implementation (PyJWT). It accepts HS256/384/512 with a shared secret, or
+RS*/PS*/ES*/EdDSA with a PEM public key or a local JWKS file, from an explicit
+algorithm allow-list that never contains ``none`` and never mixes HMAC with
+public-key algorithms (the HS/RS key-confusion attack). ``exp`` is always
+required; ``iss`` and ``aud`` are required and checked when configured; ``nbf``
+is honoured. Claims become a principal through a :class:`ClaimsMapping`.
+
+:func:`issue_token` mints tokens for development and tests.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import jwt
+from jwt.exceptions import InvalidJTIError, InvalidSubjectError
+
+from toolscout.errors import ConfigError, TokenError
+from toolscout.policy import Principal
+
+#: tokens longer than this are refused before any parsing
+MAX_TOKEN_BYTES = 8 * 1024
+MIN_SECRET_BYTES = 32
+
+HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
+_FAMILIES: dict[str, frozenset[str]] = {
+    "RSA": frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}),
+    "EC": frozenset({"ES256", "ES384", "ES512"}),
+    "OKP": frozenset({"EdDSA"}),
+}
+PUBLIC_KEY_ALGORITHMS = frozenset().union(*_FAMILIES.values())
+
+# reason codes of TokenError
+MISSING = "token_missing"
+TOO_LARGE = "token_too_large"
+MALFORMED = "token_malformed"
+BAD_SIGNATURE = "token_bad_signature"
+EXPIRED = "token_expired"
+NOT_YET_VALID = "token_not_yet_valid"
+WRONG_AUDIENCE = "token_wrong_audience"
+WRONG_ISSUER = "token_wrong_issuer"
+ALG_NOT_ALLOWED = "token_alg_not_allowed"
+MISSING_CLAIM = "token_missing_claim"
+INVALID_CLAIM = "token_invalid_claim"
+UNKNOWN_KEY = "token_unknown_key"
+
+
+@runtime_checkable
+class TokenVerifier(Protocol):
+    """Turns a bearer token into a verified principal or raises :class:`TokenError`."""
+
+    def verify(self, token: str) -> Principal:
+        """The principal the token proves; never trusts an unverified claim."""
+        ...
+
+
+def _lookup(claims: Mapping[str, Any], name: str) -> Any:
+    """``claims[name]``, else a dotted path into nested objects (``realm_access.roles``)."""
+    if name in claims:
+        return claims[name]
+    value: Any = claims
+    for part in name.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _string_set(value: Any, claim: str) -> list[str]:
+    """A space-separated string or a list of strings, as a list."""
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [v for v in value if v]
+    raise TokenError(
+        f"claim {claim!r} must be a space-separated string or a list of strings",
+        reason=INVALID_CLAIM,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimsMapping:
+    """Which claims hold the subject, tenant, scopes and roles.
+
+    Each scope claim may be a space-separated string (OAuth ``scope``) or a
+    list (``scp``); all present ones are merged. Names may be dotted paths into
+    nested claims (``realm_access.roles``).
+    """
+
+    subject: str = "sub"
+    tenant: str = "tenant"
+    scopes: tuple[str, ...] = ("scope", "scp")
+    roles: str = "roles"
+    require_tenant: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.subject or not self.tenant or not self.scopes or not all(self.scopes):
+            raise ConfigError("claim names must not be empty")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClaimsMapping:
+        scopes = data.get("scopes", ("scope", "scp"))
+        if isinstance(scopes, str):
+            scopes = (scopes,)
+        try:
+            return cls(
+                subject=str(data.get("subject", "sub")),
+                tenant=str(data.get("tenant", "tenant")),
+                scopes=tuple(str(s) for s in scopes),
+                roles=str(data.get("roles", "roles")),
+                require_tenant=bool(data.get("require_tenant", True)),
+            )
+        except TypeError as exc:
+            raise ConfigError(f"bad claims mapping: {exc}") from None
+
+    def principal(self, claims: Mapping[str, Any]) -> Principal:
+        """Map verified claims to a principal; missing or ill-typed claims are refused."""
+        subject = _lookup(claims, self.subject)
+        if subject is None:
+            raise TokenError(f"token has no {self.subject!r} claim", reason=MISSING_CLAIM)
+        if not isinstance(subject, str) or not subject.strip():
+            raise TokenError(
+                f"claim {self.subject!r} must be a non-empty string", reason=INVALID_CLAIM
+            )
+        tenant = _lookup(claims, self.tenant)
+        if tenant is None:
+            if self.require_tenant:
+                raise TokenError(f"token has no {self.tenant!r} claim", reason=MISSING_CLAIM)
+            tenant = ""
+        if not isinstance(tenant, str):
+            raise TokenError(f"claim {self.tenant!r} must be a string", reason=INVALID_CLAIM)
+        scopes: set[str] = set()
+        for name in self.scopes:
+            value = _lookup(claims, name)
+            if value is not None:
+                scopes.update(_string_set(value, name))
+        raw_roles = _lookup(claims, self.roles)
+        roles = _string_set(raw_roles, self.roles) if raw_roles is not None else []
+        return Principal(subject, tenant, frozenset(scopes), frozenset(roles))
+
+    def claims_for(
+        self, subject: str, tenant: str, scopes: Iterable[str], roles: Iterable[str]
+    ) -> dict[str, Any]:
+        """The inverse of :meth:`principal`, for :func:`issue_token` (flat claim names only)."""
+        out: dict[str, Any] = {self.subject: subject, self.scopes[0]: " ".join(sorted(set(scopes)))}
+        if tenant or self.require_tenant:
+            out[self.tenant] = tenant
+        role_list = sorted(set(roles))
+        if role_list:
+            out[self.roles] = role_list
+        return out
+
+
+DEFAULT_CLAIMS = ClaimsMapping()
+
+
+def check_algorithms(algorithms: Sequence[str]) -> tuple[str, ...]:
+    """Validate an allow-list: known names, never ``none``, never HMAC mixed with public keys."""
+    algs = tuple(dict.fromkeys(algorithms))
+    if not algs:
+        raise ConfigError("the algorithm allow-list is empty")
+    for alg in algs:
+        if alg.lower() == "none":
+            raise ConfigError("algorithm 'none' is never allowed")
+        if alg not in HMAC_ALGORITHMS and alg not in PUBLIC_KEY_ALGORITHMS:
+            known = ", ".join(sorted(HMAC_ALGORITHMS | PUBLIC_KEY_ALGORITHMS))
+            raise ConfigError(f"unknown JWT algorithm {alg!r}; known: {known}")
+    if any(a in HMAC_ALGORITHMS for a in algs) and any(a in PUBLIC_KEY_ALGORITHMS for a in algs):
+        raise ConfigError(
+            "HMAC (HS*) and public-key algorithms must not share one verifier (key confusion)"
+        )
+    return algs
+
+
+def _secret_bytes(key: str | bytes) -> bytes:
+    raw = key.encode() if isinstance(key, str) else key
+    if len(raw) < MIN_SECRET_BYTES:
+        raise ConfigError(f"an HMAC secret must be at least {MIN_SECRET_BYTES} bytes")
+    if raw.lstrip().startswith(b"-----BEGIN") or raw.startswith(b"ssh-"):
+        raise ConfigError("an HMAC secret must not be a PEM or SSH key (key confusion)")
+    return raw
+
+
+def _family(key: object) -> str:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+
+    if isinstance(key, rsa.RSAPublicKey | rsa.RSAPrivateKey):
+        return "RSA"
+    if isinstance(key, ec.EllipticCurvePublicKey | ec.EllipticCurvePrivateKey):
+        return "EC"
+    if isinstance(
+        key,
+        ed25519.Ed25519PublicKey
+        | ed25519.Ed25519PrivateKey
+        | ed448.Ed448PublicKey
+        | ed448.Ed448PrivateKey,
+    ):
+        return "OKP"
+    raise ConfigError(f"unsupported key type {type(key).__name__}")
+
+
+@lru_cache(maxsize=64)
+def load_public_key(pem: bytes) -> Any:
+    """A public key object from a PEM public key, private key or X.509 certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        if b"CERTIFICATE" in pem:
+            return x509.load_pem_x509_certificate(pem).public_key()
+        if b"PRIVATE KEY" in pem:
+            return serialization.load_pem_private_key(pem, password=None).public_key()
+        return serialization.load_pem_public_key(pem)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"cannot load the PEM key: {exc}") from None
+
+
+@lru_cache(maxsize=64)
+def load_private_key(pem: bytes) -> Any:
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        return serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"cannot load the PEM private key: {exc}") from None
+
+
+def _jwks_keys(data: Any, algorithms: tuple[str, ...]) -> dict[str, dict[str, jwt.PyJWK]]:
+    """kid -> alg -> key, for every key usable with an allowed algorithm."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("keys"), list):
+        raise ConfigError("a JWKS must be an object with a 'keys' list")
+    out: dict[str, dict[str, jwt.PyJWK]] = {}
+    for i, jwk in enumerate(data["keys"]):
+        if not isinstance(jwk, Mapping) or jwk.get("use", "sig") != "sig":
+            continue
+        kid = str(jwk.get("kid", f"#{i}"))
+        kty = jwk.get("kty")
+        declared = jwk.get("alg")
+        family = HMAC_ALGORITHMS if kty == "oct" else _FAMILIES.get(str(kty), frozenset())
+        candidates = [declared] if declared else [a for a in algorithms if a in family]
+        for alg in candidates:
+            if alg not in algorithms or alg not in family:
+                continue
+            try:
+                out.setdefault(kid, {})[alg] = jwt.PyJWK(dict(jwk), algorithm=alg)
+            except jwt.PyJWTError as exc:
+                raise ConfigError(f"JWKS key {kid!r}: {exc}") from None
+    if not out:
+        raise ConfigError(f"the JWKS has no signing key for the algorithms {', '.join(algorithms)}")
+    return out
+
+
+def _token_error(exc: Exception) -> TokenError:
+    """Map a PyJWT exception to a TokenError with a stable reason code."""
+    if isinstance(exc, jwt.InvalidSignatureError):
+        return TokenError("token signature does not verify", reason=BAD_SIGNATURE)
+    if isinstance(exc, jwt.ExpiredSignatureError):
+        return TokenError("token has expired", reason=EXPIRED)
+    if isinstance(exc, jwt.ImmatureSignatureError):
+        return TokenError("token is not yet valid", reason=NOT_YET_VALID)
+    if isinstance(exc, jwt.InvalidAudienceError):
+        return TokenError("token is not for this audience", reason=WRONG_AUDIENCE)
+    if isinstance(exc, jwt.InvalidIssuerError):
+        return TokenError("token is from another issuer", reason=WRONG_ISSUER)
+    if isinstance(exc, jwt.InvalidAlgorithmError):
+        return TokenError("token algorithm is not allowed", reason=ALG_NOT_ALLOWED)
+    if isinstance(exc, jwt.MissingRequiredClaimError):
+        return TokenError(f"token has no {exc.claim!r} claim", reason=MISSING_CLAIM)
+    if isinstance(exc, jwt.InvalidIssuedAtError | InvalidSubjectError | InvalidJTIError):
+        return TokenError(f"token has an invalid claim: {exc}", reason=INVALID_CLAIM)
+    if isinstance(exc, jwt.InvalidKeyError | jwt.PyJWKError):
+        return TokenError("token does not match the verification key", reason=UNKNOWN_KEY)
+    return TokenError("token is malformed", reason=MALFORMED)
+
+
+class JWTVerifier:
+    """Verifies JWTs against one key (secret or PEM) or a local JWKS.
+
+    Key objects are parsed once, at construction.
+    """
+
+    def __init__(
+        self,
+        *,
+        key: str | bytes | None = None,
+        jwks: str | Path | Mapping[str, Any] | None = None,
+        algorithms: Sequence[str] = ("HS256",),
+        issuer: str | None = None,
+        audience: str | Sequence[str] | None = None,
+        claims: ClaimsMapping = DEFAULT_CLAIMS,
+        leeway_seconds: float = 0.0,
+        max_token_bytes: int = MAX_TOKEN_BYTES,
+    ) -> None:
+        self.algorithms = check_algorithms(algorithms)
+        if (key is None) == (jwks is None):
+            raise ConfigError("give exactly one of key (secret or PEM) and jwks")
+        self.claims = claims
+        self.issuer = issuer
+        self.audience = (
+            audience if audience is None or isinstance(audience, str) else list(audience)
+        )
+        self.leeway_seconds = leeway_seconds
+        self.max_token_bytes = max_token_bytes
+        hmac_mode = self.algorithms[0] in HMAC_ALGORITHMS
+        self._key: Any = None
+        self._jwks: dict[str, dict[str, jwt.PyJWK]] | None = None
+        if jwks is not None:
+            if isinstance(jwks, str | Path):
+                try:
+                    jwks = json.loads(Path(jwks).read_text(encoding="utf-8"))
+                except (OSError, ValueError) as exc:
+                    raise ConfigError(f"cannot read the JWKS file {jwks}: {exc}") from None
+            self._jwks = _jwks_keys(jwks, self.algorithms)
+        elif hmac_mode:
+            assert key is not None
+            self._key = _secret_bytes(key)
+        else:
+            assert key is not None
+            self._key = load_public_key(key.encode() if isinstance(key, str) else key)
+            family = _family(self._key)
+            wrong = [a for a in self.algorithms if a not in _FAMILIES[family]]
+            if wrong:
+                raise ConfigError(f"a {family} key cannot verify {', '.join(wrong)}")
+        required = ["exp"]
+        if issuer is not None:
+            required.append("iss")
+        if audience is not None:
+            required.append("aud")
+        self._options: dict[str, Any] = {"require": required, "enforce_minimum_key_length": True}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, base_dir: Path | None = None) -> JWTVerifier:
+        """Build from configuration: ``algorithms``, one of ``secret`` / ``secret_env`` /
+        ``public_key_file`` / ``jwks_file``, ``issuer``, ``audience``, ``claims``,
+        ``leeway_seconds``, ``max_token_bytes``."""
+        import os
+
+        def path(name: str) -> Path:
+            p = Path(str(data[name])).expanduser()
+            return p if p.is_absolute() or base_dir is None else base_dir / p
+
+        key: str | bytes | None = None
+        jwks: Path | None = None
+        if "secret" in data:
+            key = str(data["secret"])
+        elif "secret_env" in data:
+            key = os.environ.get(str(data["secret_env"]))
+            if not key:
+                raise ConfigError(f"environment variable {data['secret_env']} is not set")
+        elif "public_key_file" in data:
+            try:
+                key = path("public_key_file").read_bytes()
+            except OSError as exc:
+                raise ConfigError(f"cannot read the public key: {exc}") from None
+        elif "jwks_file" in data:
+            jwks = path("jwks_file")
+        algorithms = data.get("algorithms", ["HS256"])
+        if isinstance(algorithms, str):
+            algorithms = [algorithms]
+        return cls(
+            key=key,
+            jwks=jwks,
+            algorithms=[str(a) for a in algorithms],
+            issuer=data.get("issuer"),
+            audience=data.get("audience"),
+            claims=ClaimsMapping.from_dict(data.get("claims", {})),
+            leeway_seconds=float(data.get("leeway_seconds", 0)),
+            max_token_bytes=int(data.get("max_token_bytes", MAX_TOKEN_BYTES)),
+        )
+
+    def _key_for(self, token: str) -> Any:
+        if self._jwks is None:
+            return self._key
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise _token_error(exc) from None
+        alg = header.get("alg")
+        if not isinstance(alg, str) or alg not in self.algorithms:
+            raise TokenError("token algorithm is not allowed", reason=ALG_NOT_ALLOWED)
+        kid = header.get("kid")
+        if kid is None and len(self._jwks) == 1:
+            by_alg = next(iter(self._jwks.values()))
+        elif isinstance(kid, str) and kid in self._jwks:
+            by_alg = self._jwks[kid]
+        else:
+            raise TokenError("token names no known key", reason=UNKNOWN_KEY)
+        if alg not in by_alg:
+            raise TokenError("token algorithm does not match its key", reason=ALG_NOT_ALLOWED)
+        return by_alg[alg]
+
+    def verify(self, token: str) -> Principal:
+        if not isinstance(token, str) or not token.strip():
+            raise TokenError("no token was presented", reason=MISSING)
+        if len(token) > self.max_token_bytes:
+            raise TokenError(f"token is over {self.max_token_bytes} bytes", reason=TOO_LARGE)
+        token = token.strip()
+        if token[:7].lower() == "bearer ":
+            token = token[7:].strip()
+        key = self._key_for(token)
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=list(self.algorithms),
+                audience=self.audience,
+                issuer=self.issuer,
+                leeway=self.leeway_seconds,
+                options=self._options,  # type: ignore[arg-type]
+            )
+        except (jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise _token_error(exc) from None
+        return self.claims.principal(claims)
+
+
+def issue_token(
+    *,
+    subject: str,
+    key: str | bytes,
+    tenant: str = "",
+    scopes: Iterable[str] = (),
+    roles: Iterable[str] = (),
+    algorithm: str = "HS256",
+    ttl_seconds: float = 900,
+    issuer: str | None = None,
+    audience: str | None = None,
+    kid: str | None = None,
+    claims: ClaimsMapping = DEFAULT_CLAIMS,
+    extra: Mapping[str, Any] | None = None,
+    now: float | None = None,
+) -> str:
+    """Mint a token for development: an HMAC secret for HS*, a PEM private key otherwise."""
+    (alg,) = check_algorithms([algorithm])
+    if not subject:
+        raise ConfigError("a token needs a subject")
+    if ttl_seconds <= 0:
+        raise ConfigError(f"ttl must be positive, got {ttl_seconds}")
+    signing_key: Any
+    if alg in HMAC_ALGORITHMS:
+        signing_key = _secret_bytes(key)
+    else:
+        signing_key = load_private_key(key.encode() if isinstance(key, str) else key)
+        family = _family(signing_key)
+        if alg not in _FAMILIES[family]:
+            raise ConfigError(f"a {family} key cannot sign {alg}")
+    issued = int(time.time() if now is None else now)
+    payload: dict[str, Any] = claims.claims_for(subject, tenant, scopes, roles)
+    payload.update({"iat": issued, "exp": issued + int(ttl_seconds)})
+    if issuer is not None:
+        payload["iss"] = issuer
+    if audience is not None:
+        payload["aud"] = audience
+    payload.update(extra or {})
+    headers = {"kid": kid} if kid else None
+    return jwt.encode(payload, signing_key, algorithm=alg, headers=headers)

@@ -1,0 +1,484 @@
+"""The catalog: the one object the surfaces talk to.
+
+``Catalog.open(path)`` gives the embedded SQLite store; ``add`` validates and
+indexes tools (embedding only texts it has never seen); ``discover`` runs the
+pipeline entitle → retrieve → select → inject and returns a :class:`Shortlist`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from toolscout import inject
+from toolscout.cards import CapabilityCard, ToolSpec, check_unique
+from toolscout.embed import Embedder, MiniLMEmbedder, text_hash
+from toolscout.errors import FormatError, UnknownToolError
+from toolscout.lexical import terms, words
+from toolscout.policy import Decision, Entitlement, PolicyConfig, Principal, decide, entitle
+from toolscout.search import (
+    Candidate,
+    PhraseIndex,
+    Reformulator,
+    Retrieval,
+    Retriever,
+    parse_query,
+    select,
+)
+from toolscout.settings import SearchSettings
+from toolscout.sqlite_store import LearnedAliases, SQLiteStore
+from toolscout.store import KIND_ALIAS, KIND_CARD, KIND_LEARNED, IndexedTool, UpsertStats, Vector
+from toolscout.telemetry import DiscoveryLog
+
+#: learned phrases kept per tool
+LEARNED_PER_TOOL = 64
+
+
+class GrantIssuer(Protocol):
+    def issue(self, principal: Principal, tool_ids: Sequence[str]) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredTool:
+    id: str
+    name: str
+    score: float
+    lexical: float
+    dense: float
+    exact: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "score": round(self.score, 4),
+            "lexical": round(self.lexical, 4),
+            "dense": round(self.dense, 4),
+            "exact": self.exact or None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TokenReport:
+    catalog: int  # the whole entitled catalog's schemas, in this format
+    injected: int
+
+    @property
+    def saved(self) -> int:
+        return max(self.catalog - self.injected, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """Where each stage left the query: for failure analysis, never shown to the model."""
+
+    lexical: tuple[str, ...] = ()
+    dense: tuple[str, ...] = ()
+    fused: tuple[str, ...] = ()
+    dense_weight: float = 0.0
+    dropped_terms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Shortlist:
+    query: str
+    tier: inject.Tier
+    format: str
+    tools: tuple[ScoredTool, ...]
+    schemas: tuple[dict[str, Any], ...]
+    confidence: float
+    low_confidence: bool
+    filtered_by_policy: int
+    policy_reasons: Mapping[str, int]
+    tokens: TokenReport
+    reformulations: tuple[str, ...] = ()
+    grant: str | None = None
+    discovery_id: str | None = None
+    latency_ms: float = 0.0
+    trace: Trace = field(default_factory=Trace)
+
+    @property
+    def ids(self) -> list[str]:
+        return [t.id for t in self.tools]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "tier": self.tier.value,
+            "format": self.format,
+            "tools": [
+                {**t.to_dict(), "confidence": round(self.confidence, 4)} for t in self.tools
+            ],
+            "schemas": list(self.schemas),
+            "confidence": round(self.confidence, 4),
+            "low_confidence": self.low_confidence,
+            "reformulations": list(self.reformulations),
+            "filtered_by_policy": self.filtered_by_policy,
+            "policy_reasons": dict(self.policy_reasons),
+            "tokens": {
+                "catalog": self.tokens.catalog,
+                "injected": self.tokens.injected,
+                "saved": self.tokens.saved,
+            },
+            "grant": self.grant,
+            "discovery_id": self.discovery_id,
+            "latency_ms": round(self.latency_ms, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class IndexReport:
+    stats: UpsertStats
+    seconds: float
+    warnings: tuple[str, ...] = ()
+
+
+def lexical_fields(spec: ToolSpec, learned: Sequence[str] = ()) -> dict[str, str]:
+    """The pre-normalised text of each lexical field (not-for hints are never indexed)."""
+    card = spec.card
+    props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, Mapping) else {}
+    param_text: list[str] = []
+    if isinstance(props, Mapping):
+        for pname, pschema in props.items():
+            param_text.append(str(pname))
+            if isinstance(pschema, Mapping) and isinstance(pschema.get("description"), str):
+                param_text.append(pschema["description"])
+    name_terms = terms(card.name) + terms(card.id)
+    joined = "".join(words(card.name))
+    return {
+        "name": " ".join(dict.fromkeys([*name_terms, joined])),
+        "aliases": " ".join(terms(" ; ".join(card.aliases))),
+        "tags": " ".join(terms(" ".join(card.tags))),
+        "summary": " ".join(terms(card.summary)),
+        "params": " ".join(terms(" ".join(param_text))),
+        "learned": " ".join(terms(" ; ".join(learned))),
+    }
+
+
+def embedding_texts(card: CapabilityCard, learned: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """(kind, text) pairs embedded for a card: the card itself, each alias, each learned query."""
+    head = " ".join(words(card.name))
+    texts = [(KIND_CARD, f"{head}: {card.summary}")]
+    texts += [(KIND_ALIAS, a) for a in card.aliases]
+    texts += [(KIND_LEARNED, q) for q in learned]
+    return texts
+
+
+class Catalog:
+    """Tools, their index and the discovery pipeline over one store."""
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        *,
+        embedder: Embedder | None = None,
+        policy: PolicyConfig | None = None,
+        settings: SearchSettings | None = None,
+        log: DiscoveryLog | None = None,
+        reformulator: Reformulator | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder: Embedder = embedder or MiniLMEmbedder()
+        self.policy = policy or PolicyConfig()
+        self.settings = settings or SearchSettings()
+        self.log = log
+        self.reformulator = reformulator
+        self._learned = LearnedAliases(store)
+        self._reload()
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        embedder: Embedder | None = None,
+        policy: PolicyConfig | None = None,
+        settings: SearchSettings | None = None,
+        log: bool = True,
+        reformulator: Reformulator | None = None,
+    ) -> Catalog:
+        store = SQLiteStore(path)
+        dlog = DiscoveryLog(path) if log and str(path) != ":memory:" else None
+        return cls(
+            store,
+            embedder=embedder,
+            policy=policy,
+            settings=settings,
+            log=dlog,
+            reformulator=reformulator,
+        )
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+        self.store.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- state -------------------------------------------------------------------
+    def _reload(self) -> None:
+        self._specs = self.store.load()
+        self._by_id = {s.id: s for s in self._specs}
+        self._cards = tuple(s.card for s in self._specs)
+        df, _ = self.store.document_frequency()
+        self._phrases = PhraseIndex(self._specs, df)
+        self._entitlements: dict[tuple[str, frozenset[str]], Entitlement] = {}
+        self._token_cache: dict[tuple[str, str], int] = {}
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def specs(self) -> list[ToolSpec]:
+        return list(self._specs)
+
+    def spec(self, tool_id: str) -> ToolSpec | None:
+        return self._by_id.get(tool_id)
+
+    def get(self, tool_id: str) -> ToolSpec:
+        spec = self._by_id.get(tool_id)
+        if spec is None:
+            raise UnknownToolError(tool_id)
+        return spec
+
+    def schema(self, tool_id: str, fmt: str = "openai") -> dict[str, Any]:
+        return inject.render([self.get(tool_id)], fmt)[0]
+
+    # -- indexing ----------------------------------------------------------------
+    def add(
+        self,
+        specs: Iterable[ToolSpec],
+        *,
+        replace_all: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> IndexReport:
+        """Validate and index tools in one transaction; unchanged texts are not re-embedded."""
+        start = time.perf_counter()
+        batch = check_unique(specs)
+        learned = self._learned.of(LEARNED_PER_TOOL)
+        tools, texts = self._indexed(batch, learned)
+        vectors = self._embed_missing(texts, progress)
+        stats = self.store.upsert(
+            tools, vectors, model_id=self.embedder.model_id, replace_all=replace_all
+        )
+        self._reload()
+        warnings = tuple(self._size_warnings(batch))
+        return IndexReport(stats, time.perf_counter() - start, warnings)
+
+    def _indexed(
+        self, batch: Sequence[ToolSpec], learned: Mapping[str, Sequence[str]]
+    ) -> tuple[list[IndexedTool], dict[str, str]]:
+        model = self.embedder.model_id
+        tools: list[IndexedTool] = []
+        texts: dict[str, str] = {}
+        for spec in batch:
+            mine = learned.get(spec.id, ())
+            owned = []
+            for kind, text in embedding_texts(spec.card, mine):
+                h = text_hash(model, text)
+                texts[h] = text
+                owned.append((kind, h))
+            tools.append(IndexedTool(spec, lexical_fields(spec, mine), owned))
+        return tools, texts
+
+    def _embed_missing(
+        self, texts: Mapping[str, str], progress: Callable[[int, int], None] | None
+    ) -> dict[str, Vector]:
+        hashes = list(texts)
+        have = self.store.cached(hashes, self.embedder.model_id)
+        todo = [h for h in hashes if h not in have]
+        out: dict[str, Vector] = {}
+        step = 256
+        for i in range(0, len(todo), step):
+            chunk = todo[i : i + step]
+            vecs = self.embedder.embed([texts[h] for h in chunk])
+            out.update(zip(chunk, vecs, strict=True))
+            if progress is not None:
+                progress(min(i + step, len(todo)), len(todo))
+        if progress is not None and not todo:
+            progress(0, 0)
+        return out
+
+    @staticmethod
+    def _size_warnings(batch: Sequence[ToolSpec]) -> Iterable[str]:
+        from toolscout.cards import CARD_TOKEN_WARN, card_tokens
+
+        for spec in batch:
+            n = card_tokens(spec.card)
+            if n > CARD_TOKEN_WARN:
+                yield f"card {spec.id} is {n} tokens (over {CARD_TOKEN_WARN}); shorten it"
+
+    def remove(self, ids: Sequence[str]) -> int:
+        n = self.store.delete(ids)
+        self._reload()
+        return n
+
+    # -- learning from usage -----------------------------------------------------
+    def record_usage(self, query: str, tool_id: str, uses: int = 1) -> None:
+        """Remember that ``query`` led to a successful call of ``tool_id`` (applied by learn)."""
+        self.get(tool_id)
+        self._learned.add([(tool_id, " ".join(query.split())[:500], uses)])
+
+    def learn(self, *, from_log: bool = True) -> IndexReport:
+        """Fold learned (query → tool) pairs into the index: as aliases, lexical and dense."""
+        if from_log and self.log is not None:
+            pairs = [(t, q, n) for t, q, n in self.log.learned_pairs() if t in self._by_id]
+            self._learned.clear()
+            self._learned.add(pairs)
+        return self.add(self._specs)
+
+    # -- discovery ---------------------------------------------------------------
+    def decide(self, principal: Principal, tool_id: str) -> Decision:
+        """May ``principal`` use ``tool_id``, and if not, why (for audit; never shown to a model)."""
+        spec = self._by_id.get(tool_id)
+        return decide(principal, spec.card if spec else None, self.policy)
+
+    def entitle(self, principal: Principal) -> Entitlement:
+        key = (principal.tenant, self.policy.effective_scopes(principal))
+        ent = self._entitlements.get(key)
+        if ent is None:
+            ent = entitle(self._cards, principal, self.policy)
+            if len(self._entitlements) > 256:
+                self._entitlements.clear()
+            self._entitlements[key] = ent
+        return ent
+
+    def _tokens(self, tool_id: str, fmt: str) -> int:
+        key = (tool_id, fmt)
+        n = self._token_cache.get(key)
+        if n is None:
+            n = self._token_cache[key] = inject.schema_tokens([self._by_id[tool_id]], fmt)
+        return n
+
+    def _catalog_tokens(self, ent: Entitlement, fmt: str) -> int:
+        key = (f"\x00catalog:{id(ent)}", fmt)
+        n = self._token_cache.get(key)
+        if n is None:
+            n = self._token_cache[key] = sum(self._tokens(c.id, fmt) for c in ent.allowed)
+        return n
+
+    def retriever(self, settings: SearchSettings | None = None) -> Retriever:
+        return Retriever(
+            self.store,
+            self.embedder,
+            self._phrases,
+            settings or self.settings,
+            self.reformulator,
+            lambda ids: self.store.card_vectors(ids, self.embedder.model_id),
+        )
+
+    def discover(
+        self,
+        query: str,
+        principal: Principal,
+        *,
+        k: int = 3,
+        fmt: str = "openai",
+        settings: SearchSettings | None = None,
+        tier: inject.Tier | str | None = None,
+        token_budget: int | None = None,
+        grants: GrantIssuer | None = None,
+    ) -> Shortlist:
+        """entitle → retrieve → select → inject, for one query and one principal."""
+        start = time.perf_counter()
+        if fmt not in inject.FORMATS:
+            raise FormatError(fmt, inject.FORMATS)
+        if not 1 <= k <= 10:
+            from toolscout.errors import ConfigError
+
+            raise ConfigError(f"k must be between 1 and 10, got {k}")
+        cfg = settings or self.settings
+        ent = self.entitle(principal)
+        allowed = ent.ids
+        df, n_docs = self.store.document_frequency()
+        parsed = parse_query(query, df, n_docs, cfg)
+        chosen_tier = inject.choose_tier(len(allowed), tier)
+        retrieval: Retrieval | None = None
+        if chosen_tier is inject.Tier.ALL:
+            chosen = [Candidate(c.id) for c in ent.allowed]
+            confidence = 1.0
+        else:
+            retrieval = self.retriever(cfg).run(parsed, allowed)
+            exact = self._phrases.find(parsed.text, allowed) if cfg.exact_hits else {}
+            confidence = 1.0 if exact else retrieval.confidence
+            chosen = select(
+                retrieval.candidates,
+                exact,
+                k,
+                dedupe=cfg.dedupe,
+                card_vectors=lambda ids: self.store.card_vectors(ids, self.embedder.model_id),
+                token_cost=lambda tid: self._tokens(tid, fmt),
+                token_budget=token_budget,
+            )
+            if chosen_tier is inject.Tier.GROUPS:
+                chosen = self._group_expand(chosen, ent)
+        specs = [self._by_id[c.id] for c in chosen]
+        tools = tuple(
+            ScoredTool(c.id, self._by_id[c.id].card.name, c.fused, c.lexical, c.dense, c.exact)
+            for c in chosen
+        )
+        schemas = tuple(inject.render(specs, fmt))
+        tokens = TokenReport(
+            catalog=self._catalog_tokens(ent, fmt),
+            injected=inject.schema_tokens(specs, fmt) if specs else 0,
+        )
+        low = retrieval.low_confidence if retrieval is not None and confidence < 1.0 else False
+        grant = grants.issue(principal, [t.id for t in tools]) if grants is not None else None
+        latency = (time.perf_counter() - start) * 1000
+        did = None
+        if self.log is not None:
+            did = self.log.record_discovery(
+                principal.subject, principal.tenant, parsed.text, [t.id for t in tools],
+                confidence, latency,
+            )
+        trace = Trace()
+        if retrieval is not None:
+            trace = Trace(
+                tuple(retrieval.lexical_ids),
+                tuple(retrieval.dense_ids),
+                tuple(c.id for c in retrieval.candidates[:10]),
+                retrieval.dense_weight,
+                parsed.dropped,
+            )
+        return Shortlist(
+            query=parsed.text,
+            tier=chosen_tier,
+            format=fmt,
+            tools=tools,
+            schemas=schemas,
+            confidence=confidence,
+            low_confidence=low,
+            filtered_by_policy=ent.filtered,
+            policy_reasons={r.value: n for r, n in ent.denied.items()},
+            tokens=tokens,
+            reformulations=tuple(retrieval.reformulations) if retrieval else (),
+            grant=grant,
+            discovery_id=did,
+            latency_ms=latency,
+            trace=trace,
+        )
+
+    def _group_expand(self, chosen: Sequence[Candidate], ent: Entitlement) -> list[Candidate]:
+        """GROUPS tier: every entitled tool of the groups the best candidates belong to."""
+        groups = [self._by_id[c.id].card.group for c in chosen if self._by_id[c.id].card.group]
+        if not groups:
+            return list(chosen)
+        wanted = set(groups)
+        members = inject.group_members([self._by_id[c.id] for c in ent.allowed], wanted)
+        scored = {c.id: c for c in chosen}
+        rank = {c.id: i for i, c in enumerate(chosen)}
+        expanded = [scored.get(s.id) or Candidate(s.id) for s in members]
+        # the shortlisted tools first, in their order; the rest of their groups after
+        return sorted(expanded, key=lambda c: rank.get(c.id, len(rank)))
+
+    def record_call(self, shortlist: Shortlist | None, tool_id: str, *, ok: bool = True) -> None:
+        """Tell the discovery log which tool was called after a discovery."""
+        if self.log is not None:
+            did = shortlist.discovery_id if shortlist is not None else None
+            self.log.record_call(tool_id, discovery_id=did, ok=ok)

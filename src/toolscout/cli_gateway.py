@@ -1,0 +1,192 @@
+"""CLI surface of the gateway: ``toolscout token issue`` and ``toolscout audit``.
+
+The main CLI mounts :data:`token_app` as ``token`` and registers :func:`audit`
+as the ``audit`` command. Errors print one line on stderr and exit with code 2;
+``audit --verify`` exits with 1 when the chain is broken.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import re
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from toolscout.errors import ToolscoutError
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from toolscout.audit import AuditRecord
+
+token_app = typer.Typer(help="Mint development tokens.", no_args_is_help=True, add_completion=False)
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``1d`` or ``1w``."""
+    m = _DURATION.match(text.lower())
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 1d)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_since(text: str, *, now: float | None = None) -> float:
+    """A timestamp from a duration back from now (``15m``) or an ISO date/time."""
+    try:
+        return (time.time() if now is None else now) - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"not a duration or ISO date/time: {text!r}") from None
+    return (moment if moment.tzinfo else moment.astimezone()).timestamp()
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _split(values: str | None) -> list[str]:
+    return [v.strip() for v in (values or "").split(",") if v.strip()]
+
+
+@token_app.command("issue")
+def issue(
+    sub: Annotated[str, typer.Option("--sub", help="Subject (user or agent id).")],
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant the subject acts for.")] = "",
+    scopes: Annotated[str, typer.Option("--scopes", help="Comma-separated scopes.")] = "",
+    roles: Annotated[str, typer.Option("--roles", help="Comma-separated roles.")] = "",
+    ttl: Annotated[str, typer.Option("--ttl", help="Lifetime, e.g. 15m, 1h.")] = "15m",
+    key: Annotated[
+        str | None,
+        typer.Option("--key", envvar="TOOLSCOUT_TOKEN_KEY", help="HMAC secret (>= 32 bytes)."),
+    ] = None,
+    key_file: Annotated[
+        Path | None,
+        typer.Option("--key-file", help="PEM private key (RS256/ES256) or secret file."),
+    ] = None,
+    alg: Annotated[str, typer.Option("--alg", help="HS256, RS256 or ES256.")] = "HS256",
+    iss: Annotated[str | None, typer.Option("--iss", help="Issuer claim.")] = None,
+    aud: Annotated[str | None, typer.Option("--aud", help="Audience claim.")] = None,
+    kid: Annotated[str | None, typer.Option("--kid", help="Key id header.")] = None,
+) -> None:
+    """Print a signed JWT for development and tests."""
+    from toolscout.auth import issue_token
+
+    if (key is None) == (key_file is None):
+        _fail("give exactly one of --key (or $TOOLSCOUT_TOKEN_KEY) and --key-file")
+    try:
+        seconds = parse_duration(ttl)
+        secret: str | bytes
+        if key_file is not None:
+            try:
+                secret = key_file.read_bytes()
+            except OSError as exc:
+                _fail(f"cannot read {key_file}: {exc.strerror or exc}")
+            if alg.upper().startswith("HS"):
+                secret = secret.strip()
+        else:
+            assert key is not None
+            secret = key
+        token = issue_token(
+            subject=sub,
+            tenant=tenant,
+            scopes=_split(scopes),
+            roles=_split(roles),
+            key=secret,
+            algorithm=alg.upper() if alg.lower() != "eddsa" else "EdDSA",
+            ttl_seconds=seconds,
+            issuer=iss,
+            audience=aud,
+            kid=kid,
+        )
+    except (ToolscoutError, ValueError) as exc:
+        _fail(str(exc))
+    typer.echo(token)
+
+
+def audit(
+    since: Annotated[
+        str | None, typer.Option("--since", help="Records since a duration ago (15m) or ISO time.")
+    ] = None,
+    subject: Annotated[str | None, typer.Option("--subject", help="Only this subject.")] = None,
+    verify: Annotated[bool, typer.Option("--verify", help="Verify the hash chain.")] = False,
+    db: Annotated[Path | None, typer.Option("--db", help="Database file.")] = None,
+    json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    limit: Annotated[int, typer.Option("--limit", help="Show at most this many records.")] = 100,
+) -> None:
+    """Show the execution audit log; --verify checks it has not been tampered with."""
+    from toolscout.audit import AuditLog
+    from toolscout.settings import default_db_path
+
+    path = db or default_db_path()
+    if not path.is_file():
+        _fail(f"no database at {path}")
+    try:
+        cutoff = parse_since(since) if since else None
+    except ValueError as exc:
+        _fail(str(exc))
+    try:
+        with AuditLog(path) as log:
+            if verify:
+                result = log.verify()
+                if json:
+                    typer.echo(_json.dumps(result.to_dict()))
+                elif result.ok:
+                    typer.echo(f"audit log intact: {result.count} records verified")
+                else:
+                    typer.echo(
+                        f"audit log TAMPERED: chain breaks at record {result.first_bad_id} "
+                        f"({result.count} records)"
+                    )
+                if not result.ok:
+                    raise typer.Exit(1)
+                return
+            records = log.read(since=cutoff, subject=subject, limit=max(limit, 0) or None)
+    except ToolscoutError as exc:
+        _fail(str(exc))
+    if json:
+        for rec in records:
+            typer.echo(_json.dumps(rec.to_dict(), ensure_ascii=False))
+        return
+    _print_table(records)
+
+
+def _safe(text: str) -> Text:
+    """Caller-controlled text, shown literally: no markup, no control characters."""
+    from rich.text import Text
+
+    return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in text) or "-")
+
+
+def _print_table(records: list[AuditRecord]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in ("id", "time", "subject", "tenant", "tool", "decision", "reason", "ms", "status"):
+        table.add_column(col, justify="right" if col in ("id", "ms") else "left")
+    for rec in records:
+        style = {"allowed": "green", "denied": "red", "error": "yellow"}.get(rec.decision, "")
+        table.add_row(
+            str(rec.id),
+            rec.when.strftime("%Y-%m-%d %H:%M:%S"),
+            _safe(rec.subject),
+            _safe(rec.tenant),
+            _safe(rec.tool_id),
+            f"[{style}]{rec.decision}[/]" if style else rec.decision,
+            rec.reason,
+            f"{rec.latency_ms:.2f}",
+            rec.status,
+        )
+    Console(file=sys.stdout, width=160).print(table)

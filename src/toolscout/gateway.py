@@ -1,0 +1,388 @@
+"""The execution gateway: the only way a tool runs.
+
+:meth:`Gateway.execute` trusts nothing the model produced. In order, it checks
+
+1. the argument size (before any parsing of the token),
+2. the caller's token (:class:`~toolscout.auth.TokenVerifier`),
+3. the principal's rate limit,
+4. the very policy function discovery uses (:func:`toolscout.policy.decide`),
+5. in strict mode, a discovery grant covering the tool (:mod:`toolscout.grants`),
+6. the arguments against the tool's JSON Schema (unknown parameters refused),
+
+then runs the executor under a time-out, and writes one audit record for every
+attempt, allowed or refused, with its reason code. Each refusal is a typed
+:class:`~toolscout.errors.GatewayError` carrying that code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Coroutine, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from toolscout.audit import AuditLog, args_digest, canonical_json
+from toolscout.auth import TokenVerifier
+from toolscout.cards import ToolSpec
+from toolscout.errors import (
+    ArgumentError,
+    ConfigError,
+    ExecutorError,
+    ExecutorTimeout,
+    GatewayError,
+    PolicyDenied,
+)
+from toolscout.executors import Executor
+from toolscout.grants import GrantSigner
+from toolscout.limits import Limits, RateLimiter, check_argument_size
+from toolscout.policy import PolicyConfig, Principal, decide
+
+#: key of the fallback executor in an executor mapping
+DEFAULT_EXECUTOR = "*"
+#: tool ids longer than this are refused as unknown without a lookup
+MAX_TOOL_ID = 256
+
+# reason codes raised here (the others come from auth, grants, limits and executors)
+NOT_AN_OBJECT = "arguments_not_object"
+NOT_JSON = "arguments_not_json"
+UNKNOWN_PARAMETER = "unknown_parameter"
+SCHEMA_MISMATCH = "schema_mismatch"
+TIMEOUT = "executor_timeout"
+NO_EXECUTOR = "no_executor"
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class ToolLookup(Protocol):
+    """Resolves a tool id to its spec; the catalog implements it."""
+
+    def spec(self, tool_id: str) -> ToolSpec | None:
+        """The tool's spec, or ``None`` when there is no such tool."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionResult:
+    """A successful execution: the tool's value and what the gateway recorded."""
+
+    tool_id: str
+    value: Any
+    principal: Principal
+    latency_ms: float
+    #: the gateway's own share of the latency (everything but the executor)
+    overhead_ms: float
+    audit_id: int
+
+
+def _declared_properties(schema: Mapping[str, Any]) -> tuple[set[str], bool]:
+    """(property names the schema declares, whether it explicitly allows others).
+
+    Looks at the top level and at ``allOf``/``anyOf``/``oneOf`` members and
+    local ``$ref`` targets one level down.
+    """
+    names: set[str] = set()
+    open_ended = False
+    parts: list[Mapping[str, Any]] = [schema]
+    for key in ("allOf", "anyOf", "oneOf"):
+        members = schema.get(key)
+        if isinstance(members, list):
+            parts.extend(m for m in members if isinstance(m, Mapping))
+    for part in list(parts):
+        ref = part.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/"):
+            target: Any = schema
+            for step in ref[2:].split("/"):
+                target = target.get(step) if isinstance(target, Mapping) else None
+            if isinstance(target, Mapping):
+                parts.append(target)
+    for part in parts:
+        props = part.get("properties")
+        if isinstance(props, Mapping):
+            names.update(props)
+        extra = part.get("additionalProperties", False)
+        if extra is not False or part.get("patternProperties") or part.get("unevaluatedProperties"):
+            open_ended = True
+    return names, open_ended
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    parameters: Mapping[str, Any]
+    validator: Any
+    known: frozenset[str]
+    open_ended: bool
+
+
+class Gateway:
+    """Verifies, authorises, validates, runs and audits tool calls."""
+
+    def __init__(
+        self,
+        tools: ToolLookup,
+        policy: PolicyConfig,
+        verifier: TokenVerifier,
+        executors: Executor | Mapping[str, Executor],
+        audit: AuditLog,
+        *,
+        limits: Limits | None = None,
+        grants: GrantSigner | None = None,
+        strict: bool = False,
+        allow_unknown_params: bool = False,
+        timeout_s: float = 30.0,
+    ) -> None:
+        if strict and grants is None:
+            raise ConfigError("strict mode needs a GrantSigner to check discovery grants")
+        if timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be positive, got {timeout_s}")
+        self.tools = tools
+        self.policy = policy
+        self.verifier = verifier
+        self.executors: Mapping[str, Executor] = (
+            dict(executors) if isinstance(executors, Mapping) else {DEFAULT_EXECUTOR: executors}
+        )
+        self.audit = audit
+        self.limits = limits or Limits()
+        self.grants = grants
+        self.strict = strict
+        self.allow_unknown_params = allow_unknown_params
+        self.timeout_s = timeout_s
+        self._rate = RateLimiter.from_limits(self.limits)
+        self._validators: OrderedDict[str, _Compiled] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ checks
+
+    def _compiled(self, spec: ToolSpec) -> _Compiled:
+        """The tool's compiled validator, cached per tool and schema content."""
+        with self._cache_lock:
+            hit = self._validators.get(spec.id)
+            if hit is not None and (
+                hit.parameters is spec.parameters or hit.parameters == spec.parameters
+            ):
+                self._validators.move_to_end(spec.id)
+                return hit
+        from jsonschema import validators
+
+        schema = dict(spec.parameters)
+        cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+        known, open_ended = _declared_properties(schema)
+        compiled = _Compiled(
+            spec.parameters,
+            cls(schema, format_checker=cls.FORMAT_CHECKER),
+            frozenset(known),
+            open_ended,
+        )
+        with self._cache_lock:
+            self._validators[spec.id] = compiled
+            while len(self._validators) > 4096:
+                self._validators.popitem(last=False)
+        return compiled
+
+    def validate(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> None:
+        """Raise :class:`ArgumentError` unless ``arguments`` fit the tool's schema."""
+        compiled = self._compiled(spec)
+        if not (self.allow_unknown_params or compiled.open_ended):
+            unknown = sorted(k for k in arguments if k not in compiled.known)
+            if unknown:
+                valid = ", ".join(sorted(compiled.known)) or "(none: the tool takes no parameters)"
+                raise ArgumentError(
+                    f"{spec.id}: unknown parameter {unknown[0]!r}"
+                    + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
+                    + f"; valid parameters: {valid}",
+                    tool_id=spec.id,
+                    reason=UNKNOWN_PARAMETER,
+                )
+        if compiled.validator.is_valid(arguments):
+            return
+        errors = sorted(compiled.validator.iter_errors(arguments), key=lambda e: list(e.path))
+        parts = []
+        for err in errors[:3]:
+            where = "/".join(str(p) for p in err.path)
+            parts.append(f"{where}: {err.message}" if where else err.message)
+        raise ArgumentError(
+            f"{spec.id}: invalid arguments: " + "; ".join(parts),
+            tool_id=spec.id,
+            reason=SCHEMA_MISMATCH,
+        )
+
+    def _executor(self, tool_id: str) -> Executor:
+        executor = self.executors.get(tool_id) or self.executors.get(DEFAULT_EXECUTOR)
+        if executor is None:
+            raise ExecutorError(
+                f"no executor is bound to {tool_id!r}", tool_id=tool_id, reason=NO_EXECUTOR
+            )
+        return executor
+
+    def authorize(
+        self, token: str, tool_id: str, arguments: Any, *, grant: str | None = None
+    ) -> tuple[Principal, ToolSpec, str]:
+        """Every check before execution, in order; returns (principal, spec, args digest).
+
+        Raises the first refusal. Writes no audit record (:meth:`execute` does).
+        """
+        principal, spec, digest, _ = self._authorize(token, tool_id, arguments, grant, [None])
+        return principal, spec, digest
+
+    def _authorize(
+        self,
+        token: str,
+        tool_id: str,
+        arguments: Any,
+        grant: str | None,
+        who: list[Principal | None],
+    ) -> tuple[Principal, ToolSpec, str, Mapping[str, Any]]:
+        tool_id = tool_id if isinstance(tool_id, str) else repr(tool_id)
+        if not isinstance(arguments, Mapping):
+            raise ArgumentError(
+                f"arguments must be a JSON object, got {type(arguments).__name__}",
+                tool_id=tool_id,
+                reason=NOT_AN_OBJECT,
+            )
+        try:
+            text = canonical_json(arguments)
+        except (TypeError, ValueError):
+            raise ArgumentError(
+                "arguments are not JSON", tool_id=tool_id, reason=NOT_JSON
+            ) from None
+        check_argument_size(
+            len(text.encode("utf-8", "surrogatepass")),
+            self.limits.max_argument_bytes,
+            tool_id=tool_id,
+        )
+        digest = args_digest(text)
+        principal = self.verifier.verify(token)
+        who[0] = principal
+        self._rate.check(principal, tool_id=tool_id)
+        spec = self.tools.spec(tool_id) if len(tool_id) <= MAX_TOOL_ID else None
+        decision = decide(principal, spec.card if spec is not None else None, self.policy)
+        if not decision.allowed or spec is None:
+            reason = decision.reason.value if decision.reason is not None else "unknown_tool"
+            raise PolicyDenied(
+                f"{tool_id[:MAX_TOOL_ID]}: not permitted ({reason})", tool_id=tool_id, reason=reason
+            )
+        if self.strict and self.grants is not None:
+            self.grants.check(grant, principal, tool_id)
+        self.validate(spec, arguments)
+        return principal, spec, digest, arguments
+
+    # ------------------------------------------------------------------ execution
+
+    async def execute(
+        self, token: str, tool_id: str, arguments: Any, *, grant: str | None = None
+    ) -> ExecutionResult:
+        """Run ``tool_id`` for the token's principal, or raise the typed refusal."""
+        start = time.perf_counter()
+        who: list[Principal | None] = [None]
+        digest = ""
+        decision, reason, status = "denied", "", "refused"
+        exec_ms = 0.0
+        try:
+            principal, spec, digest, args = self._authorize(token, tool_id, arguments, grant, who)
+            executor = self._executor(spec.id)
+            decision = "error"
+            t0 = time.perf_counter()
+            try:
+                async with asyncio.timeout(self.timeout_s) as scope:
+                    value = await executor.call(spec, args)
+            except TimeoutError:
+                if scope.expired():
+                    raise ExecutorTimeout(
+                        f"{spec.id} did not answer within {self.timeout_s:g}s",
+                        tool_id=spec.id,
+                        reason=TIMEOUT,
+                    ) from None
+                raise
+            finally:
+                exec_ms = (time.perf_counter() - t0) * 1000
+            decision, reason, status = "allowed", "ok", "ok"
+        except GatewayError as exc:
+            reason = exc.reason
+            status = "timeout" if isinstance(exc, ExecutorTimeout) else (
+                "error" if decision == "error" else "refused"
+            )  # fmt: skip
+            raise
+        except asyncio.CancelledError:
+            reason, status = "cancelled", "cancelled"
+            raise
+        except Exception as exc:
+            reason, status = "executor_exception", "error"
+            raise ExecutorError(
+                f"{tool_id}: {type(exc).__name__}: {exc}", tool_id=str(tool_id), reason=reason
+            ) from exc
+        finally:
+            latency = (time.perf_counter() - start) * 1000
+            principal_now = who[0]
+            record = self.audit.append(
+                subject=principal_now.subject if principal_now else "",
+                tenant=principal_now.tenant if principal_now else "",
+                tool_id=str(tool_id),
+                args_digest=digest,
+                decision=decision,
+                reason=reason,
+                latency_ms=latency,
+                status=status,
+            )
+        return ExecutionResult(
+            spec.id, value, principal, latency, max(0.0, latency - exec_ms), record.id
+        )
+
+    # ------------------------------------------------------------------ sync wrapper
+
+    def _background_loop(self) -> asyncio.AbstractEventLoop:
+        with self._loop_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="toolscout-gateway", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._background_loop())
+        return future.result()
+
+    def execute_sync(
+        self, token: str, tool_id: str, arguments: Any, *, grant: str | None = None
+    ) -> ExecutionResult:
+        """:meth:`execute` for synchronous callers, on one background event loop."""
+        return self._run(self.execute(token, tool_id, arguments, grant=grant))
+
+    async def aclose(self) -> None:
+        """Close every executor's connections (on the running loop)."""
+        for executor in {id(e): e for e in self.executors.values()}.values():
+            await executor.aclose()
+
+    def close(self) -> None:
+        """Close executors and stop the background loop, if :meth:`execute_sync` started one."""
+        with self._loop_lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.aclose(), loop).result()
+            asyncio.run_coroutine_threadsafe(_cancel_others(), loop).result()
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join()
+            loop.close()
+
+
+async def _cancel_others() -> None:
+    """Cancel the loop's remaining tasks (connection holders) and let them finish."""
+    current = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,181 @@
+"""Entitlement: may this principal use this tool, and if not, why.
+
+One function, :func:`decide`, answers for discovery (before any ranking) and for
+the execution gateway (before any call). It reads the principal, the card and
+the configuration — never the query, never anything the model produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import lru_cache
+
+from toolscout.cards import CapabilityCard
+from toolscout.errors import ConfigError
+
+DEFAULT_ADMIN_SCOPE = "toolscout:admin"
+
+
+class Reason(str, Enum):
+    """Why a principal may not use a tool. Stable codes for audit and debugging."""
+
+    UNKNOWN_TOOL = "unknown_tool"
+    TENANT = "tenant_mismatch"
+    MISSING_SCOPE = "missing_scope"
+    ADMIN_REQUIRED = "admin_scope_required"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is asking: verified subject, tenant, scopes and roles."""
+
+    subject: str
+    tenant: str = ""
+    scopes: frozenset[str] = frozenset()
+    roles: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(
+        cls,
+        subject: str,
+        tenant: str = "",
+        scopes: Iterable[str] = (),
+        roles: Iterable[str] = (),
+    ) -> Principal:
+        return cls(subject, tenant, frozenset(scopes), frozenset(roles))
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """Role → scope grants and the name of the explicit admin scope."""
+
+    roles: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    admin_scope: str = DEFAULT_ADMIN_SCOPE
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> PolicyConfig:
+        roles = data.get("roles", {})
+        admin = data.get("admin_scope", DEFAULT_ADMIN_SCOPE)
+        if not isinstance(roles, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(s, str) for s in v)
+            for k, v in roles.items()
+        ):
+            raise ConfigError("policy 'roles' must map role names to lists of scopes")
+        if not isinstance(admin, str) or not admin or "*" in admin:
+            raise ConfigError("policy 'admin_scope' must be a concrete scope name")
+        return cls(roles={k: tuple(v) for k, v in roles.items()}, admin_scope=admin)
+
+    def effective_scopes(self, principal: Principal) -> frozenset[str]:
+        """The principal's own scopes plus those its roles grant."""
+        granted = set(principal.scopes)
+        for role in principal.roles:
+            granted.update(self.roles.get(role, ()))
+        return frozenset(granted)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The answer to "may P use T"; ``detail`` is for audit, never for the model."""
+
+    allowed: bool
+    reason: Reason | None = None
+    detail: str = ""
+
+
+ALLOW = Decision(True)
+
+
+@lru_cache(maxsize=4096)
+def _pattern_matches(pattern: str, scope: str) -> bool:
+    """``billing:*`` matches ``billing:write`` and ``billing:refund:full``; ``*`` matches all.
+
+    A ``*`` segment in the middle matches exactly one segment (``*:read``).
+    """
+    if pattern == scope:
+        return True
+    if "*" not in pattern:
+        return False
+    p_parts, s_parts = pattern.split(":"), scope.split(":")
+    for i, part in enumerate(p_parts):
+        last = i == len(p_parts) - 1
+        if part == "*" and last:
+            return len(s_parts) >= len(p_parts)
+        if i >= len(s_parts) or (part != "*" and part != s_parts[i]):
+            return False
+    return len(p_parts) == len(s_parts)
+
+
+def holds(granted: frozenset[str], scope: str) -> bool:
+    """Does a set of (possibly wildcard) granted scopes cover one concrete scope?"""
+    return scope in granted or any(_pattern_matches(g, scope) for g in granted if "*" in g)
+
+
+def decide_scopes(
+    granted: frozenset[str],
+    tenant: str,
+    card: CapabilityCard,
+    admin_scope: str,
+) -> Decision:
+    """The policy core over already-expanded scopes (see :func:`decide`)."""
+    if card.tenants and tenant not in card.tenants:
+        return Decision(False, Reason.TENANT, f"tool {card.id} is not offered to tenant {tenant!r}")
+    missing = [s for s in card.scopes if not holds(granted, s)]
+    if missing:
+        return Decision(False, Reason.MISSING_SCOPE, f"tool {card.id} needs {', '.join(missing)}")
+    # the admin scope must be held explicitly: a wildcard never grants it
+    if card.risk.privileged and admin_scope not in granted:
+        return Decision(
+            False,
+            Reason.ADMIN_REQUIRED,
+            f"tool {card.id} is {card.risk.value}-risk and needs the explicit scope {admin_scope}",
+        )
+    return ALLOW
+
+
+def decide(principal: Principal, card: CapabilityCard | None, config: PolicyConfig) -> Decision:
+    """May ``principal`` use the tool described by ``card``? ``None`` means unknown tool."""
+    if card is None:
+        return Decision(False, Reason.UNKNOWN_TOOL, "no such tool in the catalog")
+    return decide_scopes(
+        config.effective_scopes(principal), principal.tenant, card, config.admin_scope
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Entitlement:
+    """The cards a principal may use, and how many were filtered out and why."""
+
+    allowed: tuple[CapabilityCard, ...]
+    denied: Mapping[Reason, int]
+    ids: frozenset[str] = frozenset()
+
+    @property
+    def filtered(self) -> int:
+        return sum(self.denied.values())
+
+
+def entitle(
+    cards: Sequence[CapabilityCard], principal: Principal, config: PolicyConfig
+) -> Entitlement:
+    """Filter the catalog to the principal's tools. Deterministic; reads no query.
+
+    Cards sharing (tenants, scopes, risk) share one decision, so a 100k-tool
+    catalog costs one policy check per distinct access signature.
+    """
+    granted = config.effective_scopes(principal)
+    memo: dict[tuple[tuple[str, ...], tuple[str, ...], bool], Decision] = {}
+    allowed: list[CapabilityCard] = []
+    denied: dict[Reason, int] = {}
+    for card in cards:
+        key = (card.tenants, card.scopes, card.risk.privileged)
+        decision = memo.get(key)
+        if decision is None:
+            decision = memo[key] = decide_scopes(granted, principal.tenant, card, config.admin_scope)
+        if decision.allowed:
+            allowed.append(card)
+        else:
+            assert decision.reason is not None
+            denied[decision.reason] = denied.get(decision.reason, 0) + 1
+    return Entitlement(tuple(allowed), denied, frozenset(c.id for c in allowed))

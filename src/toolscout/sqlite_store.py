@@ -1,0 +1,466 @@
+"""The embedded default store: one SQLite file.
+
+Cards and schemas live in ``tools``; the lexical index is an FTS5 table whose
+rowid is the tool's; vectors are cached by content hash in ``vectors`` and
+owned by tools through ``tool_texts``. Dense search is exact brute-force
+cosine over an in-memory float32 matrix built from those rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence, Set
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from toolscout.cards import CapabilityCard, Risk, ToolSpec
+from toolscout.errors import StoreError
+from toolscout.store import Hits, IndexedTool, UpsertStats, Vector
+
+#: lexical fields, in FTS5 column order, with their BM25 weights
+FIELDS: tuple[tuple[str, float], ...] = (
+    ("name", 4.0),
+    ("aliases", 2.5),
+    ("tags", 1.5),
+    ("summary", 1.0),
+    ("params", 0.6),
+    ("learned", 1.5),
+)
+FIELD_NAMES = tuple(f for f, _ in FIELDS)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS tools (
+    rid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    card TEXT NOT NULL,
+    parameters TEXT NOT NULL,
+    output_schema TEXT,
+    content_hash TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS tool_fts USING fts5(
+    {", ".join(FIELD_NAMES)}, tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS tool_vocab USING fts5vocab(tool_fts, 'row');
+CREATE TABLE IF NOT EXISTS vectors (
+    text_hash TEXT NOT NULL,
+    model_id TEXT NOT NULL,
+    vec BLOB NOT NULL,
+    PRIMARY KEY (text_hash, model_id)
+);
+CREATE TABLE IF NOT EXISTS tool_texts (
+    tool_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    PRIMARY KEY (tool_id, kind, text_hash)
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def _card_from_json(raw: str) -> CapabilityCard:
+    d = json.loads(raw)
+    return CapabilityCard(
+        id=d["id"],
+        name=d["name"],
+        summary=d["summary"],
+        scopes=tuple(d["scopes"]),
+        tenants=tuple(d["tenants"]),
+        tags=tuple(d["tags"]),
+        aliases=tuple(d["aliases"]),
+        not_for=tuple(d["not_for"]),
+        group=d["group"],
+        risk=Risk(d["risk"]),
+        source=d["source"],
+    )
+
+
+class _DenseIndex:
+    """Rows grouped by owner, so a per-tool max is one ``np.maximum.reduceat``."""
+
+    def __init__(self, ids: list[str], rows: list[tuple[int, str, Vector]], dim: int) -> None:
+        rows.sort(key=lambda r: r[0])
+        self.ids = ids
+        self.position = {tid: i for i, tid in enumerate(ids)}
+        self.matrix = (
+            np.stack([r[2] for r in rows]) if rows else np.zeros((0, dim), dtype=np.float32)
+        )
+        owner = np.array([r[0] for r in rows], dtype=np.int64)
+        self.kind = np.array([r[1] for r in rows], dtype=object)
+        # tools owning at least one row, and where each one's rows start
+        self.owners, self.starts = np.unique(owner, return_index=True)
+        self.card_row = {int(owner[i]): i for i, r in enumerate(rows) if r[1] == "card"}
+        self._kinds: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
+        self._masks: OrderedDict[int, tuple[Set[str], npt.NDArray[np.bool_]]] = OrderedDict()
+
+    def kind_rows(self, kinds: Set[str]) -> npt.NDArray[np.bool_]:
+        key = frozenset(kinds)
+        rows = self._kinds.get(key)
+        if rows is None:
+            rows = self._kinds[key] = np.isin(self.kind, list(key))
+        return rows
+
+    def allowed_mask(self, allowed: Set[str]) -> npt.NDArray[np.bool_]:
+        """Boolean mask over tools; cached by the identity of the (immutable) allowed set."""
+        hit = self._masks.get(id(allowed))
+        if hit is not None and hit[0] is allowed:
+            return hit[1]
+        mask = np.zeros(len(self.ids), dtype=bool)
+        idx = [self.position[t] for t in allowed if t in self.position]
+        mask[idx] = True
+        self._masks[id(allowed)] = (allowed, mask)
+        if len(self._masks) > 64:
+            self._masks.popitem(last=False)
+        return mask
+
+    def search(
+        self, vector: Vector, allowed: Set[str], limit: int, kinds: Set[str], also: Sequence[str]
+    ) -> Hits:
+        if not len(self.matrix):
+            return Hits()
+        sims = self.matrix @ vector
+        sims[~self.kind_rows(kinds)] = -np.inf
+        per_tool = np.full(len(self.ids), -np.inf, dtype=np.float32)
+        per_tool[self.owners] = np.maximum.reduceat(sims, self.starts)
+        per_tool[~self.allowed_mask(allowed)] = -np.inf
+        n_ok = int(np.isfinite(per_tool).sum())
+        take = min(limit, n_ok)
+        if take <= 0:
+            return Hits()
+        top = np.argpartition(-per_tool, take - 1)[:take]
+        top = top[np.argsort(-per_tool[top], kind="stable")]
+        hits = Hits([self.ids[i] for i in top], [float(per_tool[i]) for i in top])
+        seen = set(hits.ids)
+        for tid in also:
+            pos = self.position.get(tid)
+            if tid not in seen and pos is not None and np.isfinite(per_tool[pos]):
+                hits.ids.append(tid)
+                hits.scores.append(float(per_tool[pos]))
+                seen.add(tid)
+        return hits
+
+
+class SQLiteStore:
+    """A :class:`~toolscout.store.Store` and vector cache in one SQLite file."""
+
+    def __init__(self, path: str | Path, *, dim: int = 384) -> None:
+        self.path = Path(path)
+        self.dim = dim
+        self._lock = threading.RLock()
+        try:
+            if str(path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open the store at {path}: {exc}") from exc
+        self._dense: _DenseIndex | None = None
+        self._dense_model: str | None = None
+        self._df: dict[str, int] | None = None
+        self._n_docs = 0
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- writing -----------------------------------------------------------------
+    def upsert(
+        self,
+        tools: Sequence[IndexedTool],
+        vectors: Mapping[str, Vector],
+        *,
+        model_id: str,
+        replace_all: bool = False,
+    ) -> UpsertStats:
+        added = updated = unchanged = removed = 0
+        now = time.time()
+        with self._lock:
+            existing = dict(self._db.execute("SELECT id, content_hash FROM tools").fetchall())
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                for th, vec in vectors.items():
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO vectors(text_hash, model_id, vec) VALUES (?,?,?)",
+                        (th, model_id, np.asarray(vec, dtype=np.float32).tobytes()),
+                    )
+                for tool in tools:
+                    chash = self._tool_hash(tool)
+                    old = existing.get(tool.spec.id)
+                    if old == chash:
+                        unchanged += 1
+                        continue
+                    if old is None:
+                        added += 1
+                    else:
+                        updated += 1
+                    self._write_tool(tool, chash, now)
+                if replace_all:
+                    keep = {t.spec.id for t in tools}
+                    gone = [tid for tid in existing if tid not in keep]
+                    removed = self._delete_ids(gone)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            if added or updated or removed or vectors:
+                self._invalidate()
+        return UpsertStats(added, updated, unchanged, removed, len(vectors))
+
+    @staticmethod
+    def _tool_hash(tool: IndexedTool) -> str:
+        import hashlib
+
+        extra = json.dumps([sorted(tool.fields.items()), sorted(tool.texts)])
+        return hashlib.sha256((tool.spec.content_hash() + extra).encode()).hexdigest()
+
+    def _write_tool(self, tool: IndexedTool, chash: str, now: float) -> None:
+        spec = tool.spec
+        card = json.dumps(spec.card.to_dict())
+        params = json.dumps(dict(spec.parameters))
+        out = json.dumps(dict(spec.output_schema)) if spec.output_schema is not None else None
+        row = self._db.execute("SELECT rid FROM tools WHERE id = ?", (spec.id,)).fetchone()
+        if row is None:
+            cur = self._db.execute(
+                "INSERT INTO tools(id, card, parameters, output_schema, content_hash, updated_at)"
+                " VALUES (?,?,?,?,?,?)",
+                (spec.id, card, params, out, chash, now),
+            )
+            rid = cur.lastrowid
+        else:
+            rid = row[0]
+            self._db.execute(
+                "UPDATE tools SET card=?, parameters=?, output_schema=?, content_hash=?,"
+                " updated_at=? WHERE rid=?",
+                (card, params, out, chash, now, rid),
+            )
+            self._db.execute("DELETE FROM tool_fts WHERE rowid = ?", (rid,))
+            self._db.execute("DELETE FROM tool_texts WHERE tool_id = ?", (spec.id,))
+        values = [tool.fields.get(f, "") for f in FIELD_NAMES]
+        self._db.execute(
+            f"INSERT INTO tool_fts(rowid, {', '.join(FIELD_NAMES)}) "
+            f"VALUES (?{', ?' * len(FIELD_NAMES)})",
+            (rid, *values),
+        )
+        self._db.executemany(
+            "INSERT OR IGNORE INTO tool_texts(tool_id, kind, text_hash) VALUES (?,?,?)",
+            [(spec.id, kind, th) for kind, th in tool.texts],
+        )
+
+    def _delete_ids(self, ids: Sequence[str]) -> int:
+        n = 0
+        for tid in ids:
+            row = self._db.execute("SELECT rid FROM tools WHERE id = ?", (tid,)).fetchone()
+            if row is None:
+                continue
+            self._db.execute("DELETE FROM tool_fts WHERE rowid = ?", (row[0],))
+            self._db.execute("DELETE FROM tools WHERE rid = ?", (row[0],))
+            self._db.execute("DELETE FROM tool_texts WHERE tool_id = ?", (tid,))
+            n += 1
+        return n
+
+    def delete(self, ids: Sequence[str]) -> int:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                n = self._delete_ids(ids)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._invalidate()
+            return n
+
+    def _invalidate(self) -> None:
+        self._dense = None
+        self._df = None
+
+    # -- reading -----------------------------------------------------------------
+    def load(self) -> list[ToolSpec]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT card, parameters, output_schema FROM tools ORDER BY rid"
+            ).fetchall()
+        return [
+            ToolSpec(
+                card=_card_from_json(card),
+                parameters=json.loads(params),
+                output_schema=json.loads(out) if out is not None else None,
+            )
+            for card, params, out in rows
+        ]
+
+    def texts_of(self, tool_id: str) -> list[tuple[str, str]]:
+        with self._lock:
+            return [
+                (k, h)
+                for k, h in self._db.execute(
+                    "SELECT kind, text_hash FROM tool_texts WHERE tool_id = ? ORDER BY kind",
+                    (tool_id,),
+                )
+            ]
+
+    def cached(self, hashes: Sequence[str], model_id: str) -> set[str]:
+        found: set[str] = set()
+        with self._lock:
+            for start in range(0, len(hashes), 500):
+                chunk = list(hashes[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                found.update(
+                    r[0]
+                    for r in self._db.execute(
+                        f"SELECT text_hash FROM vectors WHERE model_id = ? AND text_hash IN ({marks})",
+                        (model_id, *chunk),
+                    )
+                )
+        return found
+
+    def vectors_of(self, hashes: Sequence[str], model_id: str) -> dict[str, Vector]:
+        out: dict[str, Vector] = {}
+        with self._lock:
+            for start in range(0, len(hashes), 500):
+                chunk = list(hashes[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                for th, blob in self._db.execute(
+                    f"SELECT text_hash, vec FROM vectors WHERE model_id = ? AND text_hash IN ({marks})",
+                    (model_id, *chunk),
+                ):
+                    out[th] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def document_frequency(self) -> tuple[dict[str, int], int]:
+        """Per-term document counts of the lexical index, and the number of documents."""
+        with self._lock:
+            if self._df is None:
+                self._df = dict(self._db.execute("SELECT term, doc FROM tool_vocab").fetchall())
+                self._n_docs = self._db.execute("SELECT count(*) FROM tools").fetchone()[0]
+            return self._df, self._n_docs
+
+    def lexical(
+        self, terms: Sequence[str], allowed: Set[str], limit: int, *, fields: Sequence[str] = ()
+    ) -> Hits:
+        uniq = list(dict.fromkeys(t for t in terms if t))
+        if not uniq:
+            return Hits()
+        expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in uniq)
+        if fields:
+            expr = "{" + " ".join(fields) + "} : (" + expr + ")"
+        weights = ", ".join(str(w) for _, w in FIELDS)
+        with self._lock:
+            total = self._n_docs or self._db.execute("SELECT count(*) FROM tools").fetchone()[0]
+            share = max(len(allowed), 1) / max(total, 1)
+            fetch = min(max(int(limit / max(share, 1e-3)) + 20, limit), 5000)
+            try:
+                rows = self._db.execute(
+                    f"SELECT t.id, bm25(tool_fts, {weights}) AS s FROM tool_fts"
+                    " JOIN tools t ON t.rid = tool_fts.rowid"
+                    " WHERE tool_fts MATCH ? ORDER BY s LIMIT ?",
+                    (expr, fetch),
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"lexical search failed: {exc}") from exc
+        hits = Hits()
+        for tid, score in rows:
+            if tid in allowed:
+                hits.ids.append(tid)
+                hits.scores.append(-float(score))
+                if len(hits.ids) >= limit:
+                    break
+        return hits
+
+    def _dense_index(self, model_id: str) -> _DenseIndex:
+        with self._lock:
+            if self._dense is None or self._dense_model != model_id:
+                ids = [r[0] for r in self._db.execute("SELECT id FROM tools ORDER BY rid")]
+                pos = {t: i for i, t in enumerate(ids)}
+                rows: list[tuple[int, str, Vector]] = []
+                for tid, kind, blob in self._db.execute(
+                    "SELECT tt.tool_id, tt.kind, v.vec FROM tool_texts tt"
+                    " JOIN vectors v ON v.text_hash = tt.text_hash AND v.model_id = ?",
+                    (model_id,),
+                ):
+                    if tid in pos:
+                        rows.append((pos[tid], kind, np.frombuffer(blob, dtype=np.float32)))
+                self._dense = _DenseIndex(ids, rows, self.dim)
+                self._dense_model = model_id
+            return self._dense
+
+    def dense(
+        self,
+        vector: Vector,
+        allowed: Set[str],
+        limit: int,
+        *,
+        kinds: Set[str],
+        also: Sequence[str] = (),
+        model_id: str = "",
+    ) -> Hits:
+        return self._dense_index(model_id).search(vector, allowed, limit, kinds, also)
+
+    def card_vectors(self, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
+        """The ``card`` vector of each id (used for near-duplicate suppression)."""
+        index = self._dense_index(model_id)
+        out: dict[str, Vector] = {}
+        for tid in ids:
+            pos = index.position.get(tid)
+            row = index.card_row.get(pos) if pos is not None else None
+            if row is not None:
+                out[tid] = index.matrix[row]
+        return out
+
+    def meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value))
+            )
+
+
+class LearnedAliases:
+    """Usage-learned phrases per tool, kept beside the catalog in the same file."""
+
+    _SQL = (
+        "CREATE TABLE IF NOT EXISTS learned_aliases (tool_id TEXT NOT NULL, phrase TEXT NOT NULL,"
+        " uses INTEGER NOT NULL, PRIMARY KEY (tool_id, phrase))"
+    )
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+        with store._lock:
+            store._db.execute(self._SQL)
+
+    def add(self, pairs: Sequence[tuple[str, str, int]]) -> None:
+        with self._store._lock:
+            self._store._db.executemany(
+                "INSERT INTO learned_aliases(tool_id, phrase, uses) VALUES (?,?,?)"
+                " ON CONFLICT(tool_id, phrase) DO UPDATE SET uses = uses + excluded.uses",
+                pairs,
+            )
+
+    def of(self, limit_per_tool: int) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        with self._store._lock:
+            rows = self._store._db.execute(
+                "SELECT tool_id, phrase FROM learned_aliases ORDER BY tool_id, uses DESC, phrase"
+            ).fetchall()
+        for tool_id, phrase in rows:
+            bucket = out.setdefault(tool_id, [])
+            if len(bucket) < limit_per_tool:
+                bucket.append(phrase)
+        return out
+
+    def clear(self) -> None:
+        with self._store._lock:
+            self._store._db.execute("DELETE FROM learned_aliases")

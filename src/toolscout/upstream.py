@@ -1,0 +1,190 @@
+"""Upstream MCP servers as executors, through the official ``mcp`` SDK (v2 ``Client``).
+
+One :class:`MCPExecutor` fronts one upstream server, over stdio (a subprocess)
+or streamable HTTP. Its connection is opened on first use and held per event
+loop (see :class:`~toolscout.executors.PerLoop`), so calls share it and run
+concurrently; a broken connection is dropped and reopened on the next call.
+:meth:`MCPExecutor.list_specs` turns the upstream's tools into specs for the
+catalog. The ``mcp`` package is imported only when a connection is opened.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TextIO
+
+from toolscout.cards import Risk, ToolSpec, make_spec
+from toolscout.errors import ConfigError, ExecutorError
+from toolscout.executors import TOOL_FAILED, UPSTREAM_UNAVAILABLE, PerLoop
+
+__all__ = ["MCPExecutor"]
+
+
+class MCPExecutor:
+    """Runs tools on one upstream MCP server, over stdio or streamable HTTP.
+
+    ``server`` is a URL (streamable HTTP), an argv list (a stdio subprocess) or
+    an ``mcp.StdioServerParameters``. A tool's upstream name is its id with
+    ``prefix`` removed when the id starts with it, else its card name.
+    """
+
+    def __init__(
+        self,
+        server: str | Sequence[str] | Any,
+        *,
+        prefix: str = "",
+        headers: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        errlog: TextIO | None = None,
+        label: str = "",
+    ) -> None:
+        self.server = (
+            server if isinstance(server, str) or not isinstance(server, Sequence) else list(server)
+        )
+        if isinstance(self.server, str) and not self.server.startswith(("http://", "https://")):
+            raise ConfigError(f"an MCP server URL must be http(s), got {self.server!r}")
+        if isinstance(self.server, list) and not self.server:
+            raise ConfigError("an MCP stdio command must not be empty")
+        self.prefix = prefix
+        self.headers = dict(headers or {})
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self.errlog = errlog
+        self.label = label or (self.server if isinstance(self.server, str) else "stdio")
+        self._clients: PerLoop[Any] = PerLoop(self._client)
+
+    def _transport(self) -> Any:
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        if isinstance(self.server, str):
+            return _http_transport(self.server, self.headers)
+        params = self.server
+        if isinstance(params, list):
+            params = StdioServerParameters(
+                command=params[0], args=params[1:], env=self.env, cwd=self.cwd
+            )
+        return stdio_client(params, errlog=self.errlog or sys.stderr)
+
+    def _client(self) -> Any:
+        from mcp import Client, Implementation
+
+        return Client(
+            self._transport(), client_info=Implementation(name="toolscout", version="0.1.0")
+        )
+
+    def upstream_name(self, spec: ToolSpec) -> str:
+        if self.prefix and spec.id.startswith(self.prefix):
+            return spec.id[len(self.prefix) :]
+        return spec.card.name
+
+    async def _session(self, tool_id: str) -> Any:
+        try:
+            return await self._clients.get()
+        except Exception as exc:
+            raise ExecutorError(
+                f"upstream MCP server {self.label} is unavailable: {exc}",
+                tool_id=tool_id,
+                reason=UPSTREAM_UNAVAILABLE,
+            ) from exc
+
+    async def call(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> Any:
+        from mcp import MCPError
+
+        client = await self._session(spec.id)
+        try:
+            result = await client.call_tool(self.upstream_name(spec), dict(arguments))
+        except MCPError as exc:
+            raise ExecutorError(
+                f"upstream error: {exc}", tool_id=spec.id, reason=TOOL_FAILED
+            ) from exc
+        except Exception as exc:
+            await self._clients.reset()
+            raise ExecutorError(
+                f"upstream MCP server {self.label} failed: {type(exc).__name__}: {exc}",
+                tool_id=spec.id,
+                reason=UPSTREAM_UNAVAILABLE,
+            ) from exc
+        texts = [b.text for b in result.content if getattr(b, "type", "") == "text"]
+        if result.is_error:
+            raise ExecutorError(
+                f"{spec.id} failed: {' '.join(texts)[:500]}", tool_id=spec.id, reason=TOOL_FAILED
+            )
+        if result.structured_content is not None:
+            return result.structured_content
+        if len(texts) == len(result.content):
+            return "\n".join(texts)
+        return [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content]
+
+    async def list_specs(
+        self,
+        *,
+        scopes: Sequence[str] = (),
+        tenants: Sequence[str] = (),
+        group: str = "",
+        risk: Risk | None = None,
+    ) -> list[ToolSpec]:
+        """The upstream's tools as specs (id = prefix + name). Without ``risk``, a tool
+        is ``read`` only if it says it is read-only, ``write`` if it says it is not
+        destructive, else ``destructive`` (the MCP default)."""
+        client = await self._session(self.prefix or self.label)
+        specs, cursor = [], None
+        for _ in range(100):
+            page = await client.list_tools(cursor=cursor)
+            for t in page.tools:
+                hints = t.annotations
+                level = risk or (
+                    Risk.READ if hints and hints.read_only_hint
+                    else Risk.WRITE if hints and hints.destructive_hint is False
+                    else Risk.DESTRUCTIVE
+                )  # fmt: skip
+                specs.append(
+                    make_spec(
+                        {
+                            "id": self.prefix + t.name,
+                            "name": t.name,
+                            "summary": (t.description or t.title or t.name).strip().split("\n")[0],
+                            "scopes": list(scopes),
+                            "tenants": list(tenants),
+                            "group": group,
+                            "risk": level.value,
+                            "source": f"mcp:{self.label}",
+                            "parameters": t.input_schema,
+                        }
+                    )
+                )
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return specs
+
+    async def aclose(self) -> None:
+        await self._clients.aclose()
+
+    async def __aenter__(self) -> MCPExecutor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+@asynccontextmanager
+async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with configured headers, on an HTTP client this context owns."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    if not headers:
+        async with streamable_http_client(url) as streams:
+            yield streams
+        return
+    import httpx2  # the mcp SDK's HTTP client
+
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=dict(headers), timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams

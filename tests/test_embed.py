@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolscout.embed import MiniLMEmbedder, text_hash
+from toolscout.errors import ModelError
+
+from support import embedder
+
+
+def test_vectors_are_unit_length_and_semantic() -> None:
+    v = embedder().embed(["kill the stuck job", "terminate a hung batch process", "bake a cake"])
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert float(v[0] @ v[1]) > float(v[0] @ v[2]) + 0.2
+
+
+def test_batching_does_not_change_vectors() -> None:
+    texts = ["short", "a much longer sentence about refunds and invoices and orders", "mid size text"]
+    together = embedder().embed(texts)
+    alone = np.stack([embedder().embed([t])[0] for t in texts])
+    assert np.allclose(together, alone, atol=1e-4)
+
+
+def test_empty_input() -> None:
+    assert embedder().embed([]).shape == (0, 384)
+
+
+def test_corrupt_model_file_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"not a model")
+    with pytest.raises(ModelError, match="sha256"):
+        MiniLMEmbedder(fake).embed(["x"])
+
+
+def test_missing_model_file(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="not found"):
+        MiniLMEmbedder(tmp_path / "nope.onnx").embed(["x"])
+
+
+def test_text_hash_depends_on_model_and_text() -> None:
+    assert text_hash("m", "a") == text_hash("m", "a")
+    assert text_hash("m", "a") != text_hash("n", "a") != text_hash("m", "b")

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import pytest
+
+from toolscout.errors import ConfigError
+from toolscout.policy import PolicyConfig, Principal, Reason, decide, entitle, holds
+
+from support import spec
+
+CFG = PolicyConfig(roles={"support": ["orders:read"], "admin": ["billing:*", "toolscout:admin"]})
+
+
+@pytest.mark.parametrize(
+    ("granted", "scope", "ok"),
+    [
+        ({"billing:*"}, "billing:write", True),
+        ({"billing:*"}, "billing:refund:full", True),
+        ({"billing:*"}, "billing", False),
+        ({"billing:*"}, "billingx:write", False),
+        ({"*"}, "anything:at:all", True),
+        ({"*:read"}, "orders:read", True),
+        ({"*:read"}, "orders:write", False),
+        ({"orders:read"}, "orders:read", True),
+        ({"orders:read"}, "orders:write", False),
+    ],
+)
+def test_scope_patterns(granted: set[str], scope: str, ok: bool) -> None:
+    assert holds(frozenset(granted), scope) is ok
+
+
+def test_decide_reasons() -> None:
+    read = spec("orders.find", scopes=["orders:read"]).card
+    tenant_only = spec("orders.acme", scopes=["orders:read"], tenants=["acme"]).card
+    refund = spec("billing.full_refund", scopes=["billing:admin"], risk="admin").card
+    agent = Principal.of("a", "globex", roles=["support"])
+    assert decide(agent, read, CFG).allowed
+    assert decide(agent, tenant_only, CFG).reason is Reason.TENANT
+    assert decide(agent, refund, CFG).reason is Reason.MISSING_SCOPE
+    assert decide(agent, None, CFG).reason is Reason.UNKNOWN_TOOL
+    # every scope by wildcard, but no explicit admin scope: still refused
+    star = Principal.of("s", "acme", scopes=["*"])
+    d = decide(star, refund, CFG)
+    assert d.reason is Reason.ADMIN_REQUIRED and "toolscout:admin" in d.detail
+    assert decide(Principal.of("b", "acme", roles=["admin"]), refund, CFG).allowed
+
+
+def test_unknown_roles_grant_nothing() -> None:
+    read = spec("orders.find", scopes=["orders:read"]).card
+    assert not decide(Principal.of("x", roles=["root"]), read, CFG).allowed
+
+
+def test_entitle_counts_reasons_and_keeps_order() -> None:
+    cards = [
+        spec("t.open").card,
+        spec("t.read", scopes=["orders:read"]).card,
+        spec("t.write", scopes=["orders:write"]).card,
+        spec("t.admin", scopes=["orders:read"], risk="destructive").card,
+        spec("t.acme", tenants=["acme"]).card,
+    ]
+    ent = entitle(cards, Principal.of("a", "globex", roles=["support"]), CFG)
+    assert [c.id for c in ent.allowed] == ["t.open", "t.read"]
+    assert ent.ids == frozenset({"t.open", "t.read"})
+    assert ent.denied == {Reason.MISSING_SCOPE: 1, Reason.ADMIN_REQUIRED: 1, Reason.TENANT: 1}
+    assert ent.filtered == 3
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"roles": ["a"]}, {"roles": {"a": "orders:read"}}, {"admin_scope": "admin:*"}, {"admin_scope": ""}],
+)
+def test_bad_policy_config(data: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        PolicyConfig.from_dict(data)
