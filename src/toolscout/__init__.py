@@ -38,7 +38,6 @@ from toolscout.store import Store
 __version__ = "0.1.0"
 
 __all__ = [
-    "FORMATS",
     "ArgumentError",
     "CapabilityCard",
     "CardError",
@@ -49,6 +48,7 @@ __all__ = [
     "Embedder",
     "ExecutorError",
     "ExecutorTimeout",
+    "FORMATS",
     "FormatError",
     "GatewayError",
     "GrantError",
@@ -67,6 +67,7 @@ __all__ = [
     "SearchSettings",
     "Shortlist",
     "Store",
+    "StoreError",
     "Tier",
     "TokenError",
     "TokenReport",

@@ -1,0 +1,5 @@
+"""``python -m toolscout`` runs the command line."""
+
+from toolscout.cli import main
+
+main()

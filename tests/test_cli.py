@@ -1,0 +1,107 @@
+"""The command line as a user runs it: a real process, a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import BENCH, FIXTURES
+
+MINI = FIXTURES / "mini_tools.jsonl"
+
+
+def run(*args: str, db: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    argv = [sys.executable, "-m", "toolscout", *args]
+    if db is not None:
+        argv += ["--db", str(db)]
+    return subprocess.run(argv, capture_output=True, text=True, env=full_env, timeout=600)
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess[str], fragment: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "mini.db"
+    proc = run("index", str(MINI), db=path)
+    assert proc.returncode == 0, proc.stderr
+    assert "12 added" in proc.stdout and "12 texts embedded" in proc.stdout
+    return path
+
+
+def test_reindex_embeds_nothing(db: Path) -> None:
+    proc = run("index", str(MINI), db=db)
+    assert proc.returncode == 0 and "12 unchanged" in proc.stdout and "0 texts embedded" in proc.stdout
+
+
+def test_search_json(db: Path) -> None:
+    proc = run("search", "what's the weather in Paris tomorrow", "-k", "2", "--json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [t["id"] for t in data["tools"]][0] == "weather.get_forecast"
+    assert set(data["tools"][0]) >= {"id", "score", "lexical", "dense", "confidence"}
+    assert data["filtered_by_policy"] == 0
+    assert 0 < data["tokens"]["injected"] < data["tokens"]["catalog"]
+    assert data["schemas"][0]["type"] == "function"
+
+
+def test_search_table_and_formats(db: Path) -> None:
+    proc = run("search", "send a mail to bob", "--format", "gemini", db=db)
+    assert proc.returncode == 0 and "mail.send_email" in proc.stdout and "tokens injected" in proc.stdout
+    schema = run("schema", "mail.send_email", "--format", "mcp", db=db)
+    assert json.loads(schema.stdout)["inputSchema"]["required"] == ["to", "subject", "body"]
+
+
+def test_db_from_environment(db: Path) -> None:
+    proc = run("schema", "math.gcd", env={"TOOLSCOUT_DB": str(db)})
+    assert proc.returncode == 0 and "gcd" in proc.stdout
+
+
+def test_bad_inputs_get_one_line_errors(db: Path, tmp_path: Path) -> None:
+    assert_clean_error(run("index", str(tmp_path / "nope.jsonl"), db=db), "no such file")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(MINI.read_text() + "{oops\n")
+    assert_clean_error(run("index", str(broken), db=db), ":13: invalid JSON")
+    assert_clean_error(run("schema", "no.such_tool", db=db), "unknown tool id 'no.such_tool'")
+    assert_clean_error(run("search", "weather", "--format", "cohere", db=db), "unknown format 'cohere'")
+    assert_clean_error(run("schema", "math.gcd", "--format", "xml", db=db), "unknown format 'xml'")
+    assert_clean_error(run("search", "   ", db=db), "query is empty")
+    assert_clean_error(run("search", "x" * 100_000, db=db), "limit is")
+    assert_clean_error(run("search", "weather", "-k", "0", db=db), "k must be between 1 and 10")
+    assert_clean_error(run("search", "weather", db=tmp_path / "missing.db"), "no catalog at")
+    # the failed index left the stored catalog as it was
+    proc = run("search", "factorial of 5", "--json", db=db)
+    assert json.loads(proc.stdout)["tokens"]["catalog"] > 0
+    assert "math.factorial" in [t["id"] for t in json.loads(proc.stdout)["tools"]]
+
+
+def test_demo_runs(tmp_path: Path) -> None:
+    proc = run("demo", db=tmp_path / "demo.db")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "cloud.terminate_batch_process" in out and "orders.query_freight_telemetry" in out
+    assert "filtered by policy" in out and "tokens injected" in out
+
+
+def test_bfcl_index_then_search(tmp_path: Path) -> None:
+    tools = BENCH / "bfcl" / "tools.jsonl"
+    assert tools.is_file(), f"the dev set is expected beside the repo at {tools}"
+    db = tmp_path / "bfcl.db"
+    first = run("index", str(tools), db=db)
+    assert first.returncode == 0, first.stderr
+    assert "1853 added" in first.stdout
+    again = run("index", str(tools), db=db)
+    assert "0 texts embedded" in again.stdout and "1853 unchanged" in again.stdout
+    proc = run("search", "Calculate the factorial of 5 using math functions.", "--json", "-k", "5", db=db)
+    assert "bfcl:math.factorial" in [t["id"] for t in json.loads(proc.stdout)["tools"]]
