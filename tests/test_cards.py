@@ -31,7 +31,7 @@ def test_make_spec_fills_defaults_and_normalises() -> None:
     [
         ({"id": "a.b"}, "summary", "missing"),
         ({"summary": "x"}, "id", "missing"),
-        ({"id": "bad id!", "summary": "x"}, "id", "letters"),
+        ({"id": "bad id", "summary": "x"}, "id", "without spaces"),
         ({"id": "a.b", "summary": "x", "risk": "scary"}, "risk", "not one of"),
         ({"id": "a.b", "summary": "x", "scopes": ["billing:*"]}, "scopes", "concrete"),
         ({"id": "a.b", "summary": "x", "scopes": "billing write"}, "scopes", "concrete"),

@@ -14,8 +14,8 @@ def test_terms_drop_stopwords_and_stem() -> None:
 
 
 def test_identifiers_found_in_prose() -> None:
-    text = "call billing.issue_refund, then findOrder; not Paris."
-    assert identifiers(text) == ["billing.issue_refund", "findOrder"]
+    text = "call billing.issue_refund, then findOrder or ApexMap; not Paris."
+    assert identifiers(text) == ["billing.issue_refund", "findOrder", "ApexMap"]
 
 
 def test_phrase_key_and_ngrams() -> None:

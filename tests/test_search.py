@@ -91,3 +91,13 @@ def test_select_respects_token_budget_but_keeps_one() -> None:
     tiny = select(_cands("c", "b"), {}, 2, dedupe=False, card_vectors=None,
                   token_cost=cost.__getitem__, token_budget=10)
     assert [c.id for c in tiny] == ["c"]
+
+
+def test_everyday_phrases_are_not_mentions() -> None:
+    specs = [spec("x.help_me", name="help_me"), spec("x.get_weather", name="get_weather")]
+    idx = PhraseIndex(specs, df={})
+    allowed = frozenset(s.id for s in specs)
+    assert idx.find("can you help me plan my day", allowed) == {}
+    assert idx.find("call help_me now", allowed) == {"x.help_me": "name"}
+    assert idx.find("use getWeather for Paris", allowed) == {"x.get_weather": "name"}
+    assert idx.find("get weather in Paris", allowed) == {}

@@ -20,7 +20,7 @@ from toolscout.errors import CardError
 #: Cards above this many tokens are reported as oversized (a warning, not an error).
 CARD_TOKEN_WARN = 60
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]{0,199}$")
+_ID_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,200}$")
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.*-]+)*$")
 
 
@@ -153,7 +153,7 @@ def make_spec(data: Mapping[str, Any], *, default_source: str = "") -> ToolSpec:
         raise CardError(str(data.get("name", "?")), "id", "missing or empty")
     tool_id = raw_id.strip()
     if not _ID_RE.match(tool_id):
-        raise CardError(tool_id, "id", "must be 1-200 chars of letters, digits and _ . : / @ -")
+        raise CardError(tool_id, "id", "must be 1-200 printable characters without spaces")
     known = {
         "id", "name", "summary", "description", "scopes", "tenants", "tags", "aliases",
         "not_for", "group", "risk", "source", "parameters", "output_schema",

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from toolscout import inject
 from toolscout.cards import CapabilityCard, ToolSpec, check_unique
-from toolscout.embed import Embedder, MiniLMEmbedder, text_hash
+from toolscout.embed import Embedder, MiniLMEmbedder, normalise, text_hash
 from toolscout.errors import FormatError, UnknownToolError
 from toolscout.lexical import terms, words
 from toolscout.policy import Decision, Entitlement, PolicyConfig, Principal, decide, entitle
@@ -158,12 +158,35 @@ def lexical_fields(spec: ToolSpec, learned: Sequence[str] = ()) -> dict[str, str
     }
 
 
-def embedding_texts(card: CapabilityCard, learned: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """(kind, text) pairs embedded for a card: the card itself, each alias, each learned query."""
+def card_views(spec: ToolSpec) -> tuple[str, ...]:
+    """The texts whose normalised mean is a tool's card vector.
+
+    Several views of one card (its name in words, its summary, both together, and
+    with its parameters) average into a vector that matches paraphrases, bare
+    identifiers and argument-heavy requests better than any single view did on
+    the dev sets (docs/benchmarks.md).
+    """
+    card = spec.card
     head = " ".join(words(card.name))
-    texts = [(KIND_CARD, f"{head}: {card.summary}")]
-    texts += [(KIND_ALIAS, a) for a in card.aliases]
-    texts += [(KIND_LEARNED, q) for q in learned]
+    views = [head, card.summary, f"{head}: {card.summary}"]
+    props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, Mapping) else {}
+    if isinstance(props, Mapping) and props:
+        params = "; ".join(
+            f"{name}: {p['description']}"
+            if isinstance(p, Mapping) and isinstance(p.get("description"), str)
+            else str(name)
+            for name, p in props.items()
+        )
+        views.append(f"{head}: {card.summary} Parameters: {params}")
+    return tuple(v for v in views if v.strip())
+
+
+def embedding_texts(spec: ToolSpec, learned: Sequence[str] = ()) -> list[tuple[str, tuple[str, ...]]]:
+    """(kind, views) embedded for a tool: the card (several views, averaged), each alias,
+    each learned query."""
+    texts: list[tuple[str, tuple[str, ...]]] = [(KIND_CARD, card_views(spec))]
+    texts += [(KIND_ALIAS, (a,)) for a in spec.card.aliases]
+    texts += [(KIND_LEARNED, (q,)) for q in learned]
     return texts
 
 
@@ -273,32 +296,38 @@ class Catalog:
 
     def _indexed(
         self, batch: Sequence[ToolSpec], learned: Mapping[str, Sequence[str]]
-    ) -> tuple[list[IndexedTool], dict[str, str]]:
+    ) -> tuple[list[IndexedTool], dict[str, tuple[str, ...]]]:
         model = self.embedder.model_id
         tools: list[IndexedTool] = []
-        texts: dict[str, str] = {}
+        texts: dict[str, tuple[str, ...]] = {}
         for spec in batch:
             mine = learned.get(spec.id, ())
             owned = []
-            for kind, text in embedding_texts(spec.card, mine):
-                h = text_hash(model, text)
-                texts[h] = text
+            for kind, views in embedding_texts(spec, mine):
+                h = text_hash(model, "\x1f".join(views))
+                texts[h] = views
                 owned.append((kind, h))
             tools.append(IndexedTool(spec, lexical_fields(spec, mine), owned))
         return tools, texts
 
     def _embed_missing(
-        self, texts: Mapping[str, str], progress: Callable[[int, int], None] | None
+        self, texts: Mapping[str, tuple[str, ...]], progress: Callable[[int, int], None] | None
     ) -> dict[str, Vector]:
+        """Embed every text not cached yet; a multi-view text becomes its views' mean."""
         hashes = list(texts)
         have = self.store.cached(hashes, self.embedder.model_id)
         todo = [h for h in hashes if h not in have]
         out: dict[str, Vector] = {}
-        step = 256
+        step = 128
         for i in range(0, len(todo), step):
             chunk = todo[i : i + step]
-            vecs = self.embedder.embed([texts[h] for h in chunk])
-            out.update(zip(chunk, vecs, strict=True))
+            flat = [v for h in chunk for v in texts[h]]
+            vecs = self.embedder.embed(flat)
+            at = 0
+            for h in chunk:
+                n = len(texts[h])
+                out[h] = normalise(vecs[at : at + n].mean(axis=0, keepdims=True))[0]
+                at += n
             if progress is not None:
                 progress(min(i + step, len(todo)), len(todo))
         if progress is not None and not todo:

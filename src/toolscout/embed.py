@@ -80,7 +80,7 @@ class MiniLMEmbedder:
         model_path: Path | None = None,
         *,
         max_tokens: int = 256,
-        batch_size: int = 64,
+        batch_size: int = 32,
         threads: int | None = None,
     ) -> None:
         self._model_path = model_path

@@ -14,7 +14,11 @@ from functools import lru_cache
 
 _WORD_RE = re.compile(r"[A-Za-z0-9]+")
 _CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_IDENT_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_./:-][A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]*")
+_IDENT_RE = re.compile(
+    r"[A-Za-z][A-Za-z0-9]*(?:[_./:-][A-Za-z0-9]+)+"  # snake_case, dotted.names, paths/ids
+    r"|[a-z]+[A-Z][A-Za-z0-9]*"  # camelCase
+    r"|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+"  # PascalCase
+)
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before

@@ -16,7 +16,7 @@ import numpy as np
 from toolscout.cards import ToolSpec
 from toolscout.embed import Embedder, normalise
 from toolscout.errors import QueryError
-from toolscout.lexical import identifiers, ngrams, phrase_key, terms, words
+from toolscout.lexical import STOPWORDS, identifiers, ngrams, phrase_key, stem, terms, words
 from toolscout.settings import SearchSettings
 from toolscout.store import KIND_ALIAS, KIND_CARD, KIND_LEARNED, Hits, Store, Vector
 
@@ -24,6 +24,8 @@ from toolscout.store import KIND_ALIAS, KIND_CARD, KIND_LEARNED, Hits, Store, Ve
 FREQUENT_TERM_SHARE = 0.08
 #: the longest name or alias phrase looked for verbatim in a query, in words
 MAX_PHRASE_WORDS = 8
+#: the most dense weight adaptive fusion moves to lexical
+ADAPT_SHIFT = 0.1
 #: two tools whose card vectors are at least this close are near-duplicates
 NEAR_DUPLICATE_COSINE = 0.93
 
@@ -81,55 +83,76 @@ def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchS
 
 
 class PhraseIndex:
-    """Names, ids and aliases under their canonical form, for the exact-hit guarantee."""
+    """Names, ids and aliases under their canonical form, for the exact-hit guarantee.
+
+    A name or id written as an identifier (``find_order``, ``findOrder``,
+    ``orders.find_order``) is always a mention. Written as plain words ("find
+    order"), a phrase counts only when it carries at least two content words, so
+    everyday phrases such as "help me" do not trigger a tool called ``help_me``.
+    """
 
     def __init__(self, specs: Sequence[ToolSpec], df: Mapping[str, int]) -> None:
         self.phrases: dict[str, list[tuple[str, str]]] = {}
+        self.identifiers: dict[str, list[tuple[str, str]]] = {}
         for spec in specs:
             card = spec.card
-            self._add(phrase_key(card.id), card.id, "id", df)
-            self._add(phrase_key(card.name), card.id, "name", df)
+            for why, raw in (("id", card.id), ("name", card.name)):
+                self._add(self.identifiers, phrase_key(raw), card.id, why)
+                if _content_words(raw) >= 2 or _rare_single_word(raw, df):
+                    self._add(self.phrases, phrase_key(raw), card.id, why)
             for alias in card.aliases:
-                if len(words(alias)) >= 2:
-                    self._add(phrase_key(alias), card.id, "alias", df)
+                if _content_words(alias) >= 2:
+                    self._add(self.phrases, phrase_key(alias), card.id, "alias")
 
-    def _add(self, key: str, tool_id: str, why: str, df: Mapping[str, int]) -> None:
-        if not key:
+    @staticmethod
+    def _add(table: dict[str, list[tuple[str, str]]], key: str, tool_id: str, why: str) -> None:
+        if not key or len(key.split()) > MAX_PHRASE_WORDS:
             return
-        parts = key.split()
-        if len(parts) == 1:
-            # a one-word name is only a reliable mention when the word is rare in the catalog
-            word = parts[0]
-            stemmed = terms(word)
-            if len(word) < 4 or not stemmed or df.get(stemmed[0], 0) > 3:
-                return
-        if len(parts) > MAX_PHRASE_WORDS:
-            return
-        bucket = self.phrases.setdefault(key, [])
+        bucket = table.setdefault(key, [])
         if all(t != tool_id for t, _ in bucket):
             bucket.append((tool_id, why))
 
     def find(self, text: str, allowed: Set[str]) -> dict[str, str]:
         """Tool ids mentioned verbatim in ``text`` (entitled ones only), with why."""
         found: dict[str, str] = {}
-        for gram in ngrams(words(text), MAX_PHRASE_WORDS):
-            for tool_id, why in self.phrases.get(gram, ()):
+
+        def take(entries: Sequence[tuple[str, str]]) -> None:
+            for tool_id, why in entries:
                 if tool_id in allowed and tool_id not in found:
                     found[tool_id] = why
+
+        for token in identifiers(text):
+            take(self.identifiers.get(phrase_key(token), ()))
+        for gram in ngrams(words(text), MAX_PHRASE_WORDS):
+            take(self.phrases.get(gram, ()))
         return found
 
 
+def _content_words(text: str) -> int:
+    return sum(1 for w in words(text) if w not in STOPWORDS and not w.isdigit())
+
+
+def _rare_single_word(text: str, df: Mapping[str, int]) -> bool:
+    """A one-word name is a mention only when the word is long and rare in the catalog."""
+    ws = words(text)
+    if len(ws) != 1 or len(ws[0]) < 4 or ws[0] in STOPWORDS:
+        return False
+    return df.get(stem(ws[0]), 0) <= 3
+
+
 def _dense_weight(query: Query, lex: Hits, settings: SearchSettings) -> float:
-    """Shift weight to lexical when the query names identifiers or its rare terms match."""
+    """Lean towards lexical when one tool clearly wins on BM25 (a rare exact term matched).
+
+    The lexical margin ``(s1 - s2) / s1`` measures how sure BM25 is; a clear
+    winner moves up to ``ADAPT_SHIFT`` of the weight from dense to lexical.
+    """
     w = settings.dense_weight
-    if not settings.adaptive_fusion or not settings.lexical:
+    if not settings.adaptive_fusion or not settings.lexical or len(lex.scores) < 2:
         return w
-    if query.identifiers:
-        w -= 0.25
-    if len(lex.scores) >= 2 and lex.scores[0] > 0:
-        gap = (lex.scores[0] - lex.scores[1]) / lex.scores[0]
-        w -= 0.2 * min(gap / 0.5, 1.0)
-    return min(max(w, 0.2), 0.9)
+    if lex.scores[0] <= 0:
+        return w
+    margin = (lex.scores[0] - lex.scores[1]) / lex.scores[0]
+    return max(w - ADAPT_SHIFT * min(margin / 0.5, 1.0), 0.0)
 
 
 def _fuse(
