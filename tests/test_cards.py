@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from support import spec
 from toolscout.cards import CARD_TOKEN_WARN, Risk, card_tokens, check_unique, make_spec
 from toolscout.errors import CardError
-
-from support import spec
 
 
 def test_make_spec_fills_defaults_and_normalises() -> None:
@@ -46,7 +45,9 @@ def test_make_spec_fills_defaults_and_normalises() -> None:
         ({"id": "a.b", "summary": "x", "parameters": {"type": "string"}}, "parameters", "'object'"),
     ],
 )
-def test_bad_cards_name_the_card_and_field(data: dict[str, object], field: str, fragment: str) -> None:
+def test_bad_cards_name_the_card_and_field(
+    data: dict[str, object], field: str, fragment: str
+) -> None:
     with pytest.raises(CardError) as info:
         make_spec(data)
     assert info.value.field == field
@@ -72,7 +73,11 @@ def test_content_hash_changes_with_content_only() -> None:
 
 
 def test_card_text_includes_aliases_and_not_for() -> None:
-    s = spec("orders.find_order", "Find one order.", aliases=["where is my order"],
-             not_for=["search by email — use orders.search_orders"])
+    s = spec(
+        "orders.find_order",
+        "Find one order.",
+        aliases=["where is my order"],
+        not_for=["search by email — use orders.search_orders"],
+    )
     assert "where is my order" in s.card.text()
     assert "Not for: search by email" in s.card.text()

@@ -8,13 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from support import embedder, spec
 from toolscout.catalog import Catalog
-from toolscout.errors import CatalogFileError, ConfigError, FormatError, QueryError, UnknownToolError
+from toolscout.errors import (
+    CatalogFileError,
+    ConfigError,
+    FormatError,
+    QueryError,
+    UnknownToolError,
+)
 from toolscout.inject import Tier
 from toolscout.loader import demo_catalog_dir, read_catalog, read_jsonl, read_policy
 from toolscout.policy import Principal, Reason
-
-from support import embedder, spec
 
 SUPPORT = Principal.of("alice", "acme", roles=["support_agent"])
 ENGINEER = Principal.of("carol", "acme", roles=["engineer"])
@@ -26,7 +31,9 @@ ADMIN_TOOLS = ("billing.issue_full_refund", "database.drop_partition")
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Catalog]:
     db = tmp_path_factory.mktemp("demo") / "demo.db"
-    cat = Catalog.open(db, embedder=embedder(), policy=read_policy(demo_catalog_dir() / "policy.yaml"))
+    cat = Catalog.open(
+        db, embedder=embedder(), policy=read_policy(demo_catalog_dir() / "policy.yaml")
+    )
     cat.add(read_catalog([demo_catalog_dir()]))
     yield cat
     cat.close()
@@ -54,20 +61,33 @@ def test_admin_tools_never_reach_non_admins(catalog: Catalog, query: str, who: P
     for k in (3, 10):
         result = catalog.discover(query, who, k=k)
         assert not set(result.ids) & set(ADMIN_TOOLS)
-        assert not any(t in json.dumps(result.schemas) for t in ("issue_full_refund", "drop_partition"))
+        assert not any(
+            t in json.dumps(result.schemas) for t in ("issue_full_refund", "drop_partition")
+        )
     assert catalog.decide(who, "billing.issue_full_refund").reason in (
-        Reason.MISSING_SCOPE, Reason.ADMIN_REQUIRED
+        Reason.MISSING_SCOPE,
+        Reason.ADMIN_REQUIRED,
     )
 
 
 def test_admins_see_admin_tools_for_matching_queries(catalog: Catalog) -> None:
-    assert "billing.issue_full_refund" in catalog.discover("issue a full refund for the order", BILLING_ADMIN).ids
-    assert "database.drop_partition" in catalog.discover("drop an old partition of the events table", DBA).ids
+    assert (
+        "billing.issue_full_refund"
+        in catalog.discover("issue a full refund for the order", BILLING_ADMIN).ids
+    )
+    assert (
+        "database.drop_partition"
+        in catalog.discover("drop an old partition of the events table", DBA).ids
+    )
 
 
 def test_hard_cases(catalog: Catalog) -> None:
-    assert catalog.discover("kill the stuck job", ENGINEER).ids[0] == "cloud.terminate_batch_process"
-    assert "orders.query_freight_telemetry" in catalog.discover("why is my parcel late", SUPPORT).ids
+    assert (
+        catalog.discover("kill the stuck job", ENGINEER).ids[0] == "cloud.terminate_batch_process"
+    )
+    assert (
+        "orders.query_freight_telemetry" in catalog.discover("why is my parcel late", SUPPORT).ids
+    )
     ids = catalog.discover("where is order 94218", SUPPORT, k=5).ids
     assert ids.index("orders.find_order") < ids.index("orders.search_orders")
 
@@ -113,7 +133,12 @@ def test_bad_requests(catalog: Catalog) -> None:
 
 def test_tiers(tmp_path: Path) -> None:
     with Catalog.open(tmp_path / "t.db", embedder=embedder()) as cat:
-        cat.add([spec(f"svc.tool_{i}", f"Tool number {i}.", group="g1" if i < 6 else "g2") for i in range(8)])
+        cat.add(
+            [
+                spec(f"svc.tool_{i}", f"Tool number {i}.", group="g1" if i < 6 else "g2")
+                for i in range(8)
+            ]
+        )
         r = cat.discover("tool number 3", Principal.of("p"))
         assert r.tier is Tier.ALL and len(r.tools) == 8
         cat.add([spec(f"svc.more_{i}", f"Another tool {i}.", group="g3") for i in range(12)])
@@ -121,13 +146,25 @@ def test_tiers(tmp_path: Path) -> None:
         assert r.tier is Tier.GROUPS
         assert {cat.get(t).card.group for t in r.ids} <= {"g1", "g2", "g3"}
         assert set(r.ids) >= {f"svc.tool_{i}" for i in range(6)}  # the whole matching group
-        assert cat.discover("tool number 3", Principal.of("p"), tier="progressive", k=2).tier is Tier.PROGRESSIVE
+        assert (
+            cat.discover("tool number 3", Principal.of("p"), tier="progressive", k=2).tier
+            is Tier.PROGRESSIVE
+        )
 
 
 def test_reindex_embeds_nothing_and_bad_import_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "tools.jsonl"
-    rows = [{"id": f"t:{i}", "name": f"tool_{i}", "description": f"Tool {i} does thing {i}.",
-             "parameters": {}, "source": "x", "group": ""} for i in range(5)]
+    rows = [
+        {
+            "id": f"t:{i}",
+            "name": f"tool_{i}",
+            "description": f"Tool {i} does thing {i}.",
+            "parameters": {},
+            "source": "x",
+            "group": "",
+        }
+        for i in range(5)
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with Catalog.open(tmp_path / "c.db", embedder=embedder()) as cat:
         first = cat.add(read_jsonl(path))
@@ -144,11 +181,26 @@ def test_reindex_embeds_nothing_and_bad_import_changes_nothing(tmp_path: Path) -
 
 def test_learned_aliases_change_ranking(tmp_path: Path) -> None:
     with Catalog.open(tmp_path / "l.db", embedder=embedder()) as cat:
-        cat.add([spec(f"svc.t{i}", s) for i, s in enumerate([
-            "Read carrier dispatch events.", "Create a calendar event.", "Send an email.",
-            "Convert currencies.", "List invoices.", "Resize an image.", "Translate text.",
-            "Compute a route.", "Store a file.", "Search the web.", "Play a song.",
-        ])], )
+        cat.add(
+            [
+                spec(f"svc.t{i}", s)
+                for i, s in enumerate(
+                    [
+                        "Read carrier dispatch events.",
+                        "Create a calendar event.",
+                        "Send an email.",
+                        "Convert currencies.",
+                        "List invoices.",
+                        "Resize an image.",
+                        "Translate text.",
+                        "Compute a route.",
+                        "Store a file.",
+                        "Search the web.",
+                        "Play a song.",
+                    ]
+                )
+            ],
+        )
         p = Principal.of("p")
         q = "zorblax is wobbling again"
         cat.record_usage(q, "svc.t0", uses=3)

@@ -15,7 +15,9 @@ from support import BENCH, FIXTURES
 MINI = FIXTURES / "mini_tools.jsonl"
 
 
-def run(*args: str, db: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, db: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
     argv = [sys.executable, "-m", "toolscout", *args]
     if db is not None:
@@ -42,14 +44,16 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_reindex_embeds_nothing(db: Path) -> None:
     proc = run("index", str(MINI), db=db)
-    assert proc.returncode == 0 and "12 unchanged" in proc.stdout and "0 texts embedded" in proc.stdout
+    assert (
+        proc.returncode == 0 and "12 unchanged" in proc.stdout and "0 texts embedded" in proc.stdout
+    )
 
 
 def test_search_json(db: Path) -> None:
     proc = run("search", "what's the weather in Paris tomorrow", "-k", "2", "--json", db=db)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert [t["id"] for t in data["tools"]][0] == "weather.get_forecast"
+    assert data["tools"][0]["id"] == "weather.get_forecast"
     assert set(data["tools"][0]) >= {"id", "score", "lexical", "dense", "confidence"}
     assert data["filtered_by_policy"] == 0
     assert 0 < data["tokens"]["injected"] < data["tokens"]["catalog"]
@@ -58,7 +62,11 @@ def test_search_json(db: Path) -> None:
 
 def test_search_table_and_formats(db: Path) -> None:
     proc = run("search", "send a mail to bob", "--format", "gemini", db=db)
-    assert proc.returncode == 0 and "mail.send_email" in proc.stdout and "tokens injected" in proc.stdout
+    assert (
+        proc.returncode == 0
+        and "mail.send_email" in proc.stdout
+        and "tokens injected" in proc.stdout
+    )
     schema = run("schema", "mail.send_email", "--format", "mcp", db=db)
     assert json.loads(schema.stdout)["inputSchema"]["required"] == ["to", "subject", "body"]
 
@@ -74,7 +82,9 @@ def test_bad_inputs_get_one_line_errors(db: Path, tmp_path: Path) -> None:
     broken.write_text(MINI.read_text() + "{oops\n")
     assert_clean_error(run("index", str(broken), db=db), ":13: invalid JSON")
     assert_clean_error(run("schema", "no.such_tool", db=db), "unknown tool id 'no.such_tool'")
-    assert_clean_error(run("search", "weather", "--format", "cohere", db=db), "unknown format 'cohere'")
+    assert_clean_error(
+        run("search", "weather", "--format", "cohere", db=db), "unknown format 'cohere'"
+    )
     assert_clean_error(run("schema", "math.gcd", "--format", "xml", db=db), "unknown format 'xml'")
     assert_clean_error(run("search", "   ", db=db), "query is empty")
     assert_clean_error(run("search", "x" * 100_000, db=db), "limit is")
@@ -103,5 +113,7 @@ def test_bfcl_index_then_search(tmp_path: Path) -> None:
     assert "1853 added" in first.stdout
     again = run("index", str(tools), db=db)
     assert "0 texts embedded" in again.stdout and "1853 unchanged" in again.stdout
-    proc = run("search", "Calculate the factorial of 5 using math functions.", "--json", "-k", "5", db=db)
+    proc = run(
+        "search", "Calculate the factorial of 5 using math functions.", "--json", "-k", "5", db=db
+    )
     assert "bfcl:math.factorial" in [t["id"] for t in json.loads(proc.stdout)["tools"]]

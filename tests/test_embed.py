@@ -5,10 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support import embedder
 from toolscout.embed import MiniLMEmbedder, text_hash
 from toolscout.errors import ModelError
-
-from support import embedder
 
 
 def test_vectors_are_unit_length_and_semantic() -> None:
@@ -19,7 +18,11 @@ def test_vectors_are_unit_length_and_semantic() -> None:
 
 
 def test_batching_does_not_change_vectors() -> None:
-    texts = ["short", "a much longer sentence about refunds and invoices and orders", "mid size text"]
+    texts = [
+        "short",
+        "a much longer sentence about refunds and invoices and orders",
+        "mid size text",
+    ]
     together = embedder().embed(texts)
     alone = np.stack([embedder().embed([t])[0] for t in texts])
     assert np.allclose(together, alone, atol=1e-4)

@@ -8,7 +8,14 @@ import pytest
 from toolscout.errors import CatalogFileError, ConfigError
 from toolscout.loader import demo_catalog_dir, read_catalog, read_jsonl, read_policy
 
-ROW = {"id": "x:a", "name": "a", "description": "Does a.", "parameters": {}, "source": "x", "group": ""}
+ROW = {
+    "id": "x:a",
+    "name": "a",
+    "description": "Does a.",
+    "parameters": {},
+    "source": "x",
+    "group": "",
+}
 
 
 def _jsonl(tmp_path: Path, *lines: str) -> Path:
@@ -18,9 +25,19 @@ def _jsonl(tmp_path: Path, *lines: str) -> Path:
 
 
 def test_jsonl_maps_fields(tmp_path: Path) -> None:
-    row = {**ROW, "group": "g", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
+    row = {
+        **ROW,
+        "group": "g",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+    }
     (s,) = read_jsonl(_jsonl(tmp_path, json.dumps(row)))
-    assert (s.id, s.card.name, s.card.summary, s.card.group, s.card.source) == ("x:a", "a", "Does a.", "g", "x")
+    assert (s.id, s.card.name, s.card.summary, s.card.group, s.card.source) == (
+        "x:a",
+        "a",
+        "Does a.",
+        "g",
+        "x",
+    )
     assert "q" in s.parameters["properties"]
 
 
@@ -55,11 +72,11 @@ def test_yaml_errors(tmp_path: Path) -> None:
     with pytest.raises(CatalogFileError, match="invalid YAML"):
         read_catalog([bad])
     bad.write_text("tools:\n  - id: a.b\n")
-    with pytest.raises(CatalogFileError, match="tool #1.*summary"):
+    with pytest.raises(CatalogFileError, match=r"tool #1.*summary"):
         read_catalog([bad])
     with pytest.raises(CatalogFileError, match="no such file"):
         read_catalog([tmp_path / "missing.yaml"])
-    with pytest.raises(CatalogFileError, match="no .yaml"):
+    with pytest.raises(CatalogFileError, match=r"no \.yaml"):
         read_catalog([_empty(tmp_path)])
 
 
@@ -72,9 +89,14 @@ def _empty(tmp_path: Path) -> Path:
 def test_demo_catalog_and_policy_load() -> None:
     specs = read_catalog([demo_catalog_dir()])
     ids = {s.id for s in specs}
-    assert {"orders.search_orders", "orders.find_order", "orders.query_freight_telemetry",
-            "cloud.terminate_batch_process", "database.drop_partition",
-            "billing.issue_full_refund"} <= ids
+    assert {
+        "orders.search_orders",
+        "orders.find_order",
+        "orders.query_freight_telemetry",
+        "cloud.terminate_batch_process",
+        "database.drop_partition",
+        "billing.issue_full_refund",
+    } <= ids
     policy = read_policy(demo_catalog_dir() / "policy.yaml")
     assert policy.admin_scope == "toolscout:admin" and "support_agent" in policy.roles
 
@@ -82,7 +104,7 @@ def test_demo_catalog_and_policy_load() -> None:
 def test_bad_policy_file(tmp_path: Path) -> None:
     p = tmp_path / "policy.yaml"
     p.write_text("roles: [a, b]\n")
-    with pytest.raises(ConfigError, match="policy.yaml"):
+    with pytest.raises(ConfigError, match=r"policy\.yaml"):
         read_policy(p)
     with pytest.raises(ConfigError, match="cannot read"):
         read_policy(tmp_path / "nope.yaml")

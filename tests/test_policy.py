@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from support import spec
 from toolscout.errors import ConfigError
 from toolscout.policy import PolicyConfig, Principal, Reason, decide, entitle, holds
-
-from support import spec
 
 CFG = PolicyConfig(roles={"support": ["orders:read"], "admin": ["billing:*", "toolscout:admin"]})
 
@@ -66,7 +65,12 @@ def test_entitle_counts_reasons_and_keeps_order() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [{"roles": ["a"]}, {"roles": {"a": "orders:read"}}, {"admin_scope": "admin:*"}, {"admin_scope": ""}],
+    [
+        {"roles": ["a"]},
+        {"roles": {"a": "orders:read"}},
+        {"admin_scope": "admin:*"},
+        {"admin_scope": ""},
+    ],
 )
 def test_bad_policy_config(data: dict[str, object]) -> None:
     with pytest.raises(ConfigError):

@@ -3,12 +3,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from support import spec
 from toolscout.errors import ConfigError, QueryError
 from toolscout.search import Candidate, PhraseIndex, _fuse, parse_query, select
 from toolscout.settings import SearchSettings
 from toolscout.store import Hits
-
-from support import spec
 
 
 def test_parse_query_validates() -> None:
@@ -36,10 +35,16 @@ def test_phrase_index_matches_every_spelling() -> None:
     ]
     idx = PhraseIndex(specs, df={"speak": 40})
     allowed = frozenset(s.id for s in specs)
-    for text in ("please run terminate_batch_process", "terminateBatchProcess now",
-                 "terminate batch process", "cloud.terminate_batch_process"):
+    for text in (
+        "please run terminate_batch_process",
+        "terminateBatchProcess now",
+        "terminate batch process",
+        "cloud.terminate_batch_process",
+    ):
         assert "cloud.terminate_batch_process" in idx.find(text, allowed)
-    assert idx.find("kill the stuck job please", allowed) == {"cloud.terminate_batch_process": "alias"}
+    assert idx.find("kill the stuck job please", allowed) == {
+        "cloud.terminate_batch_process": "alias"
+    }
     assert idx.find("find_order 12", frozenset()) == {}  # never outside the entitled set
     assert idx.find("speak to me", allowed) == {}  # common one-word names are not mentions
 
@@ -55,7 +60,9 @@ def test_weighted_fusion_mixes_normalised_scores() -> None:
 
 
 def test_rrf_fusion() -> None:
-    cands = _fuse(Hits(["a"], [1.0]), Hits(["b", "a"], [0.9, 0.1]), 0.5, SearchSettings(fusion="rrf"))
+    cands = _fuse(
+        Hits(["a"], [1.0]), Hits(["b", "a"], [0.9, 0.1]), 0.5, SearchSettings(fusion="rrf")
+    )
     assert cands[0].id == "a"
 
 
@@ -75,8 +82,13 @@ def _cands(*ids: str) -> list[Candidate]:
 def test_select_forces_exact_hits_and_suppresses_duplicates() -> None:
     base = np.eye(4, dtype=np.float32)
     vecs = {"a": base[0], "a2": base[0], "b": base[1], "c": base[2], "x": base[3]}
-    chosen = select(_cands("a", "a2", "b", "c"), {"x": "name"}, 3, dedupe=True,
-                    card_vectors=lambda ids: {i: vecs[i] for i in ids if i in vecs})
+    chosen = select(
+        _cands("a", "a2", "b", "c"),
+        {"x": "name"},
+        3,
+        dedupe=True,
+        card_vectors=lambda ids: {i: vecs[i] for i in ids if i in vecs},
+    )
     assert [c.id for c in chosen] == ["x", "a", "b"]
     assert chosen[0].exact == "name"
     no_dedupe = select(_cands("a", "a2", "b"), {}, 2, dedupe=False, card_vectors=None)
@@ -85,11 +97,25 @@ def test_select_forces_exact_hits_and_suppresses_duplicates() -> None:
 
 def test_select_respects_token_budget_but_keeps_one() -> None:
     cost = {"a": 300, "b": 100, "c": 500}
-    chosen = select(_cands("a", "b", "c"), {}, 3, dedupe=False, card_vectors=None,
-                    token_cost=cost.__getitem__, token_budget=450)
+    chosen = select(
+        _cands("a", "b", "c"),
+        {},
+        3,
+        dedupe=False,
+        card_vectors=None,
+        token_cost=cost.__getitem__,
+        token_budget=450,
+    )
     assert [c.id for c in chosen] == ["a", "b"]
-    tiny = select(_cands("c", "b"), {}, 2, dedupe=False, card_vectors=None,
-                  token_cost=cost.__getitem__, token_budget=10)
+    tiny = select(
+        _cands("c", "b"),
+        {},
+        2,
+        dedupe=False,
+        card_vectors=None,
+        token_cost=cost.__getitem__,
+        token_budget=10,
+    )
     assert [c.id for c in tiny] == ["c"]
 
 

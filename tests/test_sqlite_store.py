@@ -5,14 +5,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support import spec
 from toolscout.sqlite_store import SQLiteStore
 from toolscout.store import IndexedTool
 
-from support import spec
-
 
 def _tool(tool_id: str, name_terms: str, vec_hash: str) -> IndexedTool:
-    return IndexedTool(spec(tool_id), {"name": name_terms, "summary": name_terms}, [("card", vec_hash)])
+    return IndexedTool(
+        spec(tool_id), {"name": name_terms, "summary": name_terms}, [("card", vec_hash)]
+    )
 
 
 def _vec(*xs: float) -> np.ndarray:
@@ -25,8 +26,11 @@ def _vec(*xs: float) -> np.ndarray:
 def store(tmp_path: Path) -> SQLiteStore:
     s = SQLiteStore(tmp_path / "t.db")
     s.upsert(
-        [_tool("a.refund", "refund invoic", "h1"), _tool("a.order", "find order", "h2"),
-         _tool("a.ship", "ship parcel order", "h3")],
+        [
+            _tool("a.refund", "refund invoic", "h1"),
+            _tool("a.order", "find order", "h2"),
+            _tool("a.ship", "ship parcel order", "h3"),
+        ],
         {"h1": _vec(1, 0), "h2": _vec(0, 1), "h3": _vec(0.2, 1)},
         model_id="m",
     )
@@ -51,7 +55,9 @@ def test_lexical_restricted_to_allowed(store: SQLiteStore) -> None:
 
 def test_dense_restricted_to_allowed(store: SQLiteStore) -> None:
     q = _vec(0, 1)
-    hits = store.dense(q, frozenset({"a.refund", "a.order", "a.ship"}), 2, kinds={"card"}, model_id="m")
+    hits = store.dense(
+        q, frozenset({"a.refund", "a.order", "a.ship"}), 2, kinds={"card"}, model_id="m"
+    )
     assert hits.ids == ["a.order", "a.ship"]
     only = store.dense(q, frozenset({"a.refund"}), 5, kinds={"card"}, model_id="m")
     assert only.ids == ["a.refund"]

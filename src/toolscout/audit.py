@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from toolscout.errors import ConfigError, StoreError
 
@@ -34,7 +34,7 @@ DECISIONS = ("allowed", "denied", "error")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_log (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          INTEGER PRIMARY KEY,
     ts          REAL    NOT NULL,
     subject     TEXT    NOT NULL,
     tenant      TEXT    NOT NULL,
@@ -48,7 +48,6 @@ CREATE TABLE IF NOT EXISTS audit_log (
     hash        TEXT    NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_log_ts ON audit_log (ts);
-CREATE INDEX IF NOT EXISTS audit_log_subject ON audit_log (subject, ts);
 CREATE TRIGGER IF NOT EXISTS audit_log_no_update BEFORE UPDATE ON audit_log
 BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS audit_log_no_delete BEFORE DELETE ON audit_log
@@ -99,19 +98,15 @@ class AuditRecord:
         return datetime.fromtimestamp(self.ts).astimezone()
 
 
-@dataclass(frozen=True, slots=True)
-class Verification:
-    """The result of :meth:`AuditLog.verify`; unpacks as ``(ok, first_bad_id, count)``."""
+class Verification(NamedTuple):
+    """The result of :meth:`AuditLog.verify`: ``(ok, first_bad_id, count)``."""
 
     ok: bool
     first_bad_id: int | None
-    count: int
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.ok, self.first_bad_id, self.count))
+    count: int  # type: ignore[assignment]  # shadows tuple.count on purpose
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self._asdict())
 
 
 def _row_hash(prev_hash: str, row: tuple[Any, ...]) -> str:

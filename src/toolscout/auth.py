@@ -14,6 +14,7 @@ is honoured. Claims become a principal through a :class:`ClaimsMapping`.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -285,7 +286,10 @@ def _token_error(exc: Exception) -> TokenError:
 class JWTVerifier:
     """Verifies JWTs against one key (secret or PEM) or a local JWKS.
 
-    Key objects are parsed once, at construction.
+    Key objects are parsed once, at construction. Up to ``cache_size`` verified
+    tokens are remembered (by their exact text) with their expiry, so a session
+    reusing its token skips the signature check; only successfully verified
+    tokens are cached, and every hit re-checks ``exp``.
     """
 
     def __init__(
@@ -299,6 +303,7 @@ class JWTVerifier:
         claims: ClaimsMapping = DEFAULT_CLAIMS,
         leeway_seconds: float = 0.0,
         max_token_bytes: int = MAX_TOKEN_BYTES,
+        cache_size: int = 1024,
     ) -> None:
         self.algorithms = check_algorithms(algorithms)
         if (key is None) == (jwks is None):
@@ -336,6 +341,10 @@ class JWTVerifier:
         if audience is not None:
             required.append("aud")
         self._options: dict[str, Any] = {"require": required, "enforce_minimum_key_length": True}
+        # verified tokens -> (principal, exp); a hit re-checks only the expiry
+        self._cache: dict[str, tuple[Principal, float]] = {}
+        self._cache_size = max(0, cache_size)
+        self._cache_lock = threading.Lock()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, base_dir: Path | None = None) -> JWTVerifier:
@@ -406,6 +415,12 @@ class JWTVerifier:
         token = token.strip()
         if token[:7].lower() == "bearer ":
             token = token[7:].strip()
+        hit = self._cache.get(token)
+        if hit is not None:
+            if time.time() < hit[1] + self.leeway_seconds:
+                return hit[0]
+            self._cache.pop(token, None)
+            raise TokenError("token has expired", reason=EXPIRED)
         key = self._key_for(token)
         try:
             claims = jwt.decode(
@@ -419,7 +434,14 @@ class JWTVerifier:
             )
         except (jwt.PyJWTError, ValueError, TypeError) as exc:
             raise _token_error(exc) from None
-        return self.claims.principal(claims)
+        principal = self.claims.principal(claims)
+        if self._cache_size:
+            # exp was required and checked, nbf and iat are in the past and stay there
+            with self._cache_lock:
+                if len(self._cache) >= self._cache_size:
+                    self._cache.pop(next(iter(self._cache)), None)
+                self._cache[token] = (principal, float(claims["exp"]))
+        return principal
 
 
 def issue_token(

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from toolscout.errors import CardError
@@ -24,7 +24,7 @@ _ID_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,200}$")
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.*-]+)*$")
 
 
-class Risk(str, Enum):
+class Risk(StrEnum):
     """How dangerous a tool is; admin and destructive tools need the admin scope."""
 
     READ = "read"
@@ -123,22 +123,24 @@ def _check_schema(tool_id: str, name: str, schema: Any) -> dict[str, Any]:
         return {}
     if not isinstance(schema, Mapping):
         raise CardError(tool_id, name, f"must be a JSON Schema object, got {type(schema).__name__}")
-    schema = dict(schema)
-    if not schema:
-        return schema
+    checked: dict[str, Any] = dict(schema)
+    if not checked:
+        return checked
     from jsonschema import validators
     from jsonschema.exceptions import SchemaError
 
-    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+    cls = validators.validator_for(checked, default=validators.Draft202012Validator)
     try:
-        cls.check_schema(schema)
+        cls.check_schema(checked)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
-        raise CardError(tool_id, name, f"not a valid JSON Schema at {where}: {exc.message}") from None
-    kind = schema.get("type", "object")
+        raise CardError(
+            tool_id, name, f"not a valid JSON Schema at {where}: {exc.message}"
+        ) from None
+    kind = checked.get("type", "object")
     if kind != "object":
         raise CardError(tool_id, name, f"top-level type must be 'object', got {kind!r}")
-    return schema
+    return checked
 
 
 def make_spec(data: Mapping[str, Any], *, default_source: str = "") -> ToolSpec:
@@ -155,12 +157,26 @@ def make_spec(data: Mapping[str, Any], *, default_source: str = "") -> ToolSpec:
     if not _ID_RE.match(tool_id):
         raise CardError(tool_id, "id", "must be 1-200 printable characters without spaces")
     known = {
-        "id", "name", "summary", "description", "scopes", "tenants", "tags", "aliases",
-        "not_for", "group", "risk", "source", "parameters", "output_schema",
+        "id",
+        "name",
+        "summary",
+        "description",
+        "scopes",
+        "tenants",
+        "tags",
+        "aliases",
+        "not_for",
+        "group",
+        "risk",
+        "source",
+        "parameters",
+        "output_schema",
     }
     unknown = sorted(set(data) - known)
     if unknown:
-        raise CardError(tool_id, unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}")
+        raise CardError(
+            tool_id, unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}"
+        )
     summary = data.get("summary", data.get("description"))
     if not isinstance(summary, str) or not summary.strip():
         raise CardError(tool_id, "summary", "missing or empty")
@@ -170,7 +186,9 @@ def make_spec(data: Mapping[str, Any], *, default_source: str = "") -> ToolSpec:
     scopes = _strings(tool_id, "scopes", data.get("scopes"))
     for scope in scopes:
         if not _SCOPE_RE.match(scope) or "*" in scope:
-            raise CardError(tool_id, "scopes", f"{scope!r} is not a concrete scope like 'billing:write'")
+            raise CardError(
+                tool_id, "scopes", f"{scope!r} is not a concrete scope like 'billing:write'"
+            )
     risk_raw = data.get("risk", "read")
     try:
         risk = Risk(risk_raw)
@@ -180,7 +198,9 @@ def make_spec(data: Mapping[str, Any], *, default_source: str = "") -> ToolSpec:
     group = data.get("group") or ""
     source = data.get("source") or default_source
     if not isinstance(group, str) or not isinstance(source, str):
-        raise CardError(tool_id, "group" if not isinstance(group, str) else "source", "must be a string")
+        raise CardError(
+            tool_id, "group" if not isinstance(group, str) else "source", "must be a string"
+        )
     card = CapabilityCard(
         id=tool_id,
         name=name.strip(),
@@ -216,7 +236,5 @@ def card_tokens(card: CapabilityCard) -> int:
     """The card's size in o200k tokens (id, summary, scopes, tags, aliases, not-for)."""
     from toolscout.tokencount import count_text
 
-    text = " ".join(
-        [card.id, card.summary, *card.scopes, *card.tags, *card.aliases, *card.not_for]
-    )
+    text = " ".join([card.id, card.summary, *card.scopes, *card.tags, *card.aliases, *card.not_for])
     return count_text(text)

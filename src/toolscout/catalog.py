@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from toolscout import inject
-from toolscout.cards import CapabilityCard, ToolSpec, check_unique
+from toolscout.cards import ToolSpec, check_unique
 from toolscout.embed import Embedder, MiniLMEmbedder, normalise, text_hash
 from toolscout.errors import FormatError, UnknownToolError
 from toolscout.lexical import terms, words
@@ -73,7 +73,10 @@ class TokenReport:
 
 @dataclass(frozen=True, slots=True)
 class Trace:
-    """Where each stage left the query: for failure analysis, never shown to the model."""
+    """Where each stage left the query: for failure analysis, never shown to the model.
+
+    ``lexical`` and ``dense`` are the whole candidate pools each retriever handed
+    to fusion (best first); ``fused`` is the fused top 10."""
 
     lexical: tuple[str, ...] = ()
     dense: tuple[str, ...] = ()
@@ -109,9 +112,7 @@ class Shortlist:
             "query": self.query,
             "tier": self.tier.value,
             "format": self.format,
-            "tools": [
-                {**t.to_dict(), "confidence": round(self.confidence, 4)} for t in self.tools
-            ],
+            "tools": [{**t.to_dict(), "confidence": round(self.confidence, 4)} for t in self.tools],
             "schemas": list(self.schemas),
             "confidence": round(self.confidence, 4),
             "low_confidence": self.low_confidence,
@@ -181,7 +182,9 @@ def card_views(spec: ToolSpec) -> tuple[str, ...]:
     return tuple(v for v in views if v.strip())
 
 
-def embedding_texts(spec: ToolSpec, learned: Sequence[str] = ()) -> list[tuple[str, tuple[str, ...]]]:
+def embedding_texts(
+    spec: ToolSpec, learned: Sequence[str] = ()
+) -> list[tuple[str, tuple[str, ...]]]:
     """(kind, views) embedded for a tool: the card (several views, averaged), each alias,
     each learned query."""
     texts: list[tuple[str, tuple[str, ...]]] = [(KIND_CARD, card_views(spec))]
@@ -238,6 +241,20 @@ class Catalog:
         if self.log is not None:
             self.log.close()
         self.store.close()
+
+    def snapshot(self, dest: str | Path) -> Path:
+        """A consistent copy of the store file (SQLite backup API); this catalog stays open."""
+        import sqlite3
+
+        target = Path(dest)
+        src = sqlite3.connect(str(self.store.path))
+        dst = sqlite3.connect(str(target))
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+            src.close()
+        return target
 
     def __enter__(self) -> Catalog:
         return self
@@ -364,7 +381,7 @@ class Catalog:
 
     # -- discovery ---------------------------------------------------------------
     def decide(self, principal: Principal, tool_id: str) -> Decision:
-        """May ``principal`` use ``tool_id``, and if not, why (for audit; never shown to a model)."""
+        """May ``principal`` use ``tool_id``, and if not, why (for audit, never for a model)."""
         spec = self._by_id.get(tool_id)
         return decide(principal, spec.card if spec else None, self.policy)
 
@@ -463,8 +480,12 @@ class Catalog:
         did = None
         if self.log is not None:
             did = self.log.record_discovery(
-                principal.subject, principal.tenant, parsed.text, [t.id for t in tools],
-                confidence, latency,
+                principal.subject,
+                principal.tenant,
+                parsed.text,
+                [t.id for t in tools],
+                confidence,
+                latency,
             )
         trace = Trace()
         if retrieval is not None:

@@ -37,7 +37,9 @@ DbOption = Annotated[
 ]
 FormatOption = Annotated[
     str,
-    typer.Option("--format", "-f", help="openai, openai-responses, anthropic, gemini, mcp, langchain"),
+    typer.Option(
+        "--format", "-f", help="openai, openai-responses, anthropic, gemini, mcp, langchain"
+    ),
 ]
 
 
@@ -96,7 +98,8 @@ def index(
     db: DbOption = None,
     replace: Annotated[bool, typer.Option(help="Remove stored tools not in these files.")] = False,
     policy: Annotated[
-        Path | None, typer.Option(help="Policy YAML (roles, admin_scope) to store with the catalog.")
+        Path | None,
+        typer.Option(help="Policy YAML (roles, admin_scope) to store with the catalog."),
     ] = None,
 ) -> None:
     """Validate and index catalogs (one transaction; unchanged tools are not re-embedded)."""
@@ -107,15 +110,28 @@ def index(
     specs = read_catalog(catalog_paths)
     pol = read_policy(policy) if policy else _policy_beside(catalog_paths)
     catalog = _open(db, must_exist=False)
-    with catalog, Progress(
-        TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), console=err, transient=True
-    ) as bar:
+    with (
+        catalog,
+        Progress(
+            TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), console=err, transient=True
+        ) as bar,
+    ):
         task = bar.add_task("embed", total=None)
         report = catalog.add(
-            specs, replace_all=replace, progress=lambda done, total: bar.update(task, completed=done, total=total)
+            specs,
+            replace_all=replace,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
         if pol is not None:
-            catalog.store.set_meta("policy", json.dumps({"roles": {k: list(v) for k, v in pol.roles.items()}, "admin_scope": pol.admin_scope}))
+            catalog.store.set_meta(
+                "policy",
+                json.dumps(
+                    {
+                        "roles": {k: list(v) for k, v in pol.roles.items()},
+                        "admin_scope": pol.admin_scope,
+                    }
+                ),
+            )
     s = report.stats
     out.print(
         f"indexed {len(specs)} tools into {_db(db)}: {s.added} added, {s.updated} updated, "
@@ -142,13 +158,19 @@ def _policy_beside(paths: Sequence[Path]) -> Any:
 def search(
     query: Annotated[str, typer.Argument(help="What the user asked.")],
     db: DbOption = None,
-    scopes: Annotated[str | None, typer.Option(help="Comma-separated scopes, e.g. billing:*,orders:read")] = None,
+    scopes: Annotated[
+        str | None, typer.Option(help="Comma-separated scopes, e.g. billing:*,orders:read")
+    ] = None,
     tenant: Annotated[str, typer.Option(help="The caller's tenant.")] = "",
-    roles: Annotated[str | None, typer.Option(help="Comma-separated roles (mapped to scopes by policy).")] = None,
+    roles: Annotated[
+        str | None, typer.Option(help="Comma-separated roles (mapped to scopes by policy).")
+    ] = None,
     subject: Annotated[str, typer.Option(help="The caller's subject, for the log.")] = "cli",
     k: Annotated[int, typer.Option("-k", help="Shortlist size, 1-10.")] = 3,
     fmt: FormatOption = "openai",
-    tier: Annotated[str | None, typer.Option(help="Force the tier: all, groups or progressive.")] = None,
+    tier: Annotated[
+        str | None, typer.Option(help="Force the tier: all, groups or progressive.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Shortlist the tools a principal may use for a query, with their schemas."""
@@ -167,10 +189,16 @@ def search(
 def _print_shortlist(result: Any) -> None:
     table = Table(show_edge=False, pad_edge=False)
     for col in ("#", "tool", "score", "lexical", "dense", "note"):
-        table.add_column(col, justify="right" if col in ("#", "score", "lexical", "dense") else "left")
+        table.add_column(
+            col, justify="right" if col in ("#", "score", "lexical", "dense") else "left"
+        )
     for i, t in enumerate(result.tools, 1):
         table.add_row(
-            str(i), t.id, f"{t.score:.3f}", f"{t.lexical:.3f}", f"{t.dense:.3f}",
+            str(i),
+            t.id,
+            f"{t.score:.3f}",
+            f"{t.lexical:.3f}",
+            f"{t.dense:.3f}",
             f"named in query ({t.exact})" if t.exact else "",
         )
     out.print(table)

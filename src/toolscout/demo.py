@@ -36,7 +36,10 @@ SCENES = (
     Scene(
         "billing admin (tenant acme)",
         Principal.of("bob@acme", "acme", roles=["billing_admin"]),
-        ("issue a full refund for the broken order", "refund invoice INV-1024, the item was broken"),
+        (
+            "issue a full refund for the broken order",
+            "refund invoice INV-1024, the item was broken",
+        ),
     ),
     Scene(
         "engineer (tenant acme)",
@@ -61,18 +64,26 @@ def build(db: Path, console: Console) -> Catalog:
     policy = read_policy(demo_catalog_dir() / "policy.yaml")
     catalog = Catalog.open(db, policy=policy)
     with Progress(
-        TextColumn("indexing demo catalog"), BarColumn(), MofNCompleteColumn(),
-        console=console, transient=True,
+        TextColumn("indexing demo catalog"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=console,
+        transient=True,
     ) as bar:
         task = bar.add_task("embed", total=None)
         report = catalog.add(
-            specs, replace_all=True,
+            specs,
+            replace_all=True,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     catalog.store.set_meta(
         "policy",
-        json.dumps({"roles": {k: list(v) for k, v in policy.roles.items()},
-                    "admin_scope": policy.admin_scope}),
+        json.dumps(
+            {
+                "roles": {k: list(v) for k, v in policy.roles.items()},
+                "admin_scope": policy.admin_scope,
+            }
+        ),
     )
     s = report.stats
     console.print(
@@ -101,8 +112,9 @@ def run_demo(db: Path | None, *, k: int = 3, console: Console) -> None:
                     table.add_column(col, justify="left" if col == "tool" else "right")
                 for i, t in enumerate(result.tools, 1):
                     note = f" [dim](named: {t.exact})[/]" if t.exact else ""
-                    table.add_row(str(i), t.id + note, f"{t.score:.3f}", f"{t.lexical:.3f}",
-                                  f"{t.dense:.3f}")
+                    table.add_row(
+                        str(i), t.id + note, f"{t.score:.3f}", f"{t.lexical:.3f}", f"{t.dense:.3f}"
+                    )
                 console.print(table)
                 low = " [yellow]low confidence[/]" if result.low_confidence else ""
                 console.print(
@@ -113,6 +125,6 @@ def run_demo(db: Path | None, *, k: int = 3, console: Console) -> None:
         console.print(
             "Admin tools (billing.issue_full_refund, database.drop_partition) only reach "
             "principals holding their scopes and toolscout:admin; the query text never widens "
-            "that.\nTry: toolscout search \"kill the stuck job\" --roles engineer --tenant acme "
+            'that.\nTry: toolscout search "kill the stuck job" --roles engineer --tenant acme '
             f"--db {path}"
         )

@@ -147,7 +147,8 @@ class MiniLMEmbedder:
 
 def normalise(vectors: npt.NDArray[Any]) -> Vectors:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+    out: Vectors = (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return out
 
 
 def text_hash(model_id: str, text: str) -> str:

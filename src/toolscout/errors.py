@@ -5,6 +5,7 @@
     ToolscoutError
     ├── CardError            a capability card or schema is invalid (tool id, field, reason)
     ├── CatalogFileError     a catalog file cannot be read or parsed (path, line, reason)
+    │   └── QueryFileError   an evaluation queries file cannot be read or parsed
     ├── UnknownToolError     a tool id is not in the catalog
     ├── QueryError           a discovery query is empty, too long or malformed
     ├── FormatError          an unknown rendering format was asked for
@@ -50,6 +51,10 @@ class CatalogFileError(ToolscoutError):
         self.reason = reason
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {reason}")
+
+
+class QueryFileError(CatalogFileError):
+    """A ``queries.jsonl`` evaluation file cannot be read or parsed."""
 
 
 class UnknownToolError(ToolscoutError):

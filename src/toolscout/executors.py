@@ -31,10 +31,12 @@ from string import Formatter
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from toolscout.cards import Risk, ToolSpec
-from toolscout.errors import ArgumentError, ConfigError, ExecutorError
+from toolscout.errors import ArgumentError, ConfigError, ExecutorError, ExecutorTimeout
 from toolscout.pytools import spec_from_function
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 __all__ = [
@@ -337,7 +339,7 @@ class HTTPExecutor:
         timeout_s: float = 10.0,
         max_redirects: int = 3,
         max_response_bytes: int = 1_000_000,
-        verify: bool | str = True,
+        verify: bool | ssl.SSLContext = True,
     ) -> None:
         self.endpoints = dict(endpoints)
         self.headers = dict(headers or {})
@@ -419,8 +421,8 @@ class HTTPExecutor:
                     )
             raise ExecutorError("too many redirects", tool_id=spec.id, reason=REDIRECT_REFUSED)
         except httpx.TimeoutException as exc:
-            raise ExecutorError(
-                f"HTTP timeout: {exc!r}", tool_id=spec.id, reason=HTTP_ERROR
+            raise ExecutorTimeout(
+                f"HTTP timeout: {type(exc).__name__}", tool_id=spec.id, reason="executor_timeout"
             ) from exc
         except httpx.HTTPError as exc:
             raise ExecutorError(f"HTTP error: {exc}", tool_id=spec.id, reason=HTTP_ERROR) from exc

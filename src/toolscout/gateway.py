@@ -286,8 +286,8 @@ class Gateway:
         exec_ms = 0.0
         try:
             principal, spec, digest, args = self._authorize(token, tool_id, arguments, grant, who)
+            decision = "error"  # from here on, a failure is the executor's, not a refusal
             executor = self._executor(spec.id)
-            decision = "error"
             t0 = time.perf_counter()
             try:
                 async with asyncio.timeout(self.timeout_s) as scope:
@@ -313,9 +313,15 @@ class Gateway:
             reason, status = "cancelled", "cancelled"
             raise
         except Exception as exc:
-            reason, status = "executor_exception", "error"
+            status = "error"
+            if decision != "error":  # a lookup or verifier fault: refused, and re-raised as is
+                reason = "internal_error"
+                raise
+            reason = "executor_exception"
             raise ExecutorError(
-                f"{tool_id}: {type(exc).__name__}: {exc}", tool_id=str(tool_id), reason=reason
+                f"{str(tool_id)[:MAX_TOOL_ID]}: {type(exc).__name__}: {exc}",
+                tool_id=str(tool_id),
+                reason=reason,
             ) from exc
         finally:
             latency = (time.perf_counter() - start) * 1000

@@ -106,7 +106,8 @@ def read_cards(path: Path) -> list[ToolSpec]:
 def _files(path: Path) -> list[Path]:
     if path.is_dir():
         found = sorted(
-            p for p in path.iterdir()
+            p
+            for p in path.iterdir()
             if (p.suffix in CARD_SUFFIXES or p.suffix == ".jsonl") and p.stem != "policy"
         )
         if not found:
@@ -127,7 +128,9 @@ def read_catalog(paths: Iterable[str | Path]) -> list[ToolSpec]:
             elif f.suffix in CARD_SUFFIXES:
                 specs.extend(read_cards(f))
             else:
-                raise CatalogFileError(str(f), "unknown catalog format (use .yaml, .json or .jsonl)")
+                raise CatalogFileError(
+                    str(f), "unknown catalog format (use .yaml, .json or .jsonl)"
+                )
     try:
         return check_unique(specs)
     except CardError as exc:

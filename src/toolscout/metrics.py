@@ -52,7 +52,9 @@ def mrr_at(ranked: Sequence[str], gold: Collection[str], k: int = MRR_K) -> floa
     return 0.0
 
 
-def score_query(ranked: Sequence[str], gold: Collection[str], ks: Sequence[int]) -> dict[str, float]:
+def score_query(
+    ranked: Sequence[str], gold: Collection[str], ks: Sequence[int]
+) -> dict[str, float]:
     """Every ranking metric of one query, keyed as in the report (``recall@5``, ``ndcg@10``...)."""
     out = {f"recall@{k}": recall_at(ranked, gold, k) for k in ks}
     out[f"complete@{COMPLETE_K}"] = complete_at(ranked, gold)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from functools import lru_cache
 
 from toolscout.cards import CapabilityCard
@@ -18,7 +18,7 @@ from toolscout.errors import ConfigError
 DEFAULT_ADMIN_SCOPE = "toolscout:admin"
 
 
-class Reason(str, Enum):
+class Reason(StrEnum):
     """Why a principal may not use a tool. Stable codes for audit and debugging."""
 
     UNKNOWN_TOOL = "unknown_tool"
@@ -172,7 +172,9 @@ def entitle(
         key = (card.tenants, card.scopes, card.risk.privileged)
         decision = memo.get(key)
         if decision is None:
-            decision = memo[key] = decide_scopes(granted, principal.tenant, card, config.admin_scope)
+            decision = memo[key] = decide_scopes(
+                granted, principal.tenant, card, config.admin_scope
+            )
         if decision.allowed:
             allowed.append(card)
         else:

@@ -27,7 +27,7 @@ MAX_PHRASE_WORDS = 8
 #: the most dense weight adaptive fusion moves to lexical
 ADAPT_SHIFT = 0.1
 #: two tools whose card vectors are at least this close are near-duplicates
-NEAR_DUPLICATE_COSINE = 0.93
+NEAR_DUPLICATE_COSINE = 0.97
 
 
 class Reformulator(Protocol):
@@ -155,9 +155,7 @@ def _dense_weight(query: Query, lex: Hits, settings: SearchSettings) -> float:
     return max(w - ADAPT_SHIFT * min(margin / 0.5, 1.0), 0.0)
 
 
-def _fuse(
-    lex: Hits, dense: Hits, weight: float, settings: SearchSettings
-) -> list[Candidate]:
+def _fuse(lex: Hits, dense: Hits, weight: float, settings: SearchSettings) -> list[Candidate]:
     cands: dict[str, Candidate] = {}
     top_lex = lex.scores[0] if lex.scores else 0.0
     for tid, s in zip(lex.ids, lex.scores, strict=True):
@@ -214,7 +212,11 @@ class Retriever:
     def _lex(self, query_terms: Sequence[str], allowed: Set[str]) -> Hits:
         if not self.settings.lexical:
             return Hits()
-        fields = () if self.settings.learned_aliases else ("name", "aliases", "tags", "summary", "params")
+        fields = (
+            ()
+            if self.settings.learned_aliases
+            else ("name", "aliases", "tags", "summary", "params")
+        )
         return self.store.lexical(query_terms, allowed, self.settings.candidate_pool, fields=fields)  # type: ignore[call-arg]
 
     def _dense(self, vector: Vector | None, allowed: Set[str], also: Sequence[str]) -> Hits:
@@ -237,7 +239,8 @@ class Retriever:
         return out
 
     def _embed(self, text: str) -> Vector:
-        return self.embedder.embed([" ".join(words(text)) or text])[0]
+        vector: Vector = self.embedder.embed([" ".join(words(text)) or text])[0]
+        return vector
 
     def _once(
         self, query: Query, query_terms: Sequence[str], vector: Vector | None, allowed: Set[str]
@@ -256,8 +259,8 @@ class Retriever:
             conf,
             conf < self.settings.confidence_threshold,
             weight,
-            lexical_ids=lex.ids[:10],
-            dense_ids=dense.ids[:10],
+            lexical_ids=list(lex.ids),
+            dense_ids=list(dense.ids),
         )
 
     def _reformulate(
@@ -321,9 +324,11 @@ def select(
     forced = forced[:k]
     chosen = list(forced)
     rest = [c for c in candidates if c.id not in exact]
-    vecs = card_vectors([c.id for c in rest[: 4 * k + 10]] + [c.id for c in forced]) if (
-        dedupe and card_vectors is not None
-    ) else {}
+    vecs = (
+        card_vectors([c.id for c in rest[: 4 * k + 10]] + [c.id for c in forced])
+        if (dedupe and card_vectors is not None)
+        else {}
+    )
     deferred: list[Candidate] = []
     for c in rest:
         if len(chosen) >= k:

@@ -317,7 +317,8 @@ class SQLiteStore:
                 found.update(
                     r[0]
                     for r in self._db.execute(
-                        f"SELECT text_hash FROM vectors WHERE model_id = ? AND text_hash IN ({marks})",
+                        "SELECT text_hash FROM vectors"
+                        f" WHERE model_id = ? AND text_hash IN ({marks})",
                         (model_id, *chunk),
                     )
                 )
@@ -330,7 +331,8 @@ class SQLiteStore:
                 chunk = list(hashes[start : start + 500])
                 marks = ",".join("?" * len(chunk))
                 for th, blob in self._db.execute(
-                    f"SELECT text_hash, vec FROM vectors WHERE model_id = ? AND text_hash IN ({marks})",
+                    "SELECT text_hash, vec FROM vectors"
+                    f" WHERE model_id = ? AND text_hash IN ({marks})",
                     (model_id, *chunk),
                 ):
                     out[th] = np.frombuffer(blob, dtype=np.float32)

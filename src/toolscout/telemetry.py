@@ -8,6 +8,7 @@ after which a tool was called successfully).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import sqlite3
@@ -69,21 +70,17 @@ class DiscoveryLog:
                 self._queue.task_done()
                 return
             sql, params = item
-            with self._lock:
-                try:
-                    self._db.execute(sql, params)
-                except sqlite3.Error:
-                    pass  # telemetry must never break the request path
+            # telemetry must never break the request path
+            with self._lock, contextlib.suppress(sqlite3.Error):
+                self._db.execute(sql, params)
             self._queue.task_done()
 
     def _put(self, sql: str, params: tuple[Any, ...]) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._writer, name="toolscout-log", daemon=True)
             self._thread.start()
-        try:
+        with contextlib.suppress(queue.Full):  # drop rather than block
             self._queue.put_nowait((sql, params))
-        except queue.Full:
-            pass  # drop rather than block
 
     def record_discovery(
         self,
@@ -97,7 +94,16 @@ class DiscoveryLog:
         did = uuid.uuid4().hex
         self._put(
             "INSERT INTO discoveries VALUES (?,?,?,?,?,?,?,?)",
-            (did, time.time(), subject, tenant, query, json.dumps(list(shown)), confidence, latency_ms),
+            (
+                did,
+                time.time(),
+                subject,
+                tenant,
+                query,
+                json.dumps(list(shown)),
+                confidence,
+                latency_ms,
+            ),
         )
         return did
 
@@ -152,7 +158,7 @@ class DiscoveryLog:
         return [(str(t), str(q), int(n)) for t, q, n in rows]
 
     def stats(self) -> dict[str, float]:
-        (n, conf, lat), = self._rows(
+        ((n, conf, lat),) = self._rows(
             "SELECT count(*), coalesce(avg(confidence), 0), coalesce(avg(latency_ms), 0)"
             " FROM discoveries"
         )

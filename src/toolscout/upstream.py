@@ -11,6 +11,7 @@ catalog. The ``mcp`` package is imported only when a connection is opened.
 from __future__ import annotations
 
 import sys
+import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
@@ -53,7 +54,9 @@ class MCPExecutor:
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
         self.errlog = errlog
-        self.label = label or (self.server if isinstance(self.server, str) else "stdio")
+        self.label = label or (
+            _public_url(self.server) if isinstance(self.server, str) else "stdio"
+        )
         self._clients: PerLoop[Any] = PerLoop(self._client)
 
     def _transport(self) -> Any:
@@ -169,6 +172,13 @@ class MCPExecutor:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _public_url(url: str) -> str:
+    """The URL without credentials or query, for messages and card sources."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
 @asynccontextmanager

@@ -1,0 +1,438 @@
+"""The evaluation harness: any ``tools.jsonl`` + ``queries.jsonl``, every strategy side by side.
+
+:func:`run` indexes the tools (into a throw-away store unless ``db`` is given),
+sends every query through :meth:`Catalog.discover` — the product's own path,
+with an all-scopes principal, ``k=10``, the progressive tier — once per
+strategy, and scores the ranked ids with :mod:`toolscout.metrics`. A strategy
+is a :class:`SearchSettings` (see :data:`STRATEGIES`); ``naive`` is the keyword
+counter of :mod:`toolscout.naive`. The warm run measures usage-learned aliases
+on a held-out half of the queries (:func:`toolscout.evalset.split_history`):
+nothing of that half ever reaches the index.
+
+Token figures are sums of per-tool schema tokens (``openai`` format), the
+same way the catalog counts its own total.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from contextlib import ExitStack
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from toolscout import inject
+from toolscout.catalog import Catalog, Trace
+from toolscout.embed import Embedder
+from toolscout.errors import ConfigError, QueryError
+from toolscout.evalset import WARM_SEED, EvalQuery, read_queries, read_tools, sample, split_history
+from toolscout.metrics import latency_summary, mean_scores, peak_rss_mb, score_query
+from toolscout.naive import naive_discover
+from toolscout.policy import Principal
+from toolscout.settings import SearchSettings
+from toolscout.sqlite_store import LearnedAliases
+
+DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)
+#: the shortlist depth asked of discover; every @k is computed from it
+DEPTH = 10
+#: a query fails when a gold tool is not among the first FAILURE_K (the injected shortlist)
+FAILURE_K = 5
+TOKEN_FORMAT = "openai"
+
+ProgressFn = Callable[[str, int, int], None]
+
+_PLAIN = SearchSettings(reformulate=False, exact_hits=False, dedupe=False, learned_aliases=False)
+_HYBRID = SearchSettings()
+#: name → settings; ``None`` is the naive keyword baseline
+STRATEGIES: dict[str, SearchSettings | None] = {
+    "naive": None,
+    "bm25": _PLAIN.but(dense=False),
+    "dense": _PLAIN.but(lexical=False),
+    "hybrid-rrf": _PLAIN.but(fusion="rrf", adaptive_fusion=False),
+    "hybrid-fixed": _PLAIN.but(adaptive_fusion=False),
+    "hybrid": _HYBRID,
+    "hybrid-no-adaptive": _HYBRID.but(adaptive_fusion=False),
+    "hybrid-no-exact": _HYBRID.but(exact_hits=False),
+    "hybrid-no-reformulate": _HYBRID.but(reformulate=False),
+    "hybrid-dedupe": _HYBRID.but(dedupe=True),
+}
+DEFAULT_STRATEGIES: tuple[str, ...] = ("naive", "bm25", "dense", "hybrid")
+#: reported by the warm run: product default before and after learning from the history half
+WARM_STRATEGIES: tuple[str, ...] = ("hybrid-cold", "hybrid-warm")
+#: stages a gold tool can be lost at (see :func:`lost_at`)
+STAGES: tuple[str, ...] = ("policy", "retrieval", "fusion", "selection", "ranking")
+
+
+def resolve_strategies(names: Iterable[str]) -> tuple[list[str], bool]:
+    """Registered strategy names to run, and whether the warm run was asked for.
+
+    ``all`` is every registered strategy; ``hybrid-cold`` / ``hybrid-warm`` ask for the warm run.
+    """
+    out: list[str] = []
+    warm = False
+    for name in names:
+        picked = list(STRATEGIES) if name == "all" else [name]
+        for n in picked:
+            if n in WARM_STRATEGIES:
+                warm = True
+            elif n not in STRATEGIES:
+                known = ", ".join([*STRATEGIES, *WARM_STRATEGIES, "all"])
+                raise ConfigError(f"unknown strategy {n!r}; expected one of: {known}")
+            elif n not in out:
+                out.append(n)
+    return out, warm
+
+
+def parse_ks(text: str | Sequence[int]) -> tuple[int, ...]:
+    """``"1,3,5,10"`` (or a sequence) → sorted distinct ks within 1..DEPTH."""
+    try:
+        ks = [int(x) for x in text.split(",") if x.strip()] if isinstance(text, str) else list(text)
+    except ValueError:
+        raise ConfigError(f"k must be a comma-separated list of integers, got {text!r}") from None
+    if not ks or any(not 1 <= k <= DEPTH for k in ks):
+        raise ConfigError(f"each k must be between 1 and {DEPTH}, got {text!r}")
+    return tuple(sorted(set(ks)))
+
+
+# -- one strategy -----------------------------------------------------------------------
+def eval_principal(catalog: Catalog) -> Principal:
+    """Every scope, admin included: the evaluation measures search, not policy."""
+    return Principal.of("eval", scopes=["*", catalog.policy.admin_scope])
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one strategy returned for one query, and what stage analysis needs."""
+
+    ranked: tuple[str, ...]
+    ms: float
+    low_confidence: bool | None = None  # None: the strategy has no notion of confidence
+    trace: Trace | None = None  # None for naive
+    matched: frozenset[str] = frozenset()  # naive: every id that scored above zero
+
+
+def discover_once(
+    catalog: Catalog, settings: SearchSettings | None, query: str, principal: Principal
+) -> Outcome:
+    """One query through one strategy, timed around the whole call."""
+    start = time.perf_counter()
+    if settings is None:
+        scored = naive_discover(catalog, query, principal, k=None)
+        ms = (time.perf_counter() - start) * 1000
+        ranked = tuple(t for t, _ in scored[:DEPTH])
+        return Outcome(ranked, ms, matched=frozenset(t for t, _ in scored))
+    shortlist = catalog.discover(query, principal, k=DEPTH, settings=settings, tier="progressive")
+    ms = (time.perf_counter() - start) * 1000
+    return Outcome(tuple(shortlist.ids), ms, shortlist.low_confidence, shortlist.trace)
+
+
+def lost_at(gold_id: str, outcome: Outcome, entitled: Set[str], k: int = FAILURE_K) -> str | None:
+    """The pipeline stage that lost ``gold_id`` from the top ``k``; None when it is there.
+
+    policy: not entitled; retrieval: in neither retriever's top pool (naive: scored zero);
+    fusion: in a pool, not in the fused top k; selection: in the fused top k, not in the
+    shortlist; ranking (naive only): scored, but not in the top k.
+    """
+    if gold_id in outcome.ranked[:k]:
+        return None
+    if gold_id not in entitled:
+        return "policy"
+    trace = outcome.trace
+    if trace is None:
+        return "ranking" if gold_id in outcome.matched else "retrieval"
+    if gold_id in trace.fused[:k]:
+        return "selection"
+    if gold_id in trace.lexical or gold_id in trace.dense:
+        return "fusion"
+    return "retrieval"
+
+
+@dataclass(slots=True)
+class StrategyResult:
+    name: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ToolTokens:
+    """Per-tool schema tokens, counted once per tool."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._cache: dict[str, int] = {}
+
+    def __call__(self, tool_id: str) -> int:
+        n = self._cache.get(tool_id)
+        if n is None:
+            spec = self.catalog.get(tool_id)
+            n = self._cache[tool_id] = inject.schema_tokens([spec], TOKEN_FORMAT)
+        return n
+
+    def total(self, ids: Iterable[str]) -> int:
+        return sum(self(t) for t in ids)
+
+
+def evaluate_strategy(
+    catalog: Catalog,
+    name: str,
+    settings: SearchSettings | None,
+    queries: Sequence[EvalQuery],
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    failures: int = 0,
+    tokens: ToolTokens | None = None,
+    progress: ProgressFn | None = None,
+) -> StrategyResult:
+    """Run ``queries`` through one strategy and average the metrics (gold must be in catalog)."""
+    principal = eval_principal(catalog)
+    entitled = catalog.entitle(principal).ids
+    tokens = tokens or ToolTokens(catalog)
+    rows: list[dict[str, float]] = []
+    ms: list[float] = []
+    low = injected = errors = 0
+    lost: Counter[str] = Counter()
+    result = StrategyResult(name)
+    for i, q in enumerate(queries):
+        try:
+            out = discover_once(catalog, settings, q.query, principal)
+            ms.append(out.ms)
+        except QueryError:  # e.g. longer than the product accepts: scored as nothing found
+            out = Outcome((), 0.0)
+            errors += 1
+        rows.append(score_query(out.ranked, q.gold, ks))
+        low += bool(out.low_confidence)
+        injected += tokens.total(out.ranked[:FAILURE_K])
+        stages = {g: s for g in q.gold if (s := lost_at(g, out, entitled)) is not None}
+        lost.update(stages.values())
+        if stages and len(result.failures) < failures:
+            result.failures.append(_failure(name, q, out, stages))
+        if progress is not None:
+            progress(name, i + 1, len(queries))
+    n = max(len(queries), 1)
+    result.metrics = {
+        "n_queries": len(queries),
+        **{key: round(v, 4) for key, v in mean_scores(rows).items()},
+        "low_confidence_rate": None if settings is None else round(low / n, 4),
+        "latency_ms": latency_summary(ms),
+        "tokens": {"catalog": tokens.total(entitled), "injected@5": round(injected / n, 1)},
+        "peak_rss_mb": peak_rss_mb(),
+        "lost_at": {s: lost[s] for s in STAGES if lost[s]},
+        "query_errors": errors,
+    }
+    return result
+
+
+def _failure(name: str, q: EvalQuery, out: Outcome, stages: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "strategy": name,
+        "id": q.id,
+        "query": q.query,
+        "gold": list(q.gold),
+        "returned": list(out.ranked[:FAILURE_K]),
+        "lost_at": dict(stages),
+    }
+
+
+# -- warm: learned aliases on held-out queries -------------------------------------------
+def run_warm(
+    catalog: Catalog,
+    queries: Sequence[EvalQuery],
+    workdir: Path,
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    failures: int = 0,
+    tokens: ToolTokens | None = None,
+    progress: ProgressFn | None = None,
+) -> tuple[list[StrategyResult], dict[str, Any]]:
+    """hybrid-cold and hybrid-warm on the test half, over a copy of ``catalog``'s store."""
+    history, test = split_history(queries)
+    path = workdir / "warm.db"
+    catalog.snapshot(path)
+    with Catalog.open(path, embedder=catalog.embedder, log=False) as fresh:
+        learned = LearnedAliases(fresh.store)
+        if learned.of(1):  # a --db that has learned from real use is not cold
+            learned.clear()
+            fresh.learn(from_log=False)
+        cold = evaluate_strategy(
+            fresh, "hybrid-cold", _HYBRID, test,
+            ks=ks, failures=failures, tokens=tokens, progress=progress,
+        )  # fmt: skip
+        start = time.perf_counter()
+        for q in history:
+            for gold in q.gold:
+                fresh.record_usage(q.query, gold)
+        fresh.learn(from_log=False)
+        seconds = time.perf_counter() - start
+        warm = evaluate_strategy(
+            fresh, "hybrid-warm", _HYBRID, test,
+            ks=ks, failures=failures, tokens=tokens, progress=progress,
+        )  # fmt: skip
+    info = {
+        "seed": WARM_SEED,
+        "history": len(history),
+        "test": len(test),
+        "dropped_overlap": len(queries) - len(test) - len(history),
+        "learn_seconds": round(seconds, 3),
+    }
+    return [cold, warm], info
+
+
+# -- the whole run ------------------------------------------------------------------------
+def _scorable(
+    catalog: Catalog, queries: Sequence[EvalQuery], renamed: Mapping[str, str]
+) -> tuple[list[EvalQuery], list[dict[str, Any]]]:
+    """Queries with gold ids mapped through renames and cut to those in the catalog."""
+    kept: list[EvalQuery] = []
+    missing: list[dict[str, Any]] = []
+    for q in queries:
+        gold = tuple(renamed.get(g, g) for g in q.gold)
+        present = tuple(g for g in gold if catalog.spec(g) is not None)
+        if len(present) < len(gold):
+            missing.append({"id": q.id, "missing": [g for g in gold if g not in present]})
+        if present:
+            kept.append(replace(q, gold=present))
+    return kept, missing
+
+
+def run(
+    tools: str | Path,
+    queries: str | Path,
+    *,
+    strategies: Sequence[str] = DEFAULT_STRATEGIES,
+    ks: str | Sequence[int] = DEFAULT_KS,
+    db: str | Path | None = None,
+    warm: bool = False,
+    failures: int = 0,
+    limit: int | None = None,
+    embedder: Embedder | None = None,
+    progress: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """Index ``tools``, run ``queries`` through every strategy, and return the report dict.
+
+    Queries whose gold ids are all missing from the catalog are not scored; they
+    and partly-missing ones are listed under ``missing_gold``.
+    """
+    names, warm_asked = resolve_strategies(strategies)
+    cuts = parse_ks(ks)
+    specs, renamed = read_tools(tools)
+    asked = sample(read_queries(queries), limit)
+    report: dict[str, Any] = {"tools": str(tools), "queries": str(queries), "n_tools": len(specs)}
+    with ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolscout-eval-")))
+        catalog = Catalog.open(db or workdir / "eval.db", embedder=embedder, log=False)
+        stack.callback(catalog.close)
+        cb = (lambda done, total: progress("index", done, total)) if progress else None
+        start = time.perf_counter()
+        catalog.embedder.embed(["load the model before the clock starts"])
+        loaded = time.perf_counter()
+        stats = catalog.add(specs, progress=cb).stats
+        seconds = time.perf_counter() - loaded
+        scored, missing = _scorable(catalog, asked, renamed)
+        report.update(
+            n_queries=len(asked),
+            n_scored=len(scored),
+            index={
+                "seconds": round(seconds, 3),
+                "tools_per_s": round(len(specs) / max(seconds, 1e-9), 1),
+                "embedded": stats.embedded,
+                "model_load_seconds": round(loaded - start, 3),
+            },
+            k=list(cuts),
+        )
+        tokens = ToolTokens(catalog)
+        results = [
+            evaluate_strategy(
+                catalog, name, STRATEGIES[name], scored,
+                ks=cuts, failures=failures, tokens=tokens, progress=progress,
+            )
+            for name in names
+        ]  # fmt: skip
+        if warm or warm_asked:
+            warm_results, report["warm"] = run_warm(
+                catalog, scored, workdir,
+                ks=cuts, failures=failures, tokens=tokens, progress=progress,
+            )  # fmt: skip
+            results += warm_results
+    report["strategies"] = {r.name: r.metrics for r in results}
+    report["failures"] = [f for r in results for f in r.failures]
+    report["missing_gold"] = {"count": len(missing), "queries": missing}
+    report["renamed_ids"] = renamed
+    return report
+
+
+def describe_strategy(name: str) -> str:
+    """What a strategy changes from the product default, in words."""
+    if name == "hybrid-cold":
+        return "product default on the held-out test half, no usage history"
+    if name == "hybrid-warm":
+        return "product default on the same test half, after learning from the history half"
+    settings = STRATEGIES[name]
+    if settings is None:
+        return "keyword counter: +3 per tag in the query, +1 per query word in the summary"
+    base = SearchSettings()
+    changed = [
+        f"{f}={getattr(settings, f)}"
+        for f in (fd.name for fd in fields(base))
+        if getattr(settings, f) != getattr(base, f)
+    ]
+    return ", ".join(changed) or "product default, every feature on"
+
+
+# -- reporting --------------------------------------------------------------------------
+def _cell(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def table_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the per-strategy table, shared by the CLI and the benchmark docs."""
+    ks = report.get("k", list(DEFAULT_KS))
+    header = [
+        "strategy", "queries", *[f"R@{k}" for k in ks], "complete@5", "nDCG@10", "MRR@10",
+        "low conf", "p50 ms", "p95 ms", "p99 ms", "tokens@5", "RSS MB", "lost at",
+    ]  # fmt: skip
+    rows = []
+    for name, m in report["strategies"].items():
+        lat = m["latency_ms"]
+        lost = ", ".join(f"{stage} {n}" for stage, n in m.get("lost_at", {}).items())
+        rows.append([
+            name, str(m["n_queries"]), *[_cell(m[f"recall@{k}"]) for k in ks],
+            _cell(m["complete@5"]), _cell(m["ndcg@10"]), _cell(m["mrr@10"]),
+            _cell(m["low_confidence_rate"]), _cell(lat["p50"], 1), _cell(lat["p95"], 1),
+            _cell(lat["p99"], 1), _cell(m["tokens"]["injected@5"], 0), _cell(m["peak_rss_mb"], 0),
+            lost or "–",
+        ])  # fmt: skip
+    return header, rows
+
+
+def summary_line(report: Mapping[str, Any]) -> str:
+    """One line: sizes, index speed, catalog tokens, missing gold, warm split."""
+    idx = report["index"]
+    first = next(iter(report["strategies"].values()), None)
+    parts = [
+        f"{report['n_tools']} tools, {report['n_scored']} of {report['n_queries']} queries scored",
+        f"index {idx['seconds']:.1f}s ({idx['tools_per_s']:.0f} tools/s)",
+    ]
+    if first is not None:
+        parts.append(f"whole catalog {first['tokens']['catalog']} tokens")
+    if report["missing_gold"]["count"]:
+        parts.append(f"{report['missing_gold']['count']} queries with gold ids not in the catalog")
+    if report.get("renamed_ids"):
+        parts.append(f"{len(report['renamed_ids'])} tool ids renamed")
+    if "warm" in report:
+        w = report["warm"]
+        parts.append(f"warm split: {w['history']} history / {w['test']} test queries")
+    return "; ".join(parts)
+
+
+def markdown_table(report: Mapping[str, Any]) -> str:
+    header, rows = table_rows(report)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

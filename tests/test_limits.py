@@ -1,0 +1,112 @@
+"""Tests for toolscout.limits: token buckets per principal and the argument size cap."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from toolscout.errors import ArgumentError, ConfigError, RateLimited
+from toolscout.limits import Limits, RateLimiter, check_argument_size
+from toolscout.policy import Principal
+
+ALICE = Principal.of("alice", "acme")
+BOB = Principal.of("bob", "acme")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_burst_then_refused_with_reason() -> None:
+    limiter = RateLimiter(rate_per_second=1.0, burst=3, clock=Clock())
+    for _ in range(3):
+        limiter.check(ALICE)
+    with pytest.raises(RateLimited) as err:
+        limiter.check(ALICE, tool_id="t")
+    assert err.value.reason == "rate_limited"
+    assert err.value.tool_id == "t"
+    assert "retry in" in str(err.value)
+
+
+def test_refills_at_rate() -> None:
+    clock = Clock()
+    limiter = RateLimiter(rate_per_second=2.0, burst=2, clock=clock)
+    limiter.check(ALICE)
+    limiter.check(ALICE)
+    with pytest.raises(RateLimited):
+        limiter.check(ALICE)
+    clock.now += 0.5  # one token back
+    limiter.check(ALICE)
+    with pytest.raises(RateLimited):
+        limiter.check(ALICE)
+    clock.now += 100
+    assert limiter.remaining(ALICE) == 2.0
+
+
+def test_budgets_are_per_principal_and_tenant() -> None:
+    limiter = RateLimiter(rate_per_second=1.0, burst=1, clock=Clock())
+    limiter.check(ALICE)
+    limiter.check(BOB)
+    limiter.check(Principal.of("alice", "other-tenant"))
+    with pytest.raises(RateLimited):
+        limiter.check(ALICE)
+
+
+def test_zero_rate_disables() -> None:
+    limiter = RateLimiter(rate_per_second=0, burst=1)
+    assert not limiter.enabled
+    for _ in range(1000):
+        limiter.check(ALICE)
+    assert limiter.remaining(ALICE) == float("inf")
+
+
+def test_memory_is_bounded() -> None:
+    clock = Clock()
+    limiter = RateLimiter(rate_per_second=1.0, burst=1, max_principals=10, clock=clock)
+    for i in range(100):
+        limiter.check(Principal.of(f"user{i}", "t"))
+    assert len(limiter._buckets) <= 10
+
+
+def test_thread_safe_exact_budget() -> None:
+    limiter = RateLimiter(rate_per_second=1e-9, burst=500)
+    ok: list[int] = []
+    refused: list[int] = []
+
+    def worker() -> None:
+        for _ in range(100):
+            try:
+                limiter.check(ALICE)
+                ok.append(1)
+            except RateLimited:
+                refused.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ok) == 500
+    assert len(refused) == 300
+
+
+def test_argument_size() -> None:
+    check_argument_size(10, 10)
+    with pytest.raises(ArgumentError) as err:
+        check_argument_size(11, 10, tool_id="t")
+    assert err.value.reason == "arguments_too_large"
+    assert "11 bytes" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"rate_per_second": -1}, {"burst": 0}, {"max_argument_bytes": 0}, {"max_principals": 0}],
+)
+def test_bad_limits(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ConfigError):
+        Limits(**kwargs)  # type: ignore[arg-type]

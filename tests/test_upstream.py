@@ -1,0 +1,187 @@
+"""Tests for toolscout.upstream: a real upstream MCP server over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _gateway_kit import gateway, spec, token
+from toolscout.cards import Risk, ToolSpec
+from toolscout.errors import ConfigError, ExecutorError, ExecutorTimeout
+from toolscout.executors import Executor
+from toolscout.gateway import ExecutionResult
+from toolscout.upstream import MCPExecutor
+
+SERVER = Path(__file__).parent / "fixtures" / "upstream_mcp_server.py"
+STDIO = [sys.executable, str(SERVER)]
+
+
+@pytest.fixture(scope="module")
+def devnull() -> Iterator[Any]:
+    with open(os.devnull, "w") as f:
+        yield f
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [*STDIO, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the upstream MCP server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def up(name: str, **fields: Any) -> ToolSpec:
+    fields.setdefault("parameters", {})
+    return spec(f"up/{name}", name=name, **fields)
+
+
+def test_stdio_calls_results_errors_and_reuse(devnull: Any) -> None:
+    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull)
+    assert isinstance(ex, Executor)
+
+    async def go() -> None:
+        try:
+            assert await ex.call(up("add"), {"a": 2, "b": 3}) == {"result": 5}
+            assert await ex.call(up("greet"), {"name": "ada"}) == {"result": "hello ada"}
+            with pytest.raises(ExecutorError) as err:
+                await ex.call(up("boom"), {"message": "kaput"})
+            assert err.value.reason == "tool_failed" and err.value.tool_id == "up/boom"
+            with pytest.raises(ExecutorError) as err:
+                await ex.call(up("no_such_tool"), {})
+            assert err.value.reason == "tool_failed"
+            # one connection, one process, shared by concurrent calls
+            pids = await asyncio.gather(*(ex.call(up("pid"), {}) for _ in range(5)))
+            assert len({p["result"] for p in pids}) == 1
+            # the card name is used when the id does not carry the prefix
+            named = spec("elsewhere.sum", name="add", parameters={})
+            assert await ex.call(named, {"a": 1, "b": 1}) == {"result": 2}
+        finally:
+            await ex.aclose()
+
+    asyncio.run(go())
+
+
+def test_list_specs_maps_tools_and_risk(devnull: Any) -> None:
+    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull)
+
+    async def go() -> list[ToolSpec]:
+        try:
+            return await ex.list_specs(scopes=["upstream:use"], group="upstream")
+        finally:
+            await ex.aclose()
+
+    specs = {s.id: s for s in asyncio.run(go())}
+    assert set(specs) == {"up/add", "up/pid", "up/slow", "up/boom", "up/greet"}
+    assert specs["up/add"].card.summary == "Add two numbers."
+    assert specs["up/add"].parameters["required"] == ["a", "b"]
+    assert specs["up/add"].card.scopes == ("upstream:use",)
+    assert specs["up/add"].card.risk is Risk.READ
+    assert specs["up/slow"].card.risk is Risk.WRITE
+    assert specs["up/boom"].card.risk is Risk.DESTRUCTIVE  # the MCP default
+    assert specs["up/add"].card.source.startswith("mcp:")
+
+
+def test_gateway_over_mcp_timeout_does_not_block_a_fast_call(tmp_path: Path, devnull: Any) -> None:
+    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull)
+    schema = {"type": "object", "additionalProperties": True}
+    specs = [up("slow", parameters=schema), up("add", parameters=schema)]
+    gw, _, audit = gateway(tmp_path, specs, ex, timeout_s=1.0)
+
+    async def go() -> list[Any]:
+        try:
+            await ex.call(up("add"), {"a": 0, "b": 0})  # connect first: spawning is not the test
+            return await asyncio.gather(
+                gw.execute(token(), "up/slow", {"seconds": 5}),
+                gw.execute(token(), "up/add", {"a": 20, "b": 22}),
+                return_exceptions=True,
+            )
+        finally:
+            await gw.aclose()
+
+    slow, fast = asyncio.run(go())
+    assert isinstance(slow, ExecutorTimeout)
+    assert isinstance(fast, ExecutionResult) and fast.value == {"result": 42}
+    assert {r.tool_id: r.status for r in audit.read()} == {"up/slow": "timeout", "up/add": "ok"}
+
+
+def test_sync_gateway_keeps_one_upstream_connection(tmp_path: Path, devnull: Any) -> None:
+    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull)
+    gw, _, _ = gateway(tmp_path, [up("pid")], ex)
+    try:
+        first = gw.execute_sync(token(), "up/pid", {}).value
+        second = gw.execute_sync(token(), "up/pid", {}).value
+    finally:
+        gw.close()
+    assert first == second
+
+
+def test_streamable_http(http_url: str) -> None:
+    ex = MCPExecutor(http_url, prefix="up/")
+    with_headers = MCPExecutor(http_url, prefix="up/", headers={"x-tenant": "acme"})
+
+    async def go() -> None:
+        try:
+            assert await ex.call(up("add"), {"a": 1, "b": 2}) == {"result": 3}
+            assert await with_headers.call(up("greet"), {"name": "bo"}) == {"result": "hello bo"}
+            with pytest.raises(ExecutorError) as err:
+                await ex.call(up("boom"), {"message": "x"})
+            assert err.value.reason == "tool_failed"
+        finally:
+            await ex.aclose()
+            await with_headers.aclose()
+
+    asyncio.run(go())
+
+
+def test_unavailable_upstreams_are_typed(devnull: Any) -> None:
+    missing = MCPExecutor([sys.executable, "-c", "import sys; sys.exit(3)"], errlog=devnull)
+    refused = MCPExecutor("http://127.0.0.1:9/mcp")
+
+    async def go(ex: MCPExecutor) -> ExecutorError:
+        try:
+            with pytest.raises(ExecutorError) as err:
+                await asyncio.wait_for(ex.call(up("add"), {}), 20)
+            return err.value
+        finally:
+            await ex.aclose()
+
+    for ex in (missing, refused):
+        err = asyncio.run(go(ex))
+        assert err.reason == "upstream_unavailable", err
+
+
+def test_config_errors() -> None:
+    with pytest.raises(ConfigError):
+        MCPExecutor("ftp://x")
+    with pytest.raises(ConfigError):
+        MCPExecutor([])
+
+
+def test_label_hides_credentials() -> None:
+    ex = MCPExecutor("https://user:s3cret@mcp.example.com:8443/mcp?token=abc")
+    assert ex.label == "https://mcp.example.com:8443/mcp"
