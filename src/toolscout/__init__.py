@@ -5,6 +5,8 @@ just-in-time schemas for the shortlisted tools, and an execution gateway that
 re-checks every call. See ``Catalog`` for the one-call pipeline.
 """
 
+from toolscout.audit import AuditLog
+from toolscout.auth import ClaimsMapping, JWTVerifier, TokenVerifier, issue_token
 from toolscout.cards import CapabilityCard, Risk, ToolSpec, make_spec
 from toolscout.catalog import Catalog, ScoredTool, Shortlist, TokenReport
 from toolscout.embed import Embedder, MiniLMEmbedder
@@ -28,36 +30,61 @@ from toolscout.errors import (
     ToolscoutError,
     UnknownToolError,
 )
+from toolscout.executors import (
+    DryRunExecutor,
+    Executor,
+    HTTPEndpoint,
+    HTTPExecutor,
+    PythonExecutor,
+    tool,
+)
+from toolscout.gateway import ExecutionResult, Gateway, ToolLookup
+from toolscout.grants import GrantSigner
 from toolscout.inject import FORMATS, Tier, choose_tier, render
+from toolscout.limits import Limits
 from toolscout.loader import read_catalog, read_policy
 from toolscout.policy import Decision, PolicyConfig, Principal, Reason, decide, entitle
 from toolscout.settings import SearchSettings
 from toolscout.sqlite_store import SQLiteStore
 from toolscout.store import Store
+from toolscout.upstream import MCPExecutor
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError",
+    "AuditLog",
     "CapabilityCard",
     "CardError",
     "Catalog",
     "CatalogFileError",
+    "ClaimsMapping",
     "ConfigError",
     "Decision",
+    "DryRunExecutor",
     "Embedder",
+    "ExecutionResult",
+    "Executor",
     "ExecutorError",
     "ExecutorTimeout",
     "FORMATS",
     "FormatError",
+    "Gateway",
     "GatewayError",
     "GrantError",
+    "GrantSigner",
+    "HTTPEndpoint",
+    "HTTPExecutor",
+    "JWTVerifier",
+    "Limits",
+    "MCPExecutor",
     "MiniLMEmbedder",
     "MissingExtraError",
     "ModelError",
     "PolicyConfig",
     "PolicyDenied",
     "Principal",
+    "PythonExecutor",
     "QueryError",
     "RateLimited",
     "Reason",
@@ -71,6 +98,8 @@ __all__ = [
     "Tier",
     "TokenError",
     "TokenReport",
+    "TokenVerifier",
+    "ToolLookup",
     "ToolSpec",
     "ToolscoutError",
     "UnknownToolError",
@@ -78,8 +107,10 @@ __all__ = [
     "choose_tier",
     "decide",
     "entitle",
+    "issue_token",
     "make_spec",
     "read_catalog",
     "read_policy",
     "render",
+    "tool",
 ]

@@ -7,6 +7,7 @@ pipeline entitle → retrieve → select → inject and returns a :class:`Shortl
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -208,7 +209,7 @@ class Catalog:
     ) -> None:
         self.store = store
         self.embedder: Embedder = embedder or MiniLMEmbedder()
-        self.policy = policy or PolicyConfig()
+        self.policy = policy or self._stored_policy() or PolicyConfig()
         self.settings = settings or SearchSettings()
         self.log = log
         self.reformulator = reformulator
@@ -261,6 +262,16 @@ class Catalog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _stored_policy(self) -> PolicyConfig | None:
+        raw = self.store.meta("policy")
+        return PolicyConfig.from_dict(json.loads(raw)) if raw else None
+
+    def set_policy(self, policy: PolicyConfig) -> None:
+        """Use ``policy`` and store it with the catalog, for every later ``Catalog.open``."""
+        self.policy = policy
+        self.store.set_meta("policy", json.dumps(policy.to_dict()))
+        self._entitlements.clear()
 
     # -- state -------------------------------------------------------------------
     def _reload(self) -> None:

@@ -73,16 +73,11 @@ def _db(db: Path | None) -> Path:
 
 def _open(db: Path | None, *, must_exist: bool = True) -> Any:
     from toolscout.catalog import Catalog
-    from toolscout.policy import PolicyConfig
 
     path = _db(db)
     if must_exist and not path.exists():
         raise fail(f"no catalog at {path}; run `toolscout index CATALOG --db {path}` first")
-    catalog = Catalog.open(path)
-    stored = catalog.store.meta("policy")
-    if stored:
-        catalog.policy = PolicyConfig.from_dict(json.loads(stored))
-    return catalog
+    return Catalog.open(path)
 
 
 def _split(value: str | None) -> list[str]:
@@ -123,15 +118,7 @@ def index(
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
         if pol is not None:
-            catalog.store.set_meta(
-                "policy",
-                json.dumps(
-                    {
-                        "roles": {k: list(v) for k, v in pol.roles.items()},
-                        "admin_scope": pol.admin_scope,
-                    }
-                ),
-            )
+            catalog.set_policy(pol)
     s = report.stats
     out.print(
         f"indexed {len(specs)} tools into {_db(db)}: {s.added} added, {s.updated} updated, "
@@ -240,24 +227,18 @@ def demo(
     run_demo(db, k=k, console=out)
 
 
-def _register_optional() -> None:
+def _register_modules() -> None:
     """Mount the commands that live in their own modules."""
-    try:
-        from toolscout.cli_eval import eval_command
-    except ImportError:  # pragma: no cover - during development only
-        pass
-    else:
-        app.command("eval")(friendly(eval_command))
-    try:
-        from toolscout.cli_gateway import audit, token_app
-    except ImportError:  # pragma: no cover
-        pass
-    else:
-        app.add_typer(token_app, name="token", help="Development tokens.")
-        app.command("audit")(friendly(audit))
+    from toolscout.cli_eval import eval_command
+    from toolscout.cli_gateway import audit, call, token_app
+
+    app.command("eval")(friendly(eval_command))
+    app.command("call")(friendly(call))
+    app.add_typer(token_app, name="token", help="Development tokens.")
+    app.command("audit")(friendly(audit))
 
 
-_register_optional()
+_register_modules()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -190,3 +190,89 @@ def _print_table(records: list[AuditRecord]) -> None:
             rec.status,
         )
     Console(file=sys.stdout, width=160).print(table)
+
+
+def call(
+    tool_id: Annotated[str, typer.Argument(help="The tool to run.")],
+    token: Annotated[
+        str, typer.Option("--token", envvar="TOOLSCOUT_TOKEN", help="The caller's JWT.")
+    ],
+    args: Annotated[str, typer.Option("--args", help="Arguments as a JSON object.")] = "{}",
+    db: Annotated[Path | None, typer.Option("--db", help="Database file.")] = None,
+    key: Annotated[
+        str | None,
+        typer.Option("--key", envvar="TOOLSCOUT_TOKEN_KEY", help="HMAC secret to verify with."),
+    ] = None,
+    key_file: Annotated[
+        Path | None, typer.Option("--key-file", help="PEM public key (RS256/ES256).")
+    ] = None,
+    jwks: Annotated[Path | None, typer.Option("--jwks", help="Local JWKS file.")] = None,
+    alg: Annotated[str, typer.Option("--alg", help="Allowed algorithm: HS256, RS256, ES256.")] = (
+        "HS256"
+    ),
+    iss: Annotated[str | None, typer.Option("--iss", help="Required issuer.")] = None,
+    aud: Annotated[str | None, typer.Option("--aud", help="Required audience.")] = None,
+    grant: Annotated[
+        str | None, typer.Option("--grant", help="Discovery grant (strict mode).")
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run/--no-dry-run",
+            help="Bind every tool to a dry-run executor that echoes the allowed call.",
+        ),
+    ] = True,
+) -> None:
+    """Run one tool call through the gateway: token, policy, schema, audit.
+
+    A refusal prints ``refused: <reason>: <message>`` on stderr and exits with 3;
+    the attempt is in the audit log either way.
+    """
+    from toolscout.audit import AuditLog
+    from toolscout.auth import JWTVerifier
+    from toolscout.catalog import Catalog
+    from toolscout.errors import GatewayError
+    from toolscout.executors import DryRunExecutor
+    from toolscout.gateway import Gateway
+    from toolscout.settings import default_db_path
+
+    path = db if db is not None else default_db_path()
+    if not path.exists():
+        _fail(f"no catalog at {path}; run `toolscout index CATALOG --db {path}` first")
+    given = [k for k in (key, key_file, jwks) if k is not None]
+    if len(given) != 1:
+        _fail("give exactly one of --key (or $TOOLSCOUT_TOKEN_KEY), --key-file and --jwks")
+    try:
+        secret: str | bytes | None = key
+        if key_file is not None:
+            secret = key_file.read_bytes()
+        verifier = JWTVerifier(
+            key=secret, jwks=jwks, algorithms=(alg.upper(),), issuer=iss, audience=aud
+        )
+    except OSError as exc:
+        _fail(f"cannot read {exc.filename}: {exc.strerror or exc}")
+    except ToolscoutError as exc:
+        _fail(str(exc))
+    try:
+        arguments = _json.loads(args)
+    except ValueError as exc:
+        _fail(f"--args is not valid JSON: {exc}")
+    executors = {"*": DryRunExecutor()} if dry_run else {}
+    with Catalog.open(path, log=False) as catalog:
+        gateway = Gateway(catalog, catalog.policy, verifier, executors, AuditLog(path))
+        try:
+            result = gateway.execute_sync(token, tool_id, arguments, grant=grant)
+        except GatewayError as exc:
+            typer.echo(f"refused: {exc.reason}: {exc}", err=True)
+            raise typer.Exit(3) from None
+        finally:
+            gateway.close()
+            gateway.audit.close()
+    out = {
+        "tool": result.tool_id,
+        "subject": result.principal.subject,
+        "value": result.value,
+        "audit_id": result.audit_id,
+        "overhead_ms": round(result.overhead_ms, 3),
+    }
+    typer.echo(_json.dumps(out, default=str))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,15 +75,7 @@ def build(db: Path, console: Console) -> Catalog:
             replace_all=True,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    catalog.store.set_meta(
-        "policy",
-        json.dumps(
-            {
-                "roles": {k: list(v) for k, v in policy.roles.items()},
-                "admin_scope": policy.admin_scope,
-            }
-        ),
-    )
+    catalog.set_policy(policy)
     s = report.stats
     console.print(
         f"[bold]toolscout demo[/] — {len(specs)} tools across "

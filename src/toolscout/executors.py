@@ -458,3 +458,17 @@ class HTTPExecutor:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+class DryRunExecutor:
+    """Runs nothing: answers with the call the gateway allowed, for rehearsing policy.
+
+    What ``toolscout call --dry-run`` binds every tool to, so a catalog's
+    entitlements, validation and audit can be exercised before real executors exist.
+    """
+
+    async def call(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> Any:
+        return {"dry_run": True, "tool": spec.id, "arguments": dict(arguments)}
+
+    async def aclose(self) -> None:
+        return None

@@ -67,6 +67,12 @@ class PolicyConfig:
             raise ConfigError("policy 'admin_scope' must be a concrete scope name")
         return cls(roles={k: tuple(v) for k, v in roles.items()}, admin_scope=admin)
 
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "roles": {k: list(v) for k, v in self.roles.items()},
+            "admin_scope": self.admin_scope,
+        }
+
     def effective_scopes(self, principal: Principal) -> frozenset[str]:
         """The principal's own scopes plus those its roles grant."""
         granted = set(principal.scopes)

@@ -1,0 +1,77 @@
+"""``toolscout call``: the gateway from the shell, as an independent checker would use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_cli import run
+from toolscout.audit import AuditLog
+from toolscout.auth import issue_token
+
+KEY = "test-secret-0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("call") / "demo.db"
+    assert run("demo", db=db).returncode == 0
+    return db
+
+
+def call(db: Path, tool: str, token: str, args: str = "{}") -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "toolscout", "call", tool, "--token", token, "--key", KEY,
+            "--args", args, "--db", str(db)]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ), timeout=120)
+
+
+def test_admin_tool_forged_and_expired_tokens_are_refused_and_audited(demo_db: Path) -> None:
+    agent = issue_token(subject="alice", tenant="acme", roles=["support_agent"], key=KEY)
+    forged = issue_token(subject="alice", tenant="acme", roles=["billing_admin"], key=KEY + "x")
+    an_hour_ago = time.time() - 3600
+    expired = issue_token(
+        subject="alice", tenant="acme", roles=["support_agent"], key=KEY, ttl_seconds=60,
+        now=an_hour_ago,
+    )  # fmt: skip
+    refund = '{"order_id": "5512"}'
+    outcomes = [
+        call(demo_db, "billing.issue_full_refund", agent, refund),
+        call(demo_db, "billing.issue_full_refund", forged, refund),
+        call(demo_db, "billing.issue_full_refund", expired, refund),
+    ]
+    for proc in outcomes:
+        assert proc.returncode == 3 and proc.stderr.startswith("refused: "), proc.stderr
+        assert "Traceback" not in proc.stderr
+    allowed = call(demo_db, "orders.find_order", agent, '{"order_id": "94218"}')
+    assert allowed.returncode == 0, allowed.stderr
+    assert json.loads(allowed.stdout)["value"] == {
+        "dry_run": True, "tool": "orders.find_order", "arguments": {"order_id": "94218"}
+    }  # fmt: skip
+    log = AuditLog(demo_db)
+    try:
+        records = log.read()
+        reasons = [r.reason for r in records if r.tool_id == "billing.issue_full_refund"]
+        assert reasons == ["missing_scope", "token_bad_signature", "token_expired"]
+        assert log.verify().ok
+    finally:
+        log.close()
+    verify = run("audit", "--verify", db=demo_db)
+    assert verify.returncode == 0 and "intact" in verify.stdout
+
+
+def test_bad_call_inputs(demo_db: Path) -> None:
+    agent = issue_token(subject="alice", tenant="acme", roles=["support_agent"], key=KEY)
+    bad_json = call(demo_db, "orders.find_order", agent, "{oops")
+    assert bad_json.returncode == 2 and bad_json.stderr.startswith(
+        "error: --args is not valid JSON"
+    )
+    unknown = call(demo_db, "orders.nope", agent)
+    assert unknown.returncode == 3 and "unknown_tool" in unknown.stderr
+    hallucinated = call(demo_db, "orders.find_order", agent, '{"order_number": "94218"}')
+    assert hallucinated.returncode == 3 and "order_number" in hallucinated.stderr
