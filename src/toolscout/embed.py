@@ -79,7 +79,7 @@ class MiniLMEmbedder:
         self,
         model_path: Path | None = None,
         *,
-        max_tokens: int = 256,
+        max_tokens: int = 128,
         batch_size: int = 32,
         threads: int | None = None,
     ) -> None:
@@ -105,6 +105,8 @@ class MiniLMEmbedder:
         opts.intra_op_num_threads = self._threads or 0
         opts.inter_op_num_threads = 1
         opts.log_severity_level = 3
+        # no busy-waiting between runs: it steals the cores from the search that follows
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(
             str(model), sess_options=opts, providers=["CPUExecutionProvider"]
         )

@@ -22,6 +22,9 @@ from toolscout.store import KIND_ALIAS, KIND_CARD, KIND_LEARNED, Hits, Store, Ve
 
 #: a query term found in more than this share of documents is dropped (when others remain)
 FREQUENT_TERM_SHARE = 0.08
+#: ... and, in large catalogs, one found in more than this many documents: BM25 cost grows
+#: with the posting lists it walks, so this bounds lexical latency at 100k tools
+FREQUENT_TERM_MAX_DOCS = 1000
 #: the longest name or alias phrase looked for verbatim in a query, in words
 MAX_PHRASE_WORDS = 8
 #: the most dense weight adaptive fusion moves to lexical
@@ -73,7 +76,7 @@ def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchS
             f"the query is {len(text)} characters long; the limit is {settings.max_query_chars}"
         )
     all_terms = list(dict.fromkeys(terms(text)))
-    cutoff = max(FREQUENT_TERM_SHARE * n_docs, 50)
+    cutoff = min(max(FREQUENT_TERM_SHARE * n_docs, 50), FREQUENT_TERM_MAX_DOCS)
     kept = [t for t in all_terms if df.get(t, 0) <= cutoff]
     dropped = [t for t in all_terms if t not in kept]
     if not kept:  # never prune a query to nothing: keep its rarest terms
