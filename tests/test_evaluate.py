@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from support import FIXTURES, embedder
-from toolscout.catalog import Catalog, Trace
+from toolscout.catalog import Catalog
 from toolscout.errors import ConfigError
 from toolscout.evalset import EvalQuery, read_queries, read_tools, split_history
 from toolscout.evaluate import (
@@ -31,6 +31,7 @@ from toolscout.evaluate import (
     run_warm,
 )
 from toolscout.settings import SearchSettings
+from toolscout.shortlist import Trace
 from toolscout.sqlite_store import LearnedAliases, SQLiteStore
 
 EVAL = FIXTURES / "eval"

@@ -8,7 +8,7 @@ re-checks every call. See ``Catalog`` for the one-call pipeline.
 from toolscout.audit import AuditLog
 from toolscout.auth import ClaimsMapping, JWTVerifier, TokenVerifier, issue_token
 from toolscout.cards import CapabilityCard, Risk, ToolSpec, make_spec
-from toolscout.catalog import Catalog, ScoredTool, Shortlist, TokenReport
+from toolscout.catalog import Catalog
 from toolscout.embed import Embedder, MiniLMEmbedder
 from toolscout.errors import (
     ArgumentError,
@@ -45,6 +45,7 @@ from toolscout.limits import Limits
 from toolscout.loader import read_catalog, read_policy
 from toolscout.policy import Decision, PolicyConfig, Principal, Reason, decide, entitle
 from toolscout.settings import SearchSettings
+from toolscout.shortlist import ScoredTool, Shortlist, TokenReport
 from toolscout.sqlite_store import SQLiteStore
 from toolscout.store import Store
 from toolscout.upstream import MCPExecutor

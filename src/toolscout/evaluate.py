@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from toolscout import inject
-from toolscout.catalog import Catalog, Trace
+from toolscout.catalog import Catalog
 from toolscout.embed import Embedder
 from toolscout.errors import ConfigError, QueryError
 from toolscout.evalset import WARM_SEED, EvalQuery, read_queries, read_tools, sample, split_history
@@ -33,6 +33,7 @@ from toolscout.metrics import latency_summary, mean_scores, peak_rss_mb, score_q
 from toolscout.naive import naive_discover
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
+from toolscout.shortlist import Trace
 from toolscout.sqlite_store import LearnedAliases
 
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)

@@ -1,0 +1,106 @@
+"""What one discovery returns: the shortlist, its scores, schemas and token figures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolscout import inject
+from toolscout.store import UpsertStats
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredTool:
+    id: str
+    name: str
+    score: float
+    lexical: float
+    dense: float
+    exact: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "score": round(self.score, 4),
+            "lexical": round(self.lexical, 4),
+            "dense": round(self.dense, 4),
+            "exact": self.exact or None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TokenReport:
+    catalog: int  # the whole entitled catalog's schemas, in this format
+    injected: int
+
+    @property
+    def saved(self) -> int:
+        return max(self.catalog - self.injected, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """Where each stage left the query: for failure analysis, never shown to the model.
+
+    ``lexical`` and ``dense`` are the whole candidate pools each retriever handed
+    to fusion (best first); ``fused`` is the fused top 10."""
+
+    lexical: tuple[str, ...] = ()
+    dense: tuple[str, ...] = ()
+    fused: tuple[str, ...] = ()
+    dense_weight: float = 0.0
+    dropped_terms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Shortlist:
+    query: str
+    tier: inject.Tier
+    format: str
+    tools: tuple[ScoredTool, ...]
+    schemas: tuple[dict[str, Any], ...]
+    confidence: float
+    low_confidence: bool
+    filtered_by_policy: int
+    policy_reasons: Mapping[str, int]
+    tokens: TokenReport
+    reformulations: tuple[str, ...] = ()
+    grant: str | None = None
+    discovery_id: str | None = None
+    latency_ms: float = 0.0
+    trace: Trace = field(default_factory=Trace)
+
+    @property
+    def ids(self) -> list[str]:
+        return [t.id for t in self.tools]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "tier": self.tier.value,
+            "format": self.format,
+            "tools": [{**t.to_dict(), "confidence": round(self.confidence, 4)} for t in self.tools],
+            "schemas": list(self.schemas),
+            "confidence": round(self.confidence, 4),
+            "low_confidence": self.low_confidence,
+            "reformulations": list(self.reformulations),
+            "filtered_by_policy": self.filtered_by_policy,
+            "policy_reasons": dict(self.policy_reasons),
+            "tokens": {
+                "catalog": self.tokens.catalog,
+                "injected": self.tokens.injected,
+                "saved": self.tokens.saved,
+            },
+            "grant": self.grant,
+            "discovery_id": self.discovery_id,
+            "latency_ms": round(self.latency_ms, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class IndexReport:
+    stats: UpsertStats
+    seconds: float
+    warnings: tuple[str, ...] = ()
