@@ -102,7 +102,7 @@ def eval_command(
             "-s",
             help="Strategy to run (repeatable): naive, bm25, dense, hybrid, hybrid-rrf, "
             "hybrid-fixed, hybrid-no-adaptive, hybrid-no-exact, hybrid-no-reformulate, "
-            "hybrid-dedupe, hybrid-cold, hybrid-warm, or all. "
+            "hybrid-no-dedupe, hybrid-cold, hybrid-warm, or all. "
             "Default: naive, bm25, dense, hybrid.",
         ),
     ] = None,

@@ -58,7 +58,7 @@ STRATEGIES: dict[str, SearchSettings | None] = {
     "hybrid-no-adaptive": _HYBRID.but(adaptive_fusion=False),
     "hybrid-no-exact": _HYBRID.but(exact_hits=False),
     "hybrid-no-reformulate": _HYBRID.but(reformulate=False),
-    "hybrid-dedupe": _HYBRID.but(dedupe=True),
+    "hybrid-no-dedupe": _HYBRID.but(dedupe=False),
 }
 DEFAULT_STRATEGIES: tuple[str, ...] = ("naive", "bm25", "dense", "hybrid")
 #: reported by the warm run: product default before and after learning from the history half
@@ -379,7 +379,12 @@ def describe_strategy(name: str) -> str:
         for f in (fd.name for fd in fields(base))
         if getattr(settings, f) != getattr(base, f)
     ]
-    return ", ".join(changed) or "product default, every feature on"
+    if changed:
+        return ", ".join(changed)
+    switches = ("adaptive_fusion", "exact_hits", "reformulate", "dedupe", "learned_aliases")
+    on = [f for f in switches if getattr(base, f)]
+    off = [f for f in switches if not getattr(base, f)]
+    return "product default: " + ", ".join(on) + " on" + (f"; {', '.join(off)} off" if off else "")
 
 
 # -- reporting --------------------------------------------------------------------------

@@ -41,9 +41,8 @@ class SearchSettings:
     exact_hits: bool = True
     #: reformulate low-confidence queries (identifier splitting, catalog synonyms, feedback)
     reformulate: bool = True
-    #: suppress near-duplicates in the top-K (off by default: on the dev sets the
-    #: labelled tool is often one of several near-duplicates; see docs/benchmarks.md)
-    dedupe: bool = False
+    #: push near-duplicates (card cosine >= 0.97) behind distinct tools in the top-K
+    dedupe: bool = True
     #: use aliases learned from the discovery log
     learned_aliases: bool = True
     #: a fused top score below this is reported as low confidence
