@@ -91,3 +91,20 @@ def test_replace_all_and_delete(store: SQLiteStore) -> None:
 def test_document_frequency(store: SQLiteStore) -> None:
     df, n = store.document_frequency()
     assert n == 3 and df["order"] == 2 and df["refund"] == 1
+
+
+def test_votes_rank_tools_by_their_nearest_learned_queries(store: SQLiteStore) -> None:
+    order_texts = [("card", "h2"), ("learned", "l2"), ("learned", "l3")]
+    learned = [
+        IndexedTool(spec("a.refund"), {"name": "refund"}, [("card", "h1"), ("learned", "l1")]),
+        IndexedTool(spec("a.order"), {"name": "order"}, order_texts),
+    ]
+    store.upsert(
+        learned, {"l1": _vec(1, 0.1), "l2": _vec(0.9, 0.3), "l3": _vec(0.8, 0.4)}, model_id="m"
+    )
+    everything = frozenset({"a.refund", "a.order", "a.ship"})
+    hits = store.votes(_vec(1, 0.2), everything, kind="learned", k=3, model_id="m")
+    assert hits.ids == ["a.order", "a.refund"]  # two close neighbours outvote one closer
+    only = store.votes(_vec(1, 0.2), frozenset({"a.refund"}), kind="learned", k=3, model_id="m")
+    assert only.ids == ["a.refund"]
+    assert store.votes(_vec(1, 0), everything, kind="nothing", k=3, model_id="m").ids == []

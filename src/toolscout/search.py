@@ -27,6 +27,9 @@ FREQUENT_TERM_SHARE = 0.08
 FREQUENT_TERM_MAX_DOCS = 1000
 #: the longest name or alias phrase looked for verbatim in a query, in words
 MAX_PHRASE_WORDS = 8
+#: how many past queries vote, and how much their vote weighs against retrieval
+LEARNED_NEIGHBOURS = 40
+LEARNED_WEIGHT = 0.4
 #: the most dense weight adaptive fusion moves to lexical
 ADAPT_SHIFT = 0.1
 #: two tools whose card vectors are at least this close are near-duplicates
@@ -180,6 +183,22 @@ def _fuse(lex: Hits, dense: Hits, weight: float, settings: SearchSettings) -> li
     return sorted(cands.values(), key=lambda c: (-c.fused, c.id))
 
 
+def _add_votes(cands: list[Candidate], votes: Hits) -> None:
+    """Blend the usage-history vote into the fused scores (in place, re-sorted)."""
+    if not votes.ids:
+        return
+    top = votes.scores[0] or 1.0
+    by_id = {c.id: c for c in cands}
+    for tid in votes.ids:
+        if tid not in by_id:
+            by_id[tid] = Candidate(tid)
+            cands.append(by_id[tid])
+    share = {tid: v / top for tid, v in zip(votes.ids, votes.scores, strict=True)}
+    for c in cands:
+        c.fused = (1 - LEARNED_WEIGHT) * c.fused + LEARNED_WEIGHT * share.get(c.id, 0.0)
+    cands.sort(key=lambda c: (-c.fused, c.id))
+
+
 def _rrf(rank: int | None, k: int = 60) -> float:
     return 0.0 if rank is None else 1.0 / (k + rank + 1)
 
@@ -207,10 +226,19 @@ class Retriever:
 
     @property
     def kinds(self) -> frozenset[str]:
-        base = {KIND_CARD, KIND_ALIAS}
-        if self.settings.learned_aliases:
-            base.add(KIND_LEARNED)
-        return frozenset(base)
+        """The catalog's own vectors; learned queries vote separately (:meth:`_learned`)."""
+        return frozenset({KIND_CARD, KIND_ALIAS})
+
+    def _learned(self, vector: Vector | None, allowed: Set[str]) -> Hits:
+        if vector is None or not self.settings.learned_aliases:
+            return Hits()
+        return self.store.votes(
+            vector,
+            allowed,
+            kind=KIND_LEARNED,
+            k=LEARNED_NEIGHBOURS,
+            model_id=self.embedder.model_id,
+        )
 
     def _lex(self, query_terms: Sequence[str], allowed: Set[str]) -> Hits:
         if not self.settings.lexical:
@@ -256,6 +284,7 @@ class Retriever:
         elif self.settings.lexical:
             weight = _dense_weight(query, lex, self.settings)
         cands = _fuse(lex, dense, weight, self.settings)
+        _add_votes(cands, self._learned(vector, allowed))
         conf = _confidence(cands, self.settings.dense)
         return Retrieval(
             cands,

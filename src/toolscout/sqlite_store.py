@@ -93,6 +93,7 @@ class _DenseIndex:
             np.stack([r[2] for r in rows]) if rows else np.zeros((0, dim), dtype=np.float32)
         )
         owner = np.array([r[0] for r in rows], dtype=np.int64)
+        self.owner_of = owner
         self.kind = np.array([r[1] for r in rows], dtype=object)
         # tools owning at least one row, and where each one's rows start
         self.owners, self.starts = np.unique(owner, return_index=True)
@@ -145,6 +146,26 @@ class _DenseIndex:
                 hits.scores.append(float(per_tool[pos]))
                 seen.add(tid)
         return hits
+
+
+def _votes(index: _DenseIndex, vector: Vector, allowed: Set[str], kind: str, k: int) -> Hits:
+    """Nearest-neighbour vote: each of the ``k`` closest ``kind`` rows adds sim**3 to its tool."""
+    rows = np.nonzero(index.kind_rows({kind}))[0]
+    if not len(rows):
+        return Hits()
+    sims = index.matrix[rows] @ vector
+    mask = index.allowed_mask(allowed)[index.owner_of[rows]]
+    sims = np.where(mask, sims, -np.inf)
+    take = min(k, int(np.isfinite(sims).sum()))
+    if take <= 0:
+        return Hits()
+    top = np.argpartition(-sims, take - 1)[:take]
+    votes: dict[str, float] = {}
+    for i in top:
+        tid = index.ids[int(index.owner_of[rows[i]])]
+        votes[tid] = votes.get(tid, 0.0) + max(float(sims[i]), 0.0) ** 3
+    ranked = sorted(votes.items(), key=lambda kv: -kv[1])
+    return Hits([t for t, _ in ranked], [v for _, v in ranked])
 
 
 class SQLiteStore:
@@ -406,6 +427,12 @@ class SQLiteStore:
         model_id: str = "",
     ) -> Hits:
         return self._dense_index(model_id).search(vector, allowed, limit, kinds, also)
+
+    def votes(
+        self, vector: Vector, allowed: Set[str], *, kind: str, k: int, model_id: str = ""
+    ) -> Hits:
+        """Tools ranked by a nearest-neighbour vote of their ``kind`` vectors (usage history)."""
+        return _votes(self._dense_index(model_id), vector, allowed, kind, k)
 
     def card_vectors(self, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
         """The ``card`` vector of each id (used for near-duplicate suppression)."""

@@ -91,6 +91,12 @@ class Store(Protocol):
         """Max cosine over each tool's vectors of the given kinds; ``also`` ids are scored too."""
         ...
 
+    def votes(
+        self, vector: Vector, allowed: Set[str], *, kind: str, k: int, model_id: str = ""
+    ) -> Hits:
+        """Tools ranked by a nearest-neighbour vote among their vectors of ``kind``."""
+        ...
+
 
 class VectorCache(Protocol):
     """Embeddings by content hash, so unchanged texts are never embedded again."""
