@@ -27,9 +27,10 @@ FREQUENT_TERM_SHARE = 0.08
 FREQUENT_TERM_MAX_DOCS = 1000
 #: the longest name or alias phrase looked for verbatim in a query, in words
 MAX_PHRASE_WORDS = 8
-#: how many past queries vote, and how much their vote weighs against retrieval
+#: how many past queries vote; their vote weighs as much as they agree (the share of the
+#: vote its favourite tool got), times this cap
 LEARNED_NEIGHBOURS = 40
-LEARNED_WEIGHT = 0.4
+LEARNED_WEIGHT = 1.0
 #: the most dense weight adaptive fusion moves to lexical
 ADAPT_SHIFT = 0.1
 #: two tools whose card vectors are at least this close are near-duplicates
@@ -194,8 +195,11 @@ def _add_votes(cands: list[Candidate], votes: Hits) -> None:
             by_id[tid] = Candidate(tid)
             cands.append(by_id[tid])
     share = {tid: v / top for tid, v in zip(votes.ids, votes.scores, strict=True)}
+    # trust the vote as far as the neighbours agree: all for one tool → full weight,
+    # spread over many tools (sparse or ambiguous history) → little
+    weight = LEARNED_WEIGHT * top / (sum(votes.scores) or 1.0)
     for c in cands:
-        c.fused = (1 - LEARNED_WEIGHT) * c.fused + LEARNED_WEIGHT * share.get(c.id, 0.0)
+        c.fused = (1 - weight) * c.fused + weight * share.get(c.id, 0.0)
     cands.sort(key=lambda c: (-c.fused, c.id))
 
 
