@@ -10,7 +10,6 @@ Bad input raises :class:`~toolscout.errors.CatalogFileError` (tools) or
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
 from collections.abc import Sequence, Set
@@ -20,7 +19,7 @@ from typing import Any
 
 from toolscout.cards import ToolSpec, check_unique, make_spec
 from toolscout.errors import CardError, CatalogFileError, ConfigError, QueryFileError
-from toolscout.loader import from_jsonl_record
+from toolscout.loader import from_jsonl_record, jsonl_records
 
 #: seeds of the ``--limit`` sample and of the warm history/test split
 LIMIT_SEED = 20261129
@@ -57,25 +56,14 @@ def _query(rec: Any, path: Path, line: int) -> EvalQuery:
 def read_queries(path: str | Path) -> list[EvalQuery]:
     """Every query of a ``queries.jsonl``, or :class:`QueryFileError` naming the line."""
     p = Path(path)
-    try:
-        handle = p.open(encoding="utf-8")
-    except OSError as exc:
-        raise QueryFileError(str(p), f"cannot read: {exc.strerror or exc}") from None
     out: list[EvalQuery] = []
     seen: set[str] = set()
-    with handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise QueryFileError(str(p), f"invalid JSON: {exc.msg}", lineno) from None
-            q = _query(rec, p, lineno)
-            if q.id in seen:
-                raise QueryFileError(str(p), f"duplicate query id {q.id!r}", lineno)
-            seen.add(q.id)
-            out.append(q)
+    for lineno, rec in jsonl_records(p, QueryFileError):
+        q = _query(rec, p, lineno)
+        if q.id in seen:
+            raise QueryFileError(str(p), f"duplicate query id {q.id!r}", lineno)
+        seen.add(q.id)
+        out.append(q)
     if not out:
         raise QueryFileError(str(p), "no queries in this file")
     return out
@@ -94,21 +82,7 @@ def read_tools(path: str | Path) -> tuple[list[ToolSpec], dict[str, str]]:
     Any other problem raises :class:`CatalogFileError` naming the file and line.
     """
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").split("\n")
-    except OSError as exc:
-        raise CatalogFileError(str(p), f"cannot read: {exc.strerror or exc}") from None
-    records: list[tuple[int, dict[str, Any]]] = []
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CatalogFileError(str(p), f"invalid JSON: {exc.msg}", lineno) from None
-        if not isinstance(rec, dict):
-            raise CatalogFileError(str(p), "each line must be a JSON object", lineno)
-        records.append((lineno, rec))
+    records = jsonl_records(p)
     raw_ids = {str(r.get("id")) for _, r in records}
     specs: list[ToolSpec] = []
     renamed: dict[str, str] = {}

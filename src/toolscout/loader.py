@@ -42,26 +42,38 @@ def from_jsonl_record(rec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def jsonl_records(
+    path: str | Path, error: type[CatalogFileError] = CatalogFileError
+) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line; ``error`` names the file and line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(str(p), f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise error(str(p), f"not UTF-8 text: {exc.reason}") from None
+    records: list[tuple[int, dict[str, Any]]] = []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(str(p), f"invalid JSON: {exc.msg}", lineno) from None
+        if not isinstance(rec, dict):
+            raise error(str(p), "each line must be a JSON object", lineno)
+        records.append((lineno, rec))
+    return records
+
+
 def read_jsonl(path: Path) -> list[ToolSpec]:
     specs: list[ToolSpec] = []
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise CatalogFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    with handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CatalogFileError(str(path), f"invalid JSON: {exc.msg}", lineno) from None
-            if not isinstance(rec, dict):
-                raise CatalogFileError(str(path), "each line must be a JSON object", lineno)
-            try:
-                specs.append(make_spec(from_jsonl_record(rec), default_source=path.stem))
-            except CardError as exc:
-                raise CatalogFileError(str(path), str(exc), lineno) from None
+    for lineno, rec in jsonl_records(path):
+        try:
+            specs.append(make_spec(from_jsonl_record(rec), default_source=path.stem))
+        except CardError as exc:
+            raise CatalogFileError(str(path), str(exc), lineno) from None
     return specs
 
 

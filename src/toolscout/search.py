@@ -31,6 +31,8 @@ MAX_PHRASE_WORDS = 8
 #: vote its favourite tool got), times this cap
 LEARNED_NEIGHBOURS = 40
 LEARNED_WEIGHT = 1.0
+#: the summed sim**3 at which the vote is fully trusted (e.g. one past query at cosine 0.8)
+VOTE_SATURATION = 0.5
 #: the most dense weight adaptive fusion moves to lexical
 ADAPT_SHIFT = 0.1
 #: two tools whose card vectors are at least this close are near-duplicates
@@ -195,9 +197,10 @@ def _add_votes(cands: list[Candidate], votes: Hits) -> None:
             by_id[tid] = Candidate(tid)
             cands.append(by_id[tid])
     share = {tid: v / top for tid, v in zip(votes.ids, votes.scores, strict=True)}
-    # trust the vote as far as the neighbours agree: all for one tool → full weight,
-    # spread over many tools (sparse or ambiguous history) → little
-    weight = LEARNED_WEIGHT * top / (sum(votes.scores) or 1.0)
+    # trust the vote as far as the neighbours agree (all for one tool, not spread over
+    # many) and are close (sim**3 summed: a few near-paraphrases, not many distant queries)
+    agreement = top / (sum(votes.scores) or 1.0)
+    weight = LEARNED_WEIGHT * agreement * min(top / VOTE_SATURATION, 1.0)
     for c in cands:
         c.fused = (1 - weight) * c.fused + weight * share.get(c.id, 0.0)
     cands.sort(key=lambda c: (-c.fused, c.id))
