@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from toolscout import inject
 from toolscout.cards import ToolSpec, check_unique
 from toolscout.embed import Embedder, MiniLMEmbedder, normalise, text_hash
-from toolscout.errors import FormatError, UnknownToolError
+from toolscout.errors import ConfigError, FormatError, UnknownToolError
 from toolscout.lexical import terms, words
 from toolscout.policy import Decision, Entitlement, PolicyConfig, Principal, decide, entitle
 from toolscout.search import (
@@ -351,8 +351,6 @@ class Catalog:
         if fmt not in inject.FORMATS:
             raise FormatError(fmt, inject.FORMATS)
         if not 1 <= k <= 10:
-            from toolscout.errors import ConfigError
-
             raise ConfigError(f"k must be between 1 and 10, got {k}")
         cfg = settings or self.settings
         ent = self.entitle(principal)

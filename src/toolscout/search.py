@@ -6,7 +6,6 @@ the allowed ids, and returns ids with scores. Nothing here reads schemas.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -255,7 +254,7 @@ class Retriever:
             if self.settings.learned_aliases
             else ("name", "aliases", "tags", "summary", "params")
         )
-        return self.store.lexical(query_terms, allowed, self.settings.candidate_pool, fields=fields)  # type: ignore[call-arg]
+        return self.store.lexical(query_terms, allowed, self.settings.candidate_pool, fields=fields)
 
     def _dense(self, vector: Vector | None, allowed: Set[str], also: Sequence[str]) -> Hits:
         if vector is None:
@@ -395,7 +394,3 @@ def select(
             used += cost
         chosen = kept
     return chosen
-
-
-def is_finite(x: float) -> bool:
-    return math.isfinite(x)

@@ -74,8 +74,10 @@ class Store(Protocol):
         """Every stored tool, in insertion order."""
         ...
 
-    def lexical(self, terms: Sequence[str], allowed: Set[str], limit: int) -> Hits:
-        """BM25 over the lexical fields; only ids in ``allowed``."""
+    def lexical(
+        self, terms: Sequence[str], allowed: Set[str], limit: int, *, fields: Sequence[str] = ()
+    ) -> Hits:
+        """BM25 over the lexical fields (all, or only ``fields``); only ids in ``allowed``."""
         ...
 
     def dense(
