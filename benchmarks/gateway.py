@@ -71,12 +71,12 @@ def private_pem(alg: str) -> bytes:
 
 def build(alg: str, db: Path) -> tuple[Any, Callable[[int], str]]:
     """A gateway over one tool, and a function minting the i-th distinct token."""
-    from toolscout.audit import AuditLog
-    from toolscout.auth import JWTVerifier, issue_token
     from toolscout.cards import ToolSpec
-    from toolscout.executors import PythonExecutor, tool
-    from toolscout.gateway import Gateway
-    from toolscout.limits import Limits
+    from toolscout.executors.base import PythonExecutor, tool
+    from toolscout.gateway.audit import AuditLog
+    from toolscout.gateway.auth import JWTVerifier, issue_token
+    from toolscout.gateway.core import Gateway
+    from toolscout.gateway.limits import Limits
     from toolscout.policy import PolicyConfig
 
     @tool(id="billing.issue_refund", scopes=["billing:write"], risk="write")

@@ -27,14 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from toolscout.cards import make_spec
-from toolscout.catalog import Catalog, lexical_fields
-from toolscout.lexical import terms, words
+from toolscout.discovery.catalog import Catalog, lexical_fields
+from toolscout.discovery.lexical import terms, words
+from toolscout.discovery.search import parse_query
 from toolscout.loader import read_catalog
 from toolscout.policy import Principal
-from toolscout.search import parse_query
 from toolscout.settings import SearchSettings
-from toolscout.sqlite_store import SQLiteStore
-from toolscout.store import IndexedTool
+from toolscout.stores.base import IndexedTool
+from toolscout.stores.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -53,7 +53,7 @@ def splice(existing: str, section: str) -> str:
 
 
 def markdown(reports: Mapping[str, Mapping[str, Any]], command: str, plot: str | None) -> str:
-    from toolscout.evaluate import describe_strategy, markdown_table, summary_line
+    from toolscout.evaluate.harness import describe_strategy, markdown_table, summary_line
 
     names: list[str] = []
     for report in reports.values():
@@ -134,9 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from rich.console import Console
 
-    from toolscout.cli_eval import progress_bar
-    from toolscout.embed import MiniLMEmbedder
-    from toolscout.evaluate import run
+    from toolscout.cli.eval import progress_bar
+    from toolscout.embed.minilm import MiniLMEmbedder
+    from toolscout.evaluate.harness import run
 
     console = Console(stderr=True)
     embedder = MiniLMEmbedder()
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.docs.parent.mkdir(parents=True, exist_ok=True)
     args.docs.write_text(splice(existing, markdown(reports, command, rel_plot)), encoding="utf-8")
     for name, report in reports.items():
-        from toolscout.evaluate import markdown_table
+        from toolscout.evaluate.harness import markdown_table
 
         print(f"## {name}\n\n{markdown_table(report)}")
     print(f"wrote {args.docs}, {args.json}, {args.plot}")

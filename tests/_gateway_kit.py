@@ -12,13 +12,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolscout.audit import AuditLog
-from toolscout.auth import JWTVerifier, issue_token
 from toolscout.cards import ToolSpec, make_spec
-from toolscout.executors import Executor
-from toolscout.gateway import Gateway
-from toolscout.grants import GrantSigner
-from toolscout.limits import Limits
+from toolscout.executors.base import Executor
+from toolscout.gateway.audit import AuditLog
+from toolscout.gateway.auth import JWTVerifier, issue_token
+from toolscout.gateway.core import Gateway
+from toolscout.gateway.grants import GrantSigner
+from toolscout.gateway.limits import Limits
 from toolscout.policy import PolicyConfig
 
 SECRET = "test-secret-0123456789abcdef-0123456789"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from toolscout.cards import ToolSpec, make_spec
-from toolscout.embed import MiniLMEmbedder
+from toolscout.embed.minilm import MiniLMEmbedder
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"

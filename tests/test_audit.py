@@ -1,4 +1,4 @@
-"""Tests for toolscout.audit: the append-only, hash-chained audit log."""
+"""Tests for toolscout.gateway.audit: the append-only, hash-chained audit log."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from toolscout.audit import GENESIS, AuditLog, args_digest, canonical_json
 from toolscout.errors import ConfigError
+from toolscout.gateway.audit import GENESIS, AuditLog, args_digest, canonical_json
 
 
 def entry(**over: Any) -> dict[str, Any]:
@@ -112,7 +112,7 @@ def test_recomputing_one_hash_still_breaks_the_next_link(tmp_path: Path) -> None
     with AuditLog(path) as log:
         for _ in range(3):
             log.append(**entry())
-    from toolscout.audit import _row_hash
+    from toolscout.gateway.audit import _row_hash
 
     conn = sqlite3.connect(path)
     conn.execute("DROP TRIGGER audit_log_no_update")

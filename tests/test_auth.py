@@ -1,4 +1,4 @@
-"""Tests for toolscout.auth: JWT verification, claim mapping, the algorithm allow-list."""
+"""Tests for toolscout.gateway.auth: JWT verification, claim mapping, the algorithm allow-list."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from _gateway_kit import AUDIENCE, ISSUER, SECRET, expired_token, token, verifier
-from toolscout.auth import (
+from toolscout.errors import ConfigError, TokenError
+from toolscout.gateway.auth import (
     ClaimsMapping,
     JWTVerifier,
     TokenVerifier,
     check_algorithms,
     issue_token,
 )
-from toolscout.errors import ConfigError, TokenError
 from toolscout.policy import Principal
 
 

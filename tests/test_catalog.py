@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from support import embedder, spec
-from toolscout.catalog import Catalog
+from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.inject import Tier
 from toolscout.errors import (
     CatalogFileError,
     ConfigError,
@@ -17,7 +18,6 @@ from toolscout.errors import (
     QueryError,
     UnknownToolError,
 )
-from toolscout.inject import Tier
 from toolscout.loader import demo_catalog_dir, read_catalog, read_jsonl, read_policy
 from toolscout.policy import Principal, Reason
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from test_cli import run
-from toolscout.audit import AuditLog
-from toolscout.auth import issue_token
+from toolscout.gateway.audit import AuditLog
+from toolscout.gateway.auth import issue_token
 
 KEY = "test-secret-0123456789abcdef0123456789abcdef"
 

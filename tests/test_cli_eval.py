@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from support import FIXTURES
-from toolscout.cli import app
+from toolscout.cli.app import app
 
 EVAL = FIXTURES / "eval"
 ARGS = ["eval", "--tools", str(EVAL / "tools.jsonl"), "--queries", str(EVAL / "queries.jsonl")]

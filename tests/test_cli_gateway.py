@@ -1,4 +1,4 @@
-"""Tests for toolscout.cli_gateway: ``token issue`` and ``audit``, mounted as the main CLI does."""
+"""Tests for toolscout.cli.gateway: ``token issue`` and ``audit``, mounted as the main CLI does."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from typer.testing import CliRunner
 
 from _gateway_kit import AUDIENCE, ISSUER, SECRET
-from toolscout.audit import AuditLog, args_digest
-from toolscout.auth import JWTVerifier
-from toolscout.cli_gateway import audit, parse_duration, parse_since, token_app
+from toolscout.cli.gateway import audit, parse_duration, parse_since, token_app
+from toolscout.gateway.audit import AuditLog, args_digest
+from toolscout.gateway.auth import JWTVerifier
 from toolscout.policy import Principal
 
 app = typer.Typer()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from support import embedder
-from toolscout.embed import MiniLMEmbedder, text_hash
+from toolscout.embed.minilm import MiniLMEmbedder, text_hash
 from toolscout.errors import ModelError
 
 

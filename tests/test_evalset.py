@@ -1,4 +1,4 @@
-"""Tests for toolscout.evalset: reading eval sets, seeded samples, the warm split."""
+"""Tests for toolscout.evaluate.evalset: reading eval sets, seeded samples, the warm split."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from support import FIXTURES
 from toolscout.errors import CatalogFileError, ConfigError
-from toolscout.evalset import (
+from toolscout.evaluate.evalset import (
     EvalQuery,
     QueryFileError,
     read_queries,

@@ -1,4 +1,4 @@
-"""Tests for toolscout.evaluate, end to end with the real model over tests/fixtures/eval.
+"""Tests for toolscout.evaluate.harness, end to end with the real model over tests/fixtures/eval.
 
 Regenerate the golden files with ``TOOLSCOUT_UPDATE_GOLDEN=1 pytest tests/test_evaluate.py``.
 """
@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from support import FIXTURES, embedder
-from toolscout.catalog import Catalog
+from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.shortlist import Trace
 from toolscout.errors import ConfigError
-from toolscout.evalset import EvalQuery, read_queries, read_tools, split_history
-from toolscout.evaluate import (
+from toolscout.evaluate.evalset import EvalQuery, read_queries, read_tools, split_history
+from toolscout.evaluate.harness import (
     DEFAULT_STRATEGIES,
     STRATEGIES,
     Outcome,
@@ -31,8 +32,7 @@ from toolscout.evaluate import (
     run_warm,
 )
 from toolscout.settings import SearchSettings
-from toolscout.shortlist import Trace
-from toolscout.sqlite_store import LearnedAliases, SQLiteStore
+from toolscout.stores.sqlite import LearnedAliases, SQLiteStore
 
 EVAL = FIXTURES / "eval"
 GOLDEN = Path(__file__).parent / "golden" / "eval"

@@ -1,4 +1,4 @@
-"""Tests for toolscout.executors: the Python registry and HTTP against a real local server."""
+"""Tests for toolscout.executors.base: the Python registry and HTTP against a real local server."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from toolscout.errors import (
     ExecutorError,
     ExecutorTimeout,
 )
-from toolscout.executors import Executor, HTTPEndpoint, HTTPExecutor, PythonExecutor, tool
-from toolscout.gateway import ExecutionResult
+from toolscout.executors.base import Executor, HTTPEndpoint, HTTPExecutor, PythonExecutor, tool
+from toolscout.gateway.core import ExecutionResult
 
 # ------------------------------------------------------------------ a real HTTP server
 

@@ -1,4 +1,4 @@
-"""Tests for toolscout.gateway: every check, in order, and an audit record for every attempt."""
+"""Tests for toolscout.gateway.core: every check in order, an audit record for each attempt."""
 
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ from toolscout.errors import (
     RateLimited,
     TokenError,
 )
-from toolscout.executors import PythonExecutor, tool
-from toolscout.gateway import ExecutionResult, Gateway, ToolLookup
-from toolscout.limits import Limits
+from toolscout.executors.base import PythonExecutor, tool
+from toolscout.gateway.core import ExecutionResult, Gateway, ToolLookup
+from toolscout.gateway.limits import Limits
 from toolscout.policy import PolicyConfig
 
 ADMIN = "toolscout:admin"

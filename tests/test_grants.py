@@ -1,4 +1,4 @@
-"""Tests for toolscout.grants: discovery grants bind subject, tenant and tool ids."""
+"""Tests for toolscout.gateway.grants: discovery grants bind subject, tenant and tool ids."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from toolscout.errors import ConfigError, GrantError
-from toolscout.grants import GrantSigner
+from toolscout.gateway.grants import GrantSigner
 from toolscout.policy import Principal
 
 SECRET = b"k" * 32

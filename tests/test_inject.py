@@ -1,4 +1,4 @@
-"""Tests for toolscout.inject, against the real o200k tokenizer.
+"""Tests for toolscout.discovery.inject, against the real o200k tokenizer.
 
 Regenerate the golden files with ``TOOLSCOUT_UPDATE_GOLDEN=1 pytest tests/test_inject.py``.
 """
@@ -17,8 +17,7 @@ import pytest
 from jsonschema.validators import Draft202012Validator
 
 from toolscout.cards import CapabilityCard, ToolSpec, make_spec
-from toolscout.errors import CardError, ConfigError, FormatError
-from toolscout.inject import (
+from toolscout.discovery.inject import (
     ALL_BELOW,
     FORMATS,
     GEMINI_KEYWORDS,
@@ -34,7 +33,8 @@ from toolscout.inject import (
     schema_tokens,
     tool_name,
 )
-from toolscout.tokencount import count_json
+from toolscout.discovery.tokencount import count_json
+from toolscout.errors import CardError, ConfigError, FormatError
 
 GOLDEN = Path(__file__).parent / "golden" / "inject"
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from toolscout.lexical import identifiers, ngrams, phrase_key, terms, words
+from toolscout.discovery.lexical import identifiers, ngrams, phrase_key, terms, words
 
 
 def test_identifiers_split_like_words() -> None:

@@ -1,4 +1,4 @@
-"""Tests for toolscout.limits: token buckets per principal and the argument size cap."""
+"""Tests for toolscout.gateway.limits: token buckets per principal and the argument size cap."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from toolscout.errors import ArgumentError, ConfigError, RateLimited
-from toolscout.limits import Limits, RateLimiter, check_argument_size
+from toolscout.gateway.limits import Limits, RateLimiter, check_argument_size
 from toolscout.policy import Principal
 
 ALICE = Principal.of("alice", "acme")

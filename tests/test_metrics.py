@@ -1,4 +1,4 @@
-"""Tests for toolscout.metrics: every value below is worked out by hand in the comments."""
+"""Tests for toolscout.evaluate.metrics: every value below is worked out by hand in the comments."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from toolscout.metrics import (
+from toolscout.evaluate.metrics import (
     complete_at,
     latency_summary,
     mean_scores,

@@ -1,4 +1,4 @@
-"""Tests for toolscout.naive: the keyword-counter baseline."""
+"""Tests for toolscout.evaluate.naive: the keyword-counter baseline."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 from support import FIXTURES, embedder
 from toolscout.cards import CapabilityCard
-from toolscout.catalog import Catalog
-from toolscout.evalset import read_tools
-from toolscout.naive import naive_discover, naive_rank, naive_score
+from toolscout.discovery.catalog import Catalog
+from toolscout.evaluate.evalset import read_tools
+from toolscout.evaluate.naive import naive_discover, naive_rank, naive_score
 from toolscout.policy import Principal
 
 A = CapabilityCard("a", "a", "Refund a card payment", tags=("refund",))

@@ -1,4 +1,4 @@
-"""Tests for toolscout.pytools: JSON Schemas and cards derived from Python functions."""
+"""Tests for toolscout.executors.python: JSON Schemas and cards derived from Python functions."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from jsonschema.validators import Draft202012Validator
 
 from toolscout.errors import CardError
-from toolscout.pytools import parse_docstring, spec_from_function, type_schema
+from toolscout.executors.python import parse_docstring, spec_from_function, type_schema
 
 
 class Color(enum.Enum):

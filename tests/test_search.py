@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from support import spec
+from toolscout.discovery.search import Candidate, PhraseIndex, _fuse, parse_query, select
 from toolscout.errors import ConfigError, QueryError
-from toolscout.search import Candidate, PhraseIndex, _fuse, parse_query, select
 from toolscout.settings import SearchSettings
-from toolscout.store import Hits
+from toolscout.stores.base import Hits
 
 
 def test_parse_query_validates() -> None:

@@ -44,13 +44,13 @@ from _gateway_kit import (
     token,
     verifier,
 )
-from toolscout.audit import AuditLog
-from toolscout.auth import JWTVerifier
 from toolscout.cards import CapabilityCard, Risk, ToolSpec
-from toolscout.catalog import Catalog
+from toolscout.discovery.catalog import Catalog
 from toolscout.errors import GatewayError, GrantError, PolicyDenied, TokenError
-from toolscout.gateway import Gateway
-from toolscout.limits import Limits
+from toolscout.gateway.audit import AuditLog
+from toolscout.gateway.auth import JWTVerifier
+from toolscout.gateway.core import Gateway
+from toolscout.gateway.limits import Limits
 from toolscout.loader import demo_catalog_dir, read_catalog, read_policy
 from toolscout.policy import PolicyConfig, Principal
 from toolscout.settings import SearchSettings

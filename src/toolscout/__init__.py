@@ -5,11 +5,11 @@ just-in-time schemas for the shortlisted tools, and an execution gateway that
 re-checks every call. See ``Catalog`` for the one-call pipeline.
 """
 
-from toolscout.audit import AuditLog
-from toolscout.auth import ClaimsMapping, JWTVerifier, TokenVerifier, issue_token
 from toolscout.cards import CapabilityCard, Risk, ToolSpec, make_spec
-from toolscout.catalog import Catalog
-from toolscout.embed import Embedder, MiniLMEmbedder
+from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.inject import FORMATS, Tier, choose_tier, render
+from toolscout.discovery.shortlist import ScoredTool, Shortlist, TokenReport
+from toolscout.embed.minilm import Embedder, MiniLMEmbedder
 from toolscout.errors import (
     ArgumentError,
     CardError,
@@ -30,7 +30,7 @@ from toolscout.errors import (
     ToolscoutError,
     UnknownToolError,
 )
-from toolscout.executors import (
+from toolscout.executors.base import (
     DryRunExecutor,
     Executor,
     HTTPEndpoint,
@@ -38,17 +38,17 @@ from toolscout.executors import (
     PythonExecutor,
     tool,
 )
-from toolscout.gateway import ExecutionResult, Gateway, ToolLookup
-from toolscout.grants import GrantSigner
-from toolscout.inject import FORMATS, Tier, choose_tier, render
-from toolscout.limits import Limits
+from toolscout.executors.mcp import MCPExecutor
+from toolscout.gateway.audit import AuditLog
+from toolscout.gateway.auth import ClaimsMapping, JWTVerifier, TokenVerifier, issue_token
+from toolscout.gateway.core import ExecutionResult, Gateway, ToolLookup
+from toolscout.gateway.grants import GrantSigner
+from toolscout.gateway.limits import Limits
 from toolscout.loader import read_catalog, read_policy
 from toolscout.policy import Decision, PolicyConfig, Principal, Reason, decide, entitle
 from toolscout.settings import SearchSettings
-from toolscout.shortlist import ScoredTool, Shortlist, TokenReport
-from toolscout.sqlite_store import SQLiteStore
-from toolscout.store import Store
-from toolscout.upstream import MCPExecutor
+from toolscout.stores.base import Store
+from toolscout.stores.sqlite import SQLiteStore
 
 __version__ = "0.1.0"
 

@@ -234,7 +234,7 @@ def check_unique(specs: Iterable[ToolSpec]) -> list[ToolSpec]:
 
 def card_tokens(card: CapabilityCard) -> int:
     """The card's size in o200k tokens (id, summary, scopes, tags, aliases, not-for)."""
-    from toolscout.tokencount import count_text
+    from toolscout.discovery.tokencount import count_text
 
     text = " ".join([card.id, card.summary, *card.scopes, *card.tags, *card.aliases, *card.not_for])
     return count_text(text)

@@ -1,6 +1,6 @@
 """``toolscout eval``: recall, nDCG, MRR, latency and tokens for strategies side by side.
 
-A thin surface over :func:`toolscout.evaluate.run`: it parses options, shows a
+A thin surface over :func:`toolscout.evaluate.harness.run`: it parses options, shows a
 progress bar on stderr, and prints a table (or, with ``--json``, one JSON
 object on stdout). Errors are one line on stderr with exit code 2.
 """
@@ -19,7 +19,7 @@ from rich.console import Console
 from toolscout.errors import ToolscoutError
 
 if TYPE_CHECKING:  # the harness (numpy, the store...) loads only when the command runs
-    from toolscout.evaluate import ProgressFn
+    from toolscout.evaluate.harness import ProgressFn
 
 
 @contextmanager
@@ -51,7 +51,7 @@ def _print_table(console: Console, report: Mapping[str, Any]) -> None:
     """Two tables, quality then cost, so each fits a terminal."""
     from rich.table import Table
 
-    from toolscout.evaluate import summary_line, table_rows
+    from toolscout.evaluate.harness import summary_line, table_rows
 
     header, rows = table_rows(report)
     cut = header.index("low conf") + 1
@@ -68,7 +68,7 @@ def _print_table(console: Console, report: Mapping[str, Any]) -> None:
 
 
 def _print_failures(console: Console, failures: list[dict[str, Any]]) -> None:
-    from toolscout.evaluate import FAILURE_K
+    from toolscout.evaluate.harness import FAILURE_K
 
     if not failures:
         return
@@ -127,7 +127,7 @@ def eval_command(
     progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
 ) -> None:
     """Measure discovery quality over a tools.jsonl + queries.jsonl, strategy by strategy."""
-    from toolscout.evaluate import DEFAULT_STRATEGIES, run
+    from toolscout.evaluate.harness import DEFAULT_STRATEGIES, run
 
     stdout = Console(highlight=False, soft_wrap=True)
     if not stdout.is_terminal:

@@ -15,7 +15,7 @@ from toolscout.cards import CapabilityCard
 from toolscout.policy import Principal
 
 if TYPE_CHECKING:
-    from toolscout.catalog import Catalog
+    from toolscout.discovery.catalog import Catalog
 
 TAG_POINTS = 3
 WORD_POINTS = 1

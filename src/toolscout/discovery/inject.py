@@ -34,8 +34,8 @@ from enum import StrEnum
 from typing import Any
 
 from toolscout.cards import CapabilityCard, Risk, ToolSpec
+from toolscout.discovery.tokencount import count_json
 from toolscout.errors import CardError, ConfigError, FormatError
-from toolscout.tokencount import count_json
 
 FORMATS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "gemini", "mcp", "langchain")
 

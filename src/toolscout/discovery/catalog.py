@@ -13,13 +13,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from toolscout import inject
 from toolscout.cards import ToolSpec, check_unique
-from toolscout.embed import Embedder, MiniLMEmbedder, normalise, text_hash
-from toolscout.errors import ConfigError, FormatError, UnknownToolError
-from toolscout.lexical import terms, words
-from toolscout.policy import Decision, Entitlement, PolicyConfig, Principal, decide, entitle
-from toolscout.search import (
+from toolscout.discovery import inject
+from toolscout.discovery.lexical import terms, words
+from toolscout.discovery.search import (
     Candidate,
     PhraseIndex,
     Reformulator,
@@ -28,11 +25,14 @@ from toolscout.search import (
     parse_query,
     select,
 )
+from toolscout.discovery.shortlist import IndexReport, ScoredTool, Shortlist, TokenReport, Trace
+from toolscout.embed.minilm import Embedder, MiniLMEmbedder, normalise, text_hash
+from toolscout.errors import ConfigError, FormatError, UnknownToolError
+from toolscout.policy import Decision, Entitlement, PolicyConfig, Principal, decide, entitle
 from toolscout.settings import SearchSettings
-from toolscout.shortlist import IndexReport, ScoredTool, Shortlist, TokenReport, Trace
-from toolscout.sqlite_store import LearnedAliases, SQLiteStore
-from toolscout.store import KIND_ALIAS, KIND_CARD, KIND_LEARNED, IndexedTool, Vector
-from toolscout.telemetry import DiscoveryLog
+from toolscout.stores.base import KIND_ALIAS, KIND_CARD, KIND_LEARNED, IndexedTool, Vector
+from toolscout.stores.sqlite import LearnedAliases, SQLiteStore
+from toolscout.telemetry.log import DiscoveryLog
 
 #: learned phrases kept per tool
 LEARNED_PER_TOOL = 64

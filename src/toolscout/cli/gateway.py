@@ -22,7 +22,7 @@ from toolscout.errors import ToolscoutError
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from toolscout.audit import AuditRecord
+    from toolscout.gateway.audit import AuditRecord
 
 token_app = typer.Typer(help="Mint development tokens.", no_args_is_help=True, add_completion=False)
 
@@ -81,7 +81,7 @@ def issue(
     kid: Annotated[str | None, typer.Option("--kid", help="Key id header.")] = None,
 ) -> None:
     """Print a signed JWT for development and tests."""
-    from toolscout.auth import issue_token
+    from toolscout.gateway.auth import issue_token
 
     if (key is None) == (key_file is None):
         _fail("give exactly one of --key (or $TOOLSCOUT_TOKEN_KEY) and --key-file")
@@ -126,7 +126,7 @@ def audit(
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many records.")] = 100,
 ) -> None:
     """Show the execution audit log; --verify checks it has not been tampered with."""
-    from toolscout.audit import AuditLog
+    from toolscout.gateway.audit import AuditLog
     from toolscout.settings import default_db_path
 
     path = db or default_db_path()
@@ -228,12 +228,12 @@ def call(
     A refusal prints ``refused: <reason>: <message>`` on stderr and exits with 3;
     the attempt is in the audit log either way.
     """
-    from toolscout.audit import AuditLog
-    from toolscout.auth import JWTVerifier
-    from toolscout.catalog import Catalog
+    from toolscout.discovery.catalog import Catalog
     from toolscout.errors import GatewayError
-    from toolscout.executors import DryRunExecutor
-    from toolscout.gateway import Gateway
+    from toolscout.executors.base import DryRunExecutor
+    from toolscout.gateway.audit import AuditLog
+    from toolscout.gateway.auth import JWTVerifier
+    from toolscout.gateway.core import Gateway
     from toolscout.settings import default_db_path
 
     path = db if db is not None else default_db_path()

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from toolscout.cards import CapabilityCard, Risk, ToolSpec
 from toolscout.errors import StoreError
-from toolscout.store import Hits, IndexedTool, UpsertStats, Vector
+from toolscout.stores.base import Hits, IndexedTool, UpsertStats, Vector
 
 #: lexical fields, in FTS5 column order, with their BM25 weights
 FIELDS: tuple[tuple[str, float], ...] = (
@@ -169,7 +169,7 @@ def _votes(index: _DenseIndex, vector: Vector, allowed: Set[str], kind: str, k: 
 
 
 class SQLiteStore:
-    """A :class:`~toolscout.store.Store` and vector cache in one SQLite file."""
+    """A :class:`~toolscout.stores.base.Store` and vector cache in one SQLite file."""
 
     def __init__(self, path: str | Path, *, dim: int = 384) -> None:
         self.path = Path(path)

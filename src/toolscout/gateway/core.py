@@ -3,10 +3,10 @@
 :meth:`Gateway.execute` trusts nothing the model produced. In order, it checks
 
 1. the argument size (before any parsing of the token),
-2. the caller's token (:class:`~toolscout.auth.TokenVerifier`),
+2. the caller's token (:class:`~toolscout.gateway.auth.TokenVerifier`),
 3. the principal's rate limit,
 4. the very policy function discovery uses (:func:`toolscout.policy.decide`),
-5. in strict mode, a discovery grant covering the tool (:mod:`toolscout.grants`),
+5. in strict mode, a discovery grant covering the tool (:mod:`toolscout.gateway.grants`),
 6. the arguments against the tool's JSON Schema (unknown parameters refused),
 
 then runs the executor under a time-out, and writes one audit record for every
@@ -25,8 +25,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from toolscout.audit import AuditLog, args_digest, canonical_json
-from toolscout.auth import TokenVerifier
 from toolscout.cards import ToolSpec
 from toolscout.errors import (
     ArgumentError,
@@ -36,9 +34,11 @@ from toolscout.errors import (
     GatewayError,
     PolicyDenied,
 )
-from toolscout.executors import Executor
-from toolscout.grants import GrantSigner
-from toolscout.limits import Limits, RateLimiter, check_argument_size
+from toolscout.executors.base import Executor
+from toolscout.gateway.audit import AuditLog, args_digest, canonical_json
+from toolscout.gateway.auth import TokenVerifier
+from toolscout.gateway.grants import GrantSigner
+from toolscout.gateway.limits import Limits, RateLimiter, check_argument_size
 from toolscout.policy import PolicyConfig, Principal, decide
 
 #: key of the fallback executor in an executor mapping

@@ -2,7 +2,7 @@
 
 One :class:`MCPExecutor` fronts one upstream server, over stdio (a subprocess)
 or streamable HTTP. Its connection is opened on first use and held per event
-loop (see :class:`~toolscout.executors.PerLoop`), so calls share it and run
+loop (see :class:`~toolscout.executors.base.PerLoop`), so calls share it and run
 concurrently; a broken connection is dropped and reopened on the next call.
 :meth:`MCPExecutor.list_specs` turns the upstream's tools into specs for the
 catalog. The ``mcp`` package is imported only when a connection is opened.
@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from toolscout.cards import Risk, ToolSpec, make_spec
 from toolscout.errors import ConfigError, ExecutorError
-from toolscout.executors import TOOL_FAILED, UPSTREAM_UNAVAILABLE, PerLoop
+from toolscout.executors.base import TOOL_FAILED, UPSTREAM_UNAVAILABLE, PerLoop
 
 __all__ = ["MCPExecutor"]
 

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolscout import inject
-from toolscout.store import UpsertStats
+from toolscout.discovery import inject
+from toolscout.stores.base import UpsertStats
 
 
 @dataclass(frozen=True, slots=True)

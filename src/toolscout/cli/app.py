@@ -72,7 +72,7 @@ def _db(db: Path | None) -> Path:
 
 
 def _open(db: Path | None, *, must_exist: bool = True) -> Any:
-    from toolscout.catalog import Catalog
+    from toolscout.discovery.catalog import Catalog
 
     path = _db(db)
     if must_exist and not path.exists():
@@ -222,15 +222,15 @@ def demo(
     k: Annotated[int, typer.Option("-k", help="Shortlist size.")] = 3,
 ) -> None:
     """Index the bundled catalog and run scripted requests for several principals."""
-    from toolscout.demo import run_demo
+    from toolscout.cli.demo import run_demo
 
     run_demo(db, k=k, console=out)
 
 
 def _register_modules() -> None:
     """Mount the commands that live in their own modules."""
-    from toolscout.cli_eval import eval_command
-    from toolscout.cli_gateway import audit, call, token_app
+    from toolscout.cli.eval import eval_command
+    from toolscout.cli.gateway import audit, call, token_app
 
     app.command("eval")(friendly(eval_command))
     app.command("call")(friendly(call))

@@ -8,7 +8,7 @@
 * :class:`HTTPExecutor` — one :class:`HTTPEndpoint` (method, URL template,
   headers from configuration) per tool, over ``httpx``; redirects are followed
   only within the endpoint's own origin.
-* :class:`~toolscout.upstream.MCPExecutor` (in :mod:`toolscout.upstream`) — an
+* :class:`~toolscout.executors.mcp.MCPExecutor` (in :mod:`toolscout.executors.mcp`) — an
   upstream MCP server over stdio or streamable HTTP through the ``mcp`` SDK.
 
 Executors never check policy or validate arguments — the gateway has done both.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 
 from toolscout.cards import Risk, ToolSpec
 from toolscout.errors import ArgumentError, ConfigError, ExecutorError, ExecutorTimeout
-from toolscout.pytools import spec_from_function
+from toolscout.executors.python import spec_from_function
 
 if TYPE_CHECKING:
     import ssl

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from toolscout.catalog import Catalog
+from toolscout.discovery.catalog import Catalog
 from toolscout.loader import demo_catalog_dir, read_catalog, read_policy
 from toolscout.policy import Principal
 

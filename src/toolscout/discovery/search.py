@@ -13,11 +13,19 @@ from typing import Protocol
 import numpy as np
 
 from toolscout.cards import ToolSpec
-from toolscout.embed import Embedder, normalise
+from toolscout.discovery.lexical import (
+    STOPWORDS,
+    identifiers,
+    ngrams,
+    phrase_key,
+    stem,
+    terms,
+    words,
+)
+from toolscout.embed.minilm import Embedder, normalise
 from toolscout.errors import QueryError
-from toolscout.lexical import STOPWORDS, identifiers, ngrams, phrase_key, stem, terms, words
 from toolscout.settings import SearchSettings
-from toolscout.store import KIND_ALIAS, KIND_CARD, KIND_LEARNED, Hits, Store, Vector
+from toolscout.stores.base import KIND_ALIAS, KIND_CARD, KIND_LEARNED, Hits, Store, Vector
 
 #: a query term found in more than this share of documents is dropped (when others remain)
 FREQUENT_TERM_SHARE = 0.08

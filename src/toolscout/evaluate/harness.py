@@ -3,10 +3,10 @@
 :func:`run` indexes the tools (into a throw-away store unless ``db`` is given),
 sends every query through :meth:`Catalog.discover` — the product's own path,
 with an all-scopes principal, ``k=10``, the progressive tier — once per
-strategy, and scores the ranked ids with :mod:`toolscout.metrics`. A strategy
+strategy, and scores the ranked ids with :mod:`toolscout.evaluate.metrics`. A strategy
 is a :class:`SearchSettings` (see :data:`STRATEGIES`); ``naive`` is the keyword
-counter of :mod:`toolscout.naive`. The warm run measures usage-learned aliases
-on a held-out half of the queries (:func:`toolscout.evalset.split_history`):
+counter of :mod:`toolscout.evaluate.naive`. The warm run measures usage-learned aliases
+on a held-out half of the queries (:func:`toolscout.evaluate.evalset.split_history`):
 nothing of that half ever reaches the index.
 
 Token figures are sums of per-tool schema tokens (``openai`` format), the
@@ -24,17 +24,24 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from toolscout import inject
-from toolscout.catalog import Catalog
-from toolscout.embed import Embedder
+from toolscout.discovery import inject
+from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.shortlist import Trace
+from toolscout.embed.minilm import Embedder
 from toolscout.errors import ConfigError, QueryError
-from toolscout.evalset import WARM_SEED, EvalQuery, read_queries, read_tools, sample, split_history
-from toolscout.metrics import latency_summary, mean_scores, peak_rss_mb, score_query
-from toolscout.naive import naive_discover
+from toolscout.evaluate.evalset import (
+    WARM_SEED,
+    EvalQuery,
+    read_queries,
+    read_tools,
+    sample,
+    split_history,
+)
+from toolscout.evaluate.metrics import latency_summary, mean_scores, peak_rss_mb, score_query
+from toolscout.evaluate.naive import naive_discover
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
-from toolscout.shortlist import Trace
-from toolscout.sqlite_store import LearnedAliases
+from toolscout.stores.sqlite import LearnedAliases
 
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)
 #: the shortlist depth asked of discover; every @k is computed from it

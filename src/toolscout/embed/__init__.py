@@ -1,0 +1,1 @@
+"""Embeddings: the ``Embedder`` protocol and the default offline model (lazy)."""

@@ -1,0 +1,1 @@
+"""Executors: what actually runs a tool (Python callables, HTTP endpoints, upstream MCP)."""

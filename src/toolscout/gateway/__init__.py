@@ -1,0 +1,1 @@
+"""The execution gateway: token verification, policy re-check, validation, audit."""

@@ -1,0 +1,1 @@
+"""Telemetry: the discovery log, false-negative signals and learned aliases."""
