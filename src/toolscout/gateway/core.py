@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from toolscout.gateway.audit import AuditLog, args_digest, canonical_json
 from toolscout.gateway.auth import TokenVerifier
 from toolscout.gateway.grants import GrantSigner
 from toolscout.gateway.limits import Limits, RateLimiter, check_argument_size
+from toolscout.gateway.validation import ArgumentValidator
 from toolscout.policy import PolicyConfig, Principal, decide
 
 #: key of the fallback executor in an executor mapping
@@ -49,8 +49,6 @@ MAX_TOOL_ID = 256
 # reason codes raised here (the others come from auth, grants, limits and executors)
 NOT_AN_OBJECT = "arguments_not_object"
 NOT_JSON = "arguments_not_json"
-UNKNOWN_PARAMETER = "unknown_parameter"
-SCHEMA_MISMATCH = "schema_mismatch"
 TIMEOUT = "executor_timeout"
 NO_EXECUTOR = "no_executor"
 
@@ -77,45 +75,6 @@ class ExecutionResult:
     #: the gateway's own share of the latency (everything but the executor)
     overhead_ms: float
     audit_id: int
-
-
-def _declared_properties(schema: Mapping[str, Any]) -> tuple[set[str], bool]:
-    """(property names the schema declares, whether it explicitly allows others).
-
-    Looks at the top level and at ``allOf``/``anyOf``/``oneOf`` members and
-    local ``$ref`` targets one level down.
-    """
-    names: set[str] = set()
-    open_ended = False
-    parts: list[Mapping[str, Any]] = [schema]
-    for key in ("allOf", "anyOf", "oneOf"):
-        members = schema.get(key)
-        if isinstance(members, list):
-            parts.extend(m for m in members if isinstance(m, Mapping))
-    for part in list(parts):
-        ref = part.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/"):
-            target: Any = schema
-            for step in ref[2:].split("/"):
-                target = target.get(step) if isinstance(target, Mapping) else None
-            if isinstance(target, Mapping):
-                parts.append(target)
-    for part in parts:
-        props = part.get("properties")
-        if isinstance(props, Mapping):
-            names.update(props)
-        extra = part.get("additionalProperties", False)
-        if extra is not False or part.get("patternProperties") or part.get("unevaluatedProperties"):
-            open_ended = True
-    return names, open_ended
-
-
-@dataclass(frozen=True, slots=True)
-class _Compiled:
-    parameters: Mapping[str, Any]
-    validator: Any
-    known: frozenset[str]
-    open_ended: bool
 
 
 class Gateway:
@@ -152,66 +111,16 @@ class Gateway:
         self.allow_unknown_params = allow_unknown_params
         self.timeout_s = timeout_s
         self._rate = RateLimiter.from_limits(self.limits)
-        self._validators: OrderedDict[str, _Compiled] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self.validator = ArgumentValidator(allow_unknown=allow_unknown_params)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
 
     # ------------------------------------------------------------------ checks
 
-    def _compiled(self, spec: ToolSpec) -> _Compiled:
-        """The tool's compiled validator, cached per tool and schema content."""
-        with self._cache_lock:
-            hit = self._validators.get(spec.id)
-            if hit is not None and (
-                hit.parameters is spec.parameters or hit.parameters == spec.parameters
-            ):
-                self._validators.move_to_end(spec.id)
-                return hit
-        from jsonschema import validators
-
-        schema = dict(spec.parameters)
-        cls = validators.validator_for(schema, default=validators.Draft202012Validator)
-        known, open_ended = _declared_properties(schema)
-        compiled = _Compiled(
-            spec.parameters,
-            cls(schema, format_checker=cls.FORMAT_CHECKER),
-            frozenset(known),
-            open_ended,
-        )
-        with self._cache_lock:
-            self._validators[spec.id] = compiled
-            while len(self._validators) > 4096:
-                self._validators.popitem(last=False)
-        return compiled
-
     def validate(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> None:
         """Raise :class:`ArgumentError` unless ``arguments`` fit the tool's schema."""
-        compiled = self._compiled(spec)
-        if not (self.allow_unknown_params or compiled.open_ended):
-            unknown = sorted(k for k in arguments if k not in compiled.known)
-            if unknown:
-                valid = ", ".join(sorted(compiled.known)) or "(none: the tool takes no parameters)"
-                raise ArgumentError(
-                    f"{spec.id}: unknown parameter {unknown[0]!r}"
-                    + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
-                    + f"; valid parameters: {valid}",
-                    tool_id=spec.id,
-                    reason=UNKNOWN_PARAMETER,
-                )
-        if compiled.validator.is_valid(arguments):
-            return
-        errors = sorted(compiled.validator.iter_errors(arguments), key=lambda e: list(e.path))
-        parts = []
-        for err in errors[:3]:
-            where = "/".join(str(p) for p in err.path)
-            parts.append(f"{where}: {err.message}" if where else err.message)
-        raise ArgumentError(
-            f"{spec.id}: invalid arguments: " + "; ".join(parts),
-            tool_id=spec.id,
-            reason=SCHEMA_MISMATCH,
-        )
+        self.validator.validate(spec, arguments)
 
     def _executor(self, tool_id: str) -> Executor:
         executor = self.executors.get(tool_id) or self.executors.get(DEFAULT_EXECUTOR)
@@ -270,7 +179,7 @@ class Gateway:
             )
         if self.strict and self.grants is not None:
             self.grants.check(grant, principal, tool_id)
-        self.validate(spec, arguments)
+        self.validator.validate(spec, arguments)
         return principal, spec, digest, arguments
 
     # ------------------------------------------------------------------ execution
