@@ -216,11 +216,11 @@ def test_schema_draft_and_refs(tmp_path: Path) -> None:
 def test_validators_are_cached_per_content(tmp_path: Path) -> None:
     gw, _, _ = gateway(tmp_path, CATALOG)
     s = CATALOG[-1]
-    assert gw._compiled(s) is gw._compiled(s)
+    assert gw.validator._compiled(s) is gw.validator._compiled(s)
     same = spec("crm.lookup")
-    assert gw._compiled(same) is gw._compiled(s)
+    assert gw.validator._compiled(same) is gw.validator._compiled(s)
     changed = spec("crm.lookup", parameters={"type": "object", "properties": {"q": {}}})
-    assert gw._compiled(changed).known == frozenset({"q"})
+    assert gw.validator._compiled(changed).known == frozenset({"q"})
 
 
 def test_strict_mode_needs_a_grant_covering_the_tool(tmp_path: Path) -> None:
