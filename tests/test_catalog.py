@@ -172,10 +172,10 @@ def test_reindex_embeds_nothing_and_bad_import_changes_nothing(tmp_path: Path) -
         again = cat.add(read_jsonl(path))
         assert again.stats.embedded == 0 and again.stats.unchanged == 5
         bad = tmp_path / "bad.jsonl"
-        bad.write_text(path.read_text() + '{"id": "t:9", "name": "x"}\n')
+        bad.write_text(path.read_text() + '{"name": "x", "description": "no id here"}\n')
         with pytest.raises(CatalogFileError) as info:
             cat.add(read_jsonl(bad))
-        assert info.value.line == 6 and "summary" in str(info.value)
+        assert info.value.line == 6 and "id" in str(info.value)
         assert len(cat) == 5
 
 

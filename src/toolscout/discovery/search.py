@@ -40,6 +40,15 @@ LEARNED_NEIGHBOURS = 40
 LEARNED_WEIGHT = 1.0
 #: the summed sim**3 at which the vote is fully trusted (e.g. one past query at cosine 0.8)
 VOTE_SATURATION = 0.5
+#: BM25 weight of each lexical field (a name hit says most, a parameter hit least)
+FIELD_WEIGHTS: Mapping[str, float] = {
+    "name": 4.0,
+    "aliases": 2.5,
+    "tags": 1.5,
+    "summary": 1.0,
+    "params": 0.6,
+    "learned": 1.5,
+}
 #: the most dense weight adaptive fusion moves to lexical
 ADAPT_SHIFT = 0.1
 #: two tools whose card vectors are at least this close are near-duplicates
@@ -193,6 +202,15 @@ def _fuse(lex: Hits, dense: Hits, weight: float, settings: SearchSettings) -> li
     return sorted(cands.values(), key=lambda c: (-c.fused, c.id))
 
 
+def vote(neighbours: Sequence[tuple[str, float]]) -> Hits:
+    """Tools ranked by a nearest-neighbour vote: each neighbour adds sim**3 to its tool."""
+    votes: dict[str, float] = {}
+    for tid, sim in neighbours:
+        votes[tid] = votes.get(tid, 0.0) + max(sim, 0.0) ** 3
+    ranked = sorted(votes.items(), key=lambda kv: -kv[1])
+    return Hits([t for t, _ in ranked], [v for _, v in ranked])
+
+
 def _add_votes(cands: list[Candidate], votes: Hits) -> None:
     """Blend the usage-history vote into the fused scores (in place, re-sorted)."""
     if not votes.ids:
@@ -246,23 +264,25 @@ class Retriever:
     def _learned(self, vector: Vector | None, allowed: Set[str]) -> Hits:
         if vector is None or not self.settings.learned_aliases:
             return Hits()
-        return self.store.votes(
-            vector,
-            allowed,
-            kind=KIND_LEARNED,
-            k=LEARNED_NEIGHBOURS,
-            model_id=self.embedder.model_id,
+        return vote(
+            self.store.neighbours(
+                vector,
+                allowed,
+                kind=KIND_LEARNED,
+                k=LEARNED_NEIGHBOURS,
+                model_id=self.embedder.model_id,
+            )
         )
 
     def _lex(self, query_terms: Sequence[str], allowed: Set[str]) -> Hits:
         if not self.settings.lexical:
             return Hits()
-        fields = (
-            ()
-            if self.settings.learned_aliases
-            else ("name", "aliases", "tags", "summary", "params")
+        weights = dict(FIELD_WEIGHTS)
+        if not self.settings.learned_aliases:
+            weights["learned"] = 0.0
+        return self.store.lexical(
+            query_terms, allowed, self.settings.candidate_pool, weights=weights
         )
-        return self.store.lexical(query_terms, allowed, self.settings.candidate_pool, fields=fields)
 
     def _dense(self, vector: Vector | None, allowed: Set[str], also: Sequence[str]) -> Hits:
         if vector is None:

@@ -1,21 +1,29 @@
-"""The storage seam: the ``Store`` protocol and what flows through it.
+"""The storage seam: small protocols, and the values that flow through them.
 
-A store keeps capability cards and their schemas, a lexical index and the
-embedding vectors, and answers lexical and dense searches restricted to a set
-of allowed ids. It never ranks by policy itself: the caller passes the allowed
-ids it got from :func:`toolscout.policy.entitle`.
+A backend keeps capability cards and their schemas (``CardStore``), answers
+searches restricted to a set of allowed ids (``SearchIndex``), caches vectors
+by content hash (``VectorCache``), keeps small settings such as the policy
+(``MetaStore``) and the usage-learned phrases (``LearnedStore``). ``Store`` is
+all five: what :class:`~toolscout.discovery.catalog.Catalog` needs of a backend.
+
+A store never ranks by policy, and holds no ranking decision of its own: BM25
+field weights come from the caller, and the learned-alias vote is computed in
+:mod:`toolscout.discovery.search` from the raw neighbours a store returns.
+
+Every write bumps :meth:`CardStore.generation`, so an object holding derived
+state (another process's catalog, a replica) can tell that it is stale.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from toolscout.cards import ToolSpec
+from toolscout.cards import CapabilityCard, ToolSpec
 
 Vector = npt.NDArray[np.float32]
 
@@ -23,6 +31,9 @@ Vector = npt.NDArray[np.float32]
 KIND_CARD = "card"
 KIND_ALIAS = "alias"
 KIND_LEARNED = "learned"
+
+#: the lexical fields every store indexes, in this order
+LEXICAL_FIELDS: tuple[str, ...] = ("name", "aliases", "tags", "summary", "params", "learned")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +65,9 @@ class Hits:
         return dict(zip(self.ids, self.scores, strict=True))
 
 
-class Store(Protocol):
-    """Cards, schemas, the lexical index and vectors, searched within allowed ids."""
+@runtime_checkable
+class CardStore(Protocol):
+    """Cards and their schemas; every write is one transaction and bumps the generation."""
 
     def upsert(
         self,
@@ -65,19 +77,40 @@ class Store(Protocol):
         model_id: str,
         replace_all: bool = False,
     ) -> UpsertStats:
-        """Store tools and new vectors in one transaction; with ``replace_all`` drop the rest."""
+        """Store tools and new vectors atomically; with ``replace_all`` drop the rest.
+
+        Every text hash a tool owns must have a vector, given here or cached before
+        (:class:`~toolscout.errors.StoreError` otherwise, and nothing is written)."""
         ...
 
     def delete(self, ids: Sequence[str]) -> int: ...
 
-    def load(self) -> list[ToolSpec]:
-        """Every stored tool, in insertion order."""
+    def cards(self) -> list[CapabilityCard]:
+        """Every stored card, in insertion order (no schemas: they are read lazily)."""
         ...
 
+    def specs(self, ids: Sequence[str]) -> dict[str, ToolSpec]:
+        """Full specs (schemas included) of the ids that exist."""
+        ...
+
+    def generation(self) -> int:
+        """A counter that grows with every committed write, in any process."""
+        ...
+
+
+@runtime_checkable
+class SearchIndex(Protocol):
+    """Lexical and dense search, always restricted to the ``allowed`` ids."""
+
     def lexical(
-        self, terms: Sequence[str], allowed: Set[str], limit: int, *, fields: Sequence[str] = ()
+        self,
+        terms: Sequence[str],
+        allowed: Set[str],
+        limit: int,
+        *,
+        weights: Mapping[str, float],
     ) -> Hits:
-        """BM25 over the lexical fields (all, or only ``fields``); only ids in ``allowed``."""
+        """BM25 over the lexical fields with these per-field weights (0 or absent: unused)."""
         ...
 
     def dense(
@@ -93,16 +126,72 @@ class Store(Protocol):
         """Max cosine over each tool's vectors of the given kinds; ``also`` ids are scored too."""
         ...
 
-    def votes(
+    def neighbours(
         self, vector: Vector, allowed: Set[str], *, kind: str, k: int, model_id: str = ""
-    ) -> Hits:
-        """Tools ranked by a nearest-neighbour vote among their vectors of ``kind``."""
+    ) -> list[tuple[str, float]]:
+        """The ``k`` vectors of ``kind`` closest to ``vector``, as (owning tool id, cosine)."""
+        ...
+
+    def card_vectors(self, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
+        """The ``card`` vector of each id that has one."""
+        ...
+
+    def document_frequency(self) -> tuple[dict[str, int], int]:
+        """Per-term document counts of the lexical index, and the number of documents."""
         ...
 
 
+@runtime_checkable
 class VectorCache(Protocol):
     """Embeddings by content hash, so unchanged texts are never embedded again."""
 
     def cached(self, hashes: Sequence[str], model_id: str) -> set[str]: ...
 
     def vectors_of(self, hashes: Sequence[str], model_id: str) -> dict[str, Vector]: ...
+
+
+@runtime_checkable
+class MetaStore(Protocol):
+    """Small named values kept with the catalog (the policy, the calibration...)."""
+
+    def meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key``; bumps the generation."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class LearnedStore(Protocol):
+    """Usage-learned (tool, phrase) pairs with their use counts."""
+
+    def learned_add(self, pairs: Sequence[tuple[str, str, int]]) -> None: ...
+
+    def learned(self, limit_per_tool: int) -> dict[str, list[str]]:
+        """Phrases per tool, most used first."""
+        ...
+
+    def learned_clear(self) -> None: ...
+
+
+@runtime_checkable
+class Store(CardStore, SearchIndex, VectorCache, MetaStore, LearnedStore, Protocol):
+    """Everything the catalog needs of a backend."""
+
+
+class LearnedAliases:
+    """The learned phrases of any :class:`LearnedStore`, under the older name."""
+
+    def __init__(self, store: LearnedStore) -> None:
+        self._store = store
+
+    def add(self, pairs: Sequence[tuple[str, str, int]]) -> None:
+        self._store.learned_add(pairs)
+
+    def of(self, limit_per_tool: int) -> dict[str, list[str]]:
+        return self._store.learned(limit_per_tool)
+
+    def clear(self) -> None:
+        self._store.learned_clear()

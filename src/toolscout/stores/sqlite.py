@@ -22,20 +22,18 @@ import numpy.typing as npt
 
 from toolscout.cards import CapabilityCard, Risk, ToolSpec
 from toolscout.errors import StoreError
-from toolscout.stores.base import Hits, IndexedTool, UpsertStats, Vector
-
-#: lexical fields, in FTS5 column order, with their BM25 weights
-FIELDS: tuple[tuple[str, float], ...] = (
-    ("name", 4.0),
-    ("aliases", 2.5),
-    ("tags", 1.5),
-    ("summary", 1.0),
-    ("params", 0.6),
-    ("learned", 1.5),
+from toolscout.stores.base import (
+    LEXICAL_FIELDS,
+    Hits,
+    IndexedTool,
+    LearnedAliases,
+    UpsertStats,
+    Vector,
 )
-FIELD_NAMES = tuple(f for f, _ in FIELDS)
 
-_SCHEMA = f"""
+FIELD_NAMES = LEXICAL_FIELDS
+
+_SCHEMA_V1 = f"""
 CREATE TABLE IF NOT EXISTS tools (
     rid INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -63,6 +61,19 @@ CREATE TABLE IF NOT EXISTS tool_texts (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+_SCHEMA_V2 = """
+CREATE TABLE IF NOT EXISTS learned_aliases (
+    tool_id TEXT NOT NULL,
+    phrase TEXT NOT NULL,
+    uses INTEGER NOT NULL,
+    PRIMARY KEY (tool_id, phrase)
+);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
+"""
+
+#: numbered schema migrations; ``PRAGMA user_version`` is the last one applied
+MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2)
 
 
 def _card_from_json(raw: str) -> CapabilityCard:
@@ -148,50 +159,90 @@ class _DenseIndex:
         return hits
 
 
-def _votes(index: _DenseIndex, vector: Vector, allowed: Set[str], kind: str, k: int) -> Hits:
-    """Nearest-neighbour vote: each of the ``k`` closest ``kind`` rows adds sim**3 to its tool."""
+def _neighbours(
+    index: _DenseIndex, vector: Vector, allowed: Set[str], kind: str, k: int
+) -> list[tuple[str, float]]:
     rows = np.nonzero(index.kind_rows({kind}))[0]
     if not len(rows):
-        return Hits()
+        return []
     sims = index.matrix[rows] @ vector
     mask = index.allowed_mask(allowed)[index.owner_of[rows]]
     sims = np.where(mask, sims, -np.inf)
     take = min(k, int(np.isfinite(sims).sum()))
     if take <= 0:
-        return Hits()
+        return []
     top = np.argpartition(-sims, take - 1)[:take]
-    votes: dict[str, float] = {}
-    for i in top:
-        tid = index.ids[int(index.owner_of[rows[i]])]
-        votes[tid] = votes.get(tid, 0.0) + max(float(sims[i]), 0.0) ** 3
-    ranked = sorted(votes.items(), key=lambda kv: -kv[1])
-    return Hits([t for t, _ in ranked], [v for _, v in ranked])
+    top = top[np.argsort(-sims[top], kind="stable")]
+    return [(index.ids[int(index.owner_of[rows[i]])], float(sims[i])) for i in top]
 
 
 class SQLiteStore:
-    """A :class:`~toolscout.stores.base.Store` and vector cache in one SQLite file."""
+    """A :class:`~toolscout.stores.base.Store` in one SQLite file (WAL, one writer)."""
 
-    def __init__(self, path: str | Path, *, dim: int = 384) -> None:
+    def __init__(self, path: str | Path, *, dim: int = 384, busy_timeout_s: float = 5.0) -> None:
         self.path = Path(path)
         self.dim = dim
         self._lock = threading.RLock()
         try:
             if str(path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._db = sqlite3.connect(
+                str(path), check_same_thread=False, isolation_level=None, timeout=busy_timeout_s
+            )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._migrate()
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the store at {path}: {exc}") from exc
         self._dense: _DenseIndex | None = None
         self._dense_model: str | None = None
         self._df: dict[str, int] | None = None
         self._n_docs = 0
+        self._seen_generation = -1
+
+    def _migrate(self) -> None:
+        """Apply the numbered migrations this file has not seen, each in one transaction."""
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"{self.path} has schema version {version}; this toolscout knows"
+                f" {len(MIGRATIONS)} (upgrade toolscout)"
+            )
+        for number in range(version, len(MIGRATIONS)):
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _statements(MIGRATIONS[number]):
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {number + 1}")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def schema_version(self) -> int:
+        with self._lock:
+            return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def _bump(self) -> None:
+        """Inside a write transaction: the next generation."""
+        self._db.execute(
+            "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+            " WHERE key = 'generation'"
+        )
+
+    def generation(self) -> int:
+        """The committed generation; derived in-memory indexes are dropped when it moved."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+            gen = int(row[0]) if row else 0
+            if gen != self._seen_generation:
+                self._invalidate()
+                self._seen_generation = gen
+            return gen
 
     # -- writing -----------------------------------------------------------------
     def upsert(
@@ -205,13 +256,22 @@ class SQLiteStore:
         added = updated = unchanged = removed = 0
         now = time.time()
         with self._lock:
-            existing = dict(self._db.execute("SELECT id, content_hash FROM tools").fetchall())
             try:
                 self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"cannot write to {self.path}: {exc}") from None
+            try:
+                existing = dict(self._db.execute("SELECT id, content_hash FROM tools").fetchall())
                 for th, vec in vectors.items():
                     self._db.execute(
                         "INSERT OR REPLACE INTO vectors(text_hash, model_id, vec) VALUES (?,?,?)",
                         (th, model_id, np.asarray(vec, dtype=np.float32).tobytes()),
+                    )
+                needed = sorted({h for tool in tools for _, h in tool.texts} - set(vectors))
+                missing = set(needed) - self._cached_locked(needed, model_id)
+                if missing:
+                    raise StoreError(
+                        f"{len(missing)} embedded text(s) have no vector for model {model_id!r}"
                     )
                 for tool in tools:
                     chash = self._tool_hash(tool)
@@ -228,9 +288,13 @@ class SQLiteStore:
                     keep = {t.spec.id for t in tools}
                     gone = [tid for tid in existing if tid not in keep]
                     removed = self._delete_ids(gone)
+                if added or updated or removed or vectors:
+                    self._bump()
                 self._db.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"cannot write to {self.path}: {exc}") from None
                 raise
             if added or updated or removed or vectors:
                 self._invalidate()
@@ -293,9 +357,13 @@ class SQLiteStore:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 n = self._delete_ids(ids)
+                if n:
+                    self._bump()
                 self._db.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"cannot write to {self.path}: {exc}") from None
                 raise
             self._invalidate()
             return n
@@ -305,19 +373,34 @@ class SQLiteStore:
         self._df = None
 
     # -- reading -----------------------------------------------------------------
-    def load(self) -> list[ToolSpec]:
+    def cards(self) -> list[CapabilityCard]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT card, parameters, output_schema FROM tools ORDER BY rid"
-            ).fetchall()
-        return [
-            ToolSpec(
-                card=_card_from_json(card),
-                parameters=json.loads(params),
-                output_schema=json.loads(out) if out is not None else None,
-            )
-            for card, params, out in rows
-        ]
+            rows = self._db.execute("SELECT card FROM tools ORDER BY rid").fetchall()
+        return [_card_from_json(card) for (card,) in rows]
+
+    def specs(self, ids: Sequence[str]) -> dict[str, ToolSpec]:
+        out: dict[str, ToolSpec] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                for card, params, o in self._db.execute(
+                    f"SELECT card, parameters, output_schema FROM tools WHERE id IN ({marks})",
+                    chunk,
+                ):
+                    spec = ToolSpec(
+                        card=_card_from_json(card),
+                        parameters=json.loads(params),
+                        output_schema=json.loads(o) if o is not None else None,
+                    )
+                    out[spec.id] = spec
+        return out
+
+    def load(self) -> list[ToolSpec]:
+        """Every stored tool with its schema, in insertion order."""
+        cards = self.cards()
+        specs = self.specs([c.id for c in cards])
+        return [specs[c.id] for c in cards if c.id in specs]
 
     def texts_of(self, tool_id: str) -> list[tuple[str, str]]:
         with self._lock:
@@ -329,21 +412,23 @@ class SQLiteStore:
                 )
             ]
 
-    def cached(self, hashes: Sequence[str], model_id: str) -> set[str]:
+    def _cached_locked(self, hashes: Sequence[str], model_id: str) -> set[str]:
         found: set[str] = set()
-        with self._lock:
-            for start in range(0, len(hashes), 500):
-                chunk = list(hashes[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                found.update(
-                    r[0]
-                    for r in self._db.execute(
-                        "SELECT text_hash FROM vectors"
-                        f" WHERE model_id = ? AND text_hash IN ({marks})",
-                        (model_id, *chunk),
-                    )
+        for start in range(0, len(hashes), 500):
+            chunk = list(hashes[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                r[0]
+                for r in self._db.execute(
+                    f"SELECT text_hash FROM vectors WHERE model_id = ? AND text_hash IN ({marks})",
+                    (model_id, *chunk),
                 )
+            )
         return found
+
+    def cached(self, hashes: Sequence[str], model_id: str) -> set[str]:
+        with self._lock:
+            return self._cached_locked(hashes, model_id)
 
     def vectors_of(self, hashes: Sequence[str], model_id: str) -> dict[str, Vector]:
         out: dict[str, Vector] = {}
@@ -368,36 +453,48 @@ class SQLiteStore:
             return self._df, self._n_docs
 
     def lexical(
-        self, terms: Sequence[str], allowed: Set[str], limit: int, *, fields: Sequence[str] = ()
+        self,
+        terms: Sequence[str],
+        allowed: Set[str],
+        limit: int,
+        *,
+        weights: Mapping[str, float],
     ) -> Hits:
         uniq = list(dict.fromkeys(t for t in terms if t))
-        if not uniq:
+        used = [f for f in FIELD_NAMES if weights.get(f, 0.0) > 0]
+        if not uniq or not used or not allowed:
             return Hits()
         expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in uniq)
-        if fields:
-            expr = "{" + " ".join(fields) + "} : (" + expr + ")"
-        weights = ", ".join(str(w) for _, w in FIELDS)
+        if len(used) < len(FIELD_NAMES):
+            expr = "{" + " ".join(used) + "} : (" + expr + ")"
+        bm25_weights = ", ".join(repr(float(weights.get(f, 0.0))) for f in FIELD_NAMES)
+        hits = Hits()
         with self._lock:
             total = self._n_docs or self._db.execute("SELECT count(*) FROM tools").fetchone()[0]
             share = max(len(allowed), 1) / max(total, 1)
+            # FTS5 cannot filter by the allowed set inside the ranking: over-fetch by the
+            # inverse of the allowed share, and fetch everything when that was not enough
             fetch = min(max(int(limit / max(share, 1e-3)) + 20, limit), 5000)
-            try:
-                rows = self._db.execute(
-                    f"SELECT t.id, bm25(tool_fts, {weights}) AS s FROM tool_fts"
-                    " JOIN tools t ON t.rid = tool_fts.rowid"
-                    " WHERE tool_fts MATCH ? ORDER BY s LIMIT ?",
-                    (expr, fetch),
-                ).fetchall()
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"lexical search failed: {exc}") from exc
-        hits = Hits()
-        for tid, score in rows:
-            if tid in allowed:
-                hits.ids.append(tid)
-                hits.scores.append(-float(score))
-                if len(hits.ids) >= limit:
-                    break
-        return hits
+            while True:
+                try:
+                    rows = self._db.execute(
+                        f"SELECT t.id, bm25(tool_fts, {bm25_weights}) AS s FROM tool_fts"
+                        " JOIN tools t ON t.rid = tool_fts.rowid"
+                        " WHERE tool_fts MATCH ? ORDER BY s LIMIT ?",
+                        (expr, fetch),
+                    ).fetchall()
+                except sqlite3.OperationalError as exc:
+                    raise StoreError(f"lexical search failed: {exc}") from exc
+                hits = Hits()
+                for tid, score in rows:
+                    if tid in allowed:
+                        hits.ids.append(tid)
+                        hits.scores.append(-float(score))
+                        if len(hits.ids) >= limit:
+                            break
+                if len(hits.ids) >= limit or len(rows) < fetch or fetch >= total:
+                    return hits
+                fetch = total
 
     def _dense_index(self, model_id: str) -> _DenseIndex:
         with self._lock:
@@ -428,11 +525,10 @@ class SQLiteStore:
     ) -> Hits:
         return self._dense_index(model_id).search(vector, allowed, limit, kinds, also)
 
-    def votes(
+    def neighbours(
         self, vector: Vector, allowed: Set[str], *, kind: str, k: int, model_id: str = ""
-    ) -> Hits:
-        """Tools ranked by a nearest-neighbour vote of their ``kind`` vectors (usage history)."""
-        return _votes(self._dense_index(model_id), vector, allowed, kind, k)
+    ) -> list[tuple[str, float]]:
+        return _neighbours(self._dense_index(model_id), vector, allowed, kind, k)
 
     def card_vectors(self, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
         """The ``card`` vector of each id (used for near-duplicate suppression)."""
@@ -450,38 +546,46 @@ class SQLiteStore:
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def set_meta(self, key: str, value: Any) -> None:
+    def set_meta(self, key: str, value: str) -> None:
+        self._write(
+            [("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value)))],
+            bump=True,
+        )
+
+    def _write(self, statements: Sequence[tuple[str, Sequence[Any]]], *, bump: bool) -> None:
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value))
-            )
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                for sql, params in statements:
+                    self._db.execute(sql, params)
+                if bump:
+                    self._bump()
+                self._db.execute("COMMIT")
+            except BaseException as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"cannot write to {self.path}: {exc}") from None
+                raise
 
+    # -- learned phrases ------------------------------------------------------------
+    def learned_add(self, pairs: Sequence[tuple[str, str, int]]) -> None:
+        self._write(
+            [
+                (
+                    "INSERT INTO learned_aliases(tool_id, phrase, uses) VALUES (?,?,?)"
+                    " ON CONFLICT(tool_id, phrase) DO UPDATE SET uses = uses + excluded.uses",
+                    pair,
+                )
+                for pair in pairs
+            ],
+            bump=False,
+        )
 
-class LearnedAliases:
-    """Usage-learned phrases per tool, kept beside the catalog in the same file."""
-
-    _SQL = (
-        "CREATE TABLE IF NOT EXISTS learned_aliases (tool_id TEXT NOT NULL, phrase TEXT NOT NULL,"
-        " uses INTEGER NOT NULL, PRIMARY KEY (tool_id, phrase))"
-    )
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self._store = store
-        with store._lock:
-            store._db.execute(self._SQL)
-
-    def add(self, pairs: Sequence[tuple[str, str, int]]) -> None:
-        with self._store._lock:
-            self._store._db.executemany(
-                "INSERT INTO learned_aliases(tool_id, phrase, uses) VALUES (?,?,?)"
-                " ON CONFLICT(tool_id, phrase) DO UPDATE SET uses = uses + excluded.uses",
-                pairs,
-            )
-
-    def of(self, limit_per_tool: int) -> dict[str, list[str]]:
+    def learned(self, limit_per_tool: int) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        with self._store._lock:
-            rows = self._store._db.execute(
+        with self._lock:
+            rows = self._db.execute(
                 "SELECT tool_id, phrase FROM learned_aliases ORDER BY tool_id, uses DESC, phrase"
             ).fetchall()
         for tool_id, phrase in rows:
@@ -490,6 +594,23 @@ class LearnedAliases:
                 bucket.append(phrase)
         return out
 
-    def clear(self) -> None:
-        with self._store._lock:
-            self._store._db.execute("DELETE FROM learned_aliases")
+    def learned_clear(self) -> None:
+        self._write([("DELETE FROM learned_aliases", ())], bump=False)
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into statements (``sqlite3.complete_statement`` aware)."""
+    out: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out
+
+
+__all__ = ["FIELD_NAMES", "LearnedAliases", "SQLiteStore"]
