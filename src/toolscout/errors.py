@@ -6,6 +6,7 @@
     ├── CardError            a capability card or schema is invalid (tool id, field, reason)
     ├── CatalogFileError     a catalog file cannot be read or parsed (path, line, reason)
     │   └── QueryFileError   an evaluation queries file cannot be read or parsed
+    ├── ImportRefused        an import would change protected tools (tool ids, changes)
     ├── UnknownToolError     a tool id is not in the catalog
     ├── QueryError           a discovery query is empty, too long or malformed
     ├── FormatError          an unknown rendering format was asked for
@@ -18,6 +19,7 @@
         ├── TokenError           the caller's token is missing, forged, expired, ...
         ├── GrantError           strict mode: no valid discovery grant covers the tool
         ├── ArgumentError        the arguments do not validate against the schema
+        ├── SchemaError          the tool's own schema cannot be used (remote or broken $ref)
         ├── RateLimited          the principal is over its call budget
         └── ExecutorError        the executor failed
             └── ExecutorTimeout  the executor did not answer in time
@@ -55,6 +57,18 @@ class CatalogFileError(ToolscoutError):
 
 class QueryFileError(CatalogFileError):
     """A ``queries.jsonl`` evaluation file cannot be read or parsed."""
+
+
+class ImportRefused(ToolscoutError):
+    """An import would change another source's tool or widen who may use a tool."""
+
+    def __init__(self, conflicts: list[tuple[str, str]]) -> None:
+        self.conflicts = conflicts  # (tool id, what changes)
+        listed = "; ".join(f"{tid}: {what}" for tid, what in conflicts)
+        super().__init__(
+            f"import refused: it changes {len(conflicts)} protected tool(s) "
+            f"(re-run with --force / force=True to accept): {listed}"
+        )
 
 
 class UnknownToolError(ToolscoutError):
@@ -135,6 +149,12 @@ class ArgumentError(GatewayError):
     """The arguments do not validate against the tool's JSON Schema."""
 
     reason = "invalid_arguments"
+
+
+class SchemaError(GatewayError):
+    """The tool's schema cannot be used to validate (a remote or unresolvable ``$ref``, ...)."""
+
+    reason = "invalid_schema"
 
 
 class RateLimited(GatewayError):

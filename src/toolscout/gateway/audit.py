@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from toolscout.errors import ConfigError, StoreError
+from toolscout.schemas import check_arguments
 
 GENESIS = "0" * 64
 DECISIONS = ("allowed", "denied", "error")
@@ -63,8 +64,16 @@ MAX_FIELD = 256
 
 
 def canonical_json(value: Any) -> str:
-    """Key-sorted, compact, UTF-8 JSON: the form digests and size limits are taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Key-sorted, compact, UTF-8 JSON: the form digests and size limits are taken over.
+
+    Non-finite numbers and nesting deeper than :data:`toolscout.schemas.MAX_DEPTH`
+    are refused first (:class:`~toolscout.errors.ArgumentError`), so neither
+    ``NaN`` nor a ``RecursionError`` can come out of here.
+    """
+    check_arguments(value)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def args_digest(arguments: Mapping[str, Any] | str) -> str:

@@ -1,7 +1,10 @@
 """Argument validation against a tool's JSON Schema, compiled once per schema.
 
-Unknown parameters are refused (naming the valid ones) unless the schema is
-open-ended or the validator was built with ``allow_unknown``.
+The reading of the schema (declared draft or lenient fallback, local refs only,
+ECMA-262 ``pattern``, strict ``integer``, no NaN, bounded depth) is
+:func:`toolscout.schemas.make_validator`'s. Unknown parameters are refused
+(naming the valid ones) unless the schema is open-ended or the validator was
+built with ``allow_unknown``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from toolscout.cards import ToolSpec
 from toolscout.errors import ArgumentError
+from toolscout.schemas import SchemaValidator, check_arguments, make_validator
 
 UNKNOWN_PARAMETER = "unknown_parameter"
 SCHEMA_MISMATCH = "schema_mismatch"
@@ -53,7 +57,7 @@ def _declared_properties(schema: Mapping[str, Any]) -> tuple[set[str], bool]:
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     parameters: Mapping[str, Any]
-    validator: Any
+    validator: SchemaValidator
     known: frozenset[str]
     open_ended: bool
 
@@ -76,17 +80,9 @@ class ArgumentValidator:
             ):
                 self._validators.move_to_end(spec.id)
                 return hit
-        from jsonschema import validators
-
-        schema = dict(spec.parameters)
-        cls = validators.validator_for(schema, default=validators.Draft202012Validator)
-        known, open_ended = _declared_properties(schema)
-        compiled = _Compiled(
-            spec.parameters,
-            cls(schema, format_checker=cls.FORMAT_CHECKER),
-            frozenset(known),
-            open_ended,
-        )
+        validator = make_validator(spec.parameters)
+        known, open_ended = _declared_properties(validator.schema)
+        compiled = _Compiled(spec.parameters, validator, frozenset(known), open_ended)
         with self._cache_lock:
             self._validators[spec.id] = compiled
             while len(self._validators) > self.cache_size:
@@ -95,6 +91,7 @@ class ArgumentValidator:
 
     def validate(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> None:
         """Raise :class:`ArgumentError` unless ``arguments`` fit the tool's schema."""
+        check_arguments(arguments, tool_id=spec.id)
         compiled = self._compiled(spec)
         if not (self.allow_unknown or compiled.open_ended):
             unknown = sorted(k for k in arguments if k not in compiled.known)
@@ -107,15 +104,4 @@ class ArgumentValidator:
                     tool_id=spec.id,
                     reason=UNKNOWN_PARAMETER,
                 )
-        if compiled.validator.is_valid(arguments):
-            return
-        errors = sorted(compiled.validator.iter_errors(arguments), key=lambda e: list(e.path))
-        parts = []
-        for err in errors[:3]:
-            where = "/".join(str(p) for p in err.path)
-            parts.append(f"{where}: {err.message}" if where else err.message)
-        raise ArgumentError(
-            f"{spec.id}: invalid arguments: " + "; ".join(parts),
-            tool_id=spec.id,
-            reason=SCHEMA_MISMATCH,
-        )
+        compiled.validator.validate(arguments, tool_id=spec.id)
