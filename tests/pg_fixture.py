@@ -12,6 +12,7 @@ pytest turns into an error. Only its binaries are used.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import pwd
@@ -20,8 +21,8 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,13 +127,28 @@ class PostgresServer:
             shutil.rmtree(self.base, ignore_errors=True)
 
 
+_SHARED: list[PostgresServer] = []
+
+
+def shared_server() -> PostgresServer:
+    """The one server of this test process, started on first use, stopped at exit."""
+    if not _SHARED:
+        server = PostgresServer()
+        atexit.register(server.stop)
+        _SHARED.append(server)
+    return _SHARED[0]
+
+
+def new_store(tmp: Path | None = None, **options: Any) -> Any:
+    """A :class:`PostgresStore` on a fresh database (a factory for the store contract)."""
+    from toolscout.stores.postgres import PostgresStore
+
+    return PostgresStore(shared_server().new_database(), **options)
+
+
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    try:
-        yield server
-    finally:
-        server.stop()
+def pg_server() -> PostgresServer:
+    return shared_server()
 
 
 @pytest.fixture

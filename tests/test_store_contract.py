@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pg_fixture import new_store
 from support import spec
 from toolscout.errors import StoreError
 from toolscout.stores.base import KIND_ALIAS, KIND_CARD, KIND_LEARNED, IndexedTool, Store
@@ -33,6 +34,8 @@ Factory = Callable[[Path], Any]
 FACTORIES: dict[str, Factory] = {
     "memory": lambda tmp: MemoryStore(),
     "sqlite": lambda tmp: SQLiteStore(tmp / "contract.db"),
+    "postgres": new_store,
+    "postgres-hnsw": lambda tmp: new_store(ann_threshold=0),
 }
 
 
