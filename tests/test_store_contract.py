@@ -35,7 +35,7 @@ FACTORIES: dict[str, Factory] = {
     "memory": lambda tmp: MemoryStore(),
     "sqlite": lambda tmp: SQLiteStore(tmp / "contract.db"),
     "postgres": new_store,
-    "postgres-hnsw": lambda tmp: new_store(ann_threshold=0),
+    "postgres-hnsw": lambda tmp: new_store(ann_threshold=0, exact_below=0),
 }
 
 

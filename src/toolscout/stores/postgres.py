@@ -8,7 +8,9 @@ dense search) — and brings it up to date from the rows whose generation is new
 than the one it saw, so a replica re-reads only what changed and embeds nothing.
 Lexical ranking is never done in SQL (``ts_rank`` over OR queries is far too slow
 at 100k tools). Above ``ann_threshold`` tools, dense search and the learned-alias
-neighbours move to pgvector's HNSW index instead of the in-process matrix.
+neighbours move to PostgreSQL instead of the in-process matrix: exact cosine over
+the allowed tools' rows when a caller may use at most ``exact_below`` tools, the
+HNSW index (over-fetched, then filtered to the allowed ids) when it may use more.
 
 Writers announce a new generation with ``NOTIFY toolscout_catalog``; readers do not
 rely on it: :meth:`PostgresStore.generation` asks the database every time, so a
@@ -82,6 +84,7 @@ class PostgresStore:
         dim: int = 384,
         ann_threshold: int = DEFAULT_ANN_THRESHOLD,
         ef_search: int = 100,
+        exact_below: int = 3000,
         pool_size: int = 4,
     ) -> None:
         try:
@@ -95,6 +98,7 @@ class PostgresStore:
         self.dim = dim
         self.ann_threshold = ann_threshold
         self.ef_search = ef_search
+        self.exact_below = exact_below
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 self._migrate(conn)
@@ -480,6 +484,16 @@ class PostgresStore:
             return self._mirror.dense(
                 vector, allowed, limit, kinds=kinds, also=also, model_id=model_id
             )
+        if len(allowed) <= self.exact_below:
+            # few allowed tools: exact cosine over their rows beats filtering an ANN result
+            exact = self._exact(vector, sorted(allowed), kinds, model_id)
+            ranked = sorted(exact.items(), key=lambda kv: -kv[1])[:limit]
+            hits = Hits([t for t, _ in ranked], [s for _, s in ranked])
+            for tid in dict.fromkeys(also):
+                if tid in exact and tid not in hits.ids:
+                    hits.ids.append(tid)
+                    hits.scores.append(exact[tid])
+            return hits
         best: dict[str, float] = {}
         for tid, _kind, sim in self._ann_rows(
             vector, kinds, model_id, self._fetch_size(limit, allowed)
