@@ -10,8 +10,16 @@ from typing import Any
 
 import pytest
 
-from toolscout.errors import ConfigError
-from toolscout.gateway.audit import GENESIS, AuditLog, args_digest, canonical_json
+from toolscout.errors import ArgumentError, ConfigError, StoreError
+from toolscout.gateway.audit import (
+    GENESIS,
+    AuditLog,
+    Head,
+    _row_hash,
+    args_digest,
+    canonical_json,
+    verify_file,
+)
 
 
 def entry(**over: Any) -> dict[str, Any]:
@@ -43,8 +51,8 @@ def test_append_read_and_chain(log: AuditLog) -> None:
     assert [r.subject for r in log.read()] == ["alice", "bob"]
     assert log.read(subject="bob")[0].reason == "missing_scope"
     assert log.read(limit=1)[0].id == 2
-    assert log.verify() == (True, None, 2)
-    ok, bad, count = log.verify()
+    assert log.verify()[:3] == (True, None, 2)
+    ok, bad, count = log.verify()[:3]
     assert ok and bad is None and count == 2
 
 
@@ -112,20 +120,18 @@ def test_recomputing_one_hash_still_breaks_the_next_link(tmp_path: Path) -> None
     with AuditLog(path) as log:
         for _ in range(3):
             log.append(**entry())
-    from toolscout.gateway.audit import _row_hash
-
     conn = sqlite3.connect(path)
     conn.execute("DROP TRIGGER audit_log_no_update")
     row = conn.execute("SELECT * FROM audit_log WHERE id = 2").fetchone()
-    edited = (*row[:6], "allowed", "forged", *row[8:10])
+    edited = (*row[:6], "allowed", "forged", *row[8:10], row[12], row[13])
     conn.execute(
         "UPDATE audit_log SET reason = 'forged', hash = ? WHERE id = 2",
-        (_row_hash(row[10], edited),),
+        (_row_hash(row[10], edited, None),),
     )
     conn.commit()
     conn.close()
     with AuditLog(path) as log:
-        assert log.verify() == (False, 3, 3)
+        assert log.verify()[:3] == (False, 3, 3)
 
 
 def test_threads_and_two_connections_keep_one_chain(tmp_path: Path) -> None:
@@ -141,7 +147,7 @@ def test_threads_and_two_connections_keep_one_chain(tmp_path: Path) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert logs[0].verify() == (True, None, 300)
+    assert logs[0].verify()[:3] == (True, None, 300)
     assert logs[0].count() == 300
     for log in logs:
         log.close()
@@ -169,3 +175,220 @@ def test_same_database_as_other_tables(tmp_path: Path) -> None:
         assert log.verify().ok
     tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master")}
     assert {"cards", "audit_log"} <= tables
+
+
+KEY = "k" * 32
+
+
+# --------------------------------------------------------------------------- sanitising
+
+
+def test_lone_surrogates_and_control_characters_are_stored_safely(log: AuditLog) -> None:
+    rec = log.append(**entry(tool_id="bad\ud800id", subject="sub\udfff\x00\n", tenant="t\ud83d"))
+    assert "\ud800" not in rec.tool_id and "\ufffd" in rec.tool_id
+    assert "\x00" not in rec.subject and "\\u0000" in rec.subject
+    stored = log.read()[-1]
+    assert stored.tool_id == rec.tool_id and stored.subject == rec.subject
+    assert log.verify().ok
+
+
+def test_canonical_json_refuses_nan_and_deep_nesting() -> None:
+    with pytest.raises(ArgumentError):
+        canonical_json({"a": float("nan")})
+    deep: Any = 1
+    for _ in range(50_000):
+        deep = {"a": deep}
+    with pytest.raises(ArgumentError):
+        canonical_json(deep)
+
+
+# --------------------------------------------------------------------------- attempt / outcome
+
+
+def test_begin_then_complete_are_two_chained_rows(log: AuditLog) -> None:
+    attempt = log.begin(subject="alice", tenant="acme", tool_id="t", args_digest="d")
+    rows = log.read()
+    assert rows[-1].kind == "attempt" and rows[-1].status == "started"
+    outcome = log.complete(attempt, status="ok", reason="ok", latency_ms=3.2)
+    assert outcome.kind == "outcome" and outcome.ref == attempt
+    assert outcome.subject == "alice" and outcome.tool_id == "t"
+    assert outcome.prev_hash == rows[-1].hash
+    timed = log.complete(
+        log.begin(subject="a", tenant="", tool_id="t", args_digest="d"),
+        status="timeout",
+        reason="timed out; may still complete",
+        latency_ms=1,
+    )
+    assert timed.decision == "error"
+    assert log.verify().ok
+    with pytest.raises(ConfigError):
+        log.complete(outcome.id, status="ok", reason="ok", latency_ms=0)
+
+
+def test_begin_fails_when_the_database_is_write_locked(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    with AuditLog(path) as log:
+        log._conn.execute("PRAGMA busy_timeout = 100")
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreError, match="cannot write"):
+                log.begin(subject="a", tenant="", tool_id="t", args_digest="d")
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert log.count() == 0
+
+
+# --------------------------------------------------------------------------- keyed chain
+
+
+def _fill_keyed(path: Path, n: int = 4, key: str = KEY) -> None:
+    with AuditLog(path, key=key) as log:
+        for i in range(n):
+            log.append(**entry(subject=f"user{i}", args_digest=log.digest({"i": i})))
+
+
+def test_a_forged_row_appended_with_a_recomputed_sha256_chain_is_caught(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    _fill_keyed(path)
+    conn = sqlite3.connect(path)
+    last = conn.execute("SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1").fetchone()
+    fields = (last[0] + 1, time.time(), "mallory", "acme", "t", "d", "allowed", "ok", 1.0, "ok")
+    forged = _row_hash(last[1], (*fields, "record", 0), None)  # the attacker has no key
+    conn.execute(
+        "INSERT INTO audit_log VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (*fields, last[1], forged, "record", 0),
+    )
+    conn.commit()
+    conn.close()
+    assert verify_file(path).ok is False  # keyed log, no key given
+    result = verify_file(path, key=KEY)
+    assert not result.ok and result.first_bad_id == 5
+
+
+def test_a_keyed_log_needs_its_key(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    _fill_keyed(path)
+    assert verify_file(path, key=KEY).ok
+    wrong = verify_file(path, key="w" * 32)
+    assert not wrong.ok and "not this log's key" in wrong.problem
+    with pytest.raises(ConfigError, match="key"):
+        AuditLog(path)
+    with pytest.raises(ConfigError, match="does not match"):
+        AuditLog(path, key="w" * 32)
+    with pytest.raises(ConfigError, match="16 bytes"):
+        AuditLog(tmp_path / "other.db", key="short")
+
+
+def test_argument_digest_is_keyed(tmp_path: Path) -> None:
+    with AuditLog(tmp_path / "a.db", key=KEY) as log:
+        keyed = log.digest({"pin": "1234"})
+    assert keyed != args_digest({"pin": "1234"})
+    assert keyed == args_digest({"pin": "1234"}, KEY)
+    assert keyed != args_digest({"pin": "1234"}, "x" * 32)
+
+
+# ------------------------------------------------------------- head and read-only verify
+
+
+def test_head_catches_truncation(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    _fill_keyed(path, 5)
+    with AuditLog(path, key=KEY) as log:
+        head = log.head()
+        assert head.count == 5 and head == Head.parse(str(head))
+        log.append(**entry())  # the log may grow after the export
+    assert verify_file(path, key=KEY, expected_head=head).ok
+    assert verify_file(path, key=KEY, expected_head=str(head)).ok
+    _tamper(path, "DELETE FROM audit_log WHERE id >= 5")
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log "
+        "BEGIN SELECT RAISE(ABORT, 'x'); END;"
+        "CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log "
+        "BEGIN SELECT RAISE(ABORT, 'x'); END;"
+    )
+    conn.close()
+    assert verify_file(path, key=KEY).ok  # a valid shorter chain...
+    result = verify_file(path, key=KEY, expected_head=head)
+    assert not result.ok and "removed" in result.problem  # ...but not the exported one
+    with pytest.raises(ConfigError):
+        Head.parse("5:nothex")
+
+
+def test_verify_file_is_read_only_and_reports_dropped_triggers(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    _fill_keyed(path)
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TRIGGER audit_log_no_delete")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    result = verify_file(path, key=KEY)
+    assert not result.ok and "audit_log_no_delete" in result.problem
+    assert path.read_bytes() == before
+    names = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master")}
+    assert "audit_log_no_delete" not in names  # the evidence is not repaired
+
+
+@pytest.mark.parametrize("how", ["truncate", "drop", "delete", "missing"])
+def test_an_erased_log_is_a_failure(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "audit.db"
+    _fill_keyed(path)
+    with AuditLog(path, key=KEY) as log:
+        head = log.head()
+    if how == "truncate":
+        path.write_bytes(b"")
+    elif how == "drop":
+        _tamper(path, "DROP TABLE audit_log")
+    elif how == "delete":
+        _tamper(path, "DELETE FROM audit_log")
+    else:
+        path.unlink()
+    result = verify_file(path, key=KEY, expected_head=head)
+    assert not result.ok and result.problem
+    if how == "delete":
+        assert result.count == 0
+
+
+def test_an_empty_log_with_an_empty_head_is_intact(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    with AuditLog(path, key=KEY) as log:
+        head = log.head()
+    assert head == (0, GENESIS)
+    assert verify_file(path, key=KEY, expected_head=head).ok
+    assert not verify_file(path, key=KEY, expected_head=Head(1, "a" * 64)).ok
+
+
+def test_a_log_from_before_attempt_rows_is_migrated_and_verifies(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE audit_log (id INTEGER PRIMARY KEY, ts REAL NOT NULL, subject TEXT NOT NULL,"
+        " tenant TEXT NOT NULL, tool_id TEXT NOT NULL, args_digest TEXT NOT NULL,"
+        " decision TEXT NOT NULL, reason TEXT NOT NULL, latency_ms REAL NOT NULL,"
+        " status TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL);"
+        "CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log "
+        "BEGIN SELECT RAISE(ABORT, 'x'); END;"
+        "CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log "
+        "BEGIN SELECT RAISE(ABORT, 'x'); END;"
+    )
+    fields = (1, 1.0, "a", "t", "tool", "d", "allowed", "ok", 1.0, "ok")
+    old_hash = _row_hash(GENESIS, (*fields, "record", 0), None)
+    conn.execute(
+        "INSERT INTO audit_log VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (*fields, GENESIS, old_hash)
+    )
+    conn.commit()
+    conn.close()
+    assert verify_file(path).ok
+    with AuditLog(path) as log:
+        log.begin(subject="b", tenant="t", tool_id="tool", args_digest="d")
+        assert log.verify().ok and log.count() == 2
+
+
+def test_a_garbage_file_fails_verification(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    path.write_bytes(b"\x00garbage" * 100)
+    result = verify_file(path)
+    assert not result.ok and "not a readable database" in result.problem

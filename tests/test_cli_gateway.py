@@ -129,7 +129,8 @@ def test_audit_verify_detects_tampering(tmp_path: Path) -> None:
     out = runner.invoke(app, ["audit", "--db", str(db), "--verify"])
     assert out.exit_code == 1 and "TAMPERED" in out.stdout and "record 2" in out.stdout
     out = runner.invoke(app, ["audit", "--db", str(db), "--verify", "--json"])
-    assert json.loads(out.stdout) == {"ok": False, "first_bad_id": 2, "count": 2}
+    data = json.loads(out.stdout)
+    assert (data["ok"], data["first_bad_id"], data["count"]) == (False, 2, 2)
 
 
 def test_audit_errors(tmp_path: Path) -> None:
@@ -156,3 +157,54 @@ def test_durations() -> None:
         parse_duration("0s")
     assert parse_since("1h", now=10_000) == 6400
     assert parse_since("2026-01-01T00:00:00+00:00") == 1767225600.0
+
+
+AUDIT_KEY = "an-audit-key-kept-elsewhere-0123"
+
+
+def test_audit_head_keyed_verify_and_expect_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "tools.audit.db"
+    with AuditLog(path, key=AUDIT_KEY) as log:
+        for i in range(3):
+            log.append(subject=f"u{i}", tenant="acme", tool_id="t", args_digest=log.digest({}),
+                       decision="allowed", reason="ok", latency_ms=1, status="ok")  # fmt: skip
+    db = tmp_path / "tools.db"  # the catalog: its audit log is the sibling file
+    out = runner.invoke(app, ["audit", "--db", str(db), "--verify"])
+    assert out.exit_code == 1 and "keyed" in out.stdout
+    monkeypatch.setenv("TOOLSCOUT_AUDIT_KEY", AUDIT_KEY)
+    out = runner.invoke(app, ["audit", "--db", str(db), "--head"])
+    assert out.exit_code == 0, out.output
+    head = out.stdout.strip()
+    assert head.startswith("3:")
+    out = runner.invoke(app, ["audit", "--db", str(db), "--verify", "--expect-head", head])
+    assert out.exit_code == 0 and "intact: 3 records" in out.stdout
+    out = runner.invoke(app, ["audit", "--audit-db", str(path), "--json"])
+    assert [json.loads(line)["subject"] for line in out.stdout.splitlines()] == ["u0", "u1", "u2"]
+    path.write_bytes(b"")
+    out = runner.invoke(app, ["audit", "--db", str(db), "--verify", "--expect-head", head])
+    assert out.exit_code == 1 and "NOT VERIFIED" in out.stdout and "erased" in out.stdout
+    out = runner.invoke(app, ["audit", "--db", str(db), "--verify", "--expect-head", "3:zz"])
+    assert out.exit_code == 2 and "not an audit head" in out.stderr
+
+
+def test_audit_reads_a_read_only_file_without_changing_it(tmp_path: Path) -> None:
+    db = tmp_path / "toolscout.db"
+    _fill(db)
+    sqlite3.connect(db).execute("PRAGMA wal_checkpoint(TRUNCATE)").connection.close()
+    (tmp_path / "toolscout.db-wal").unlink(missing_ok=True)
+    (tmp_path / "toolscout.db-shm").unlink(missing_ok=True)
+    before = db.read_bytes()
+    db.chmod(0o444)
+    tmp_path.chmod(0o555)
+    try:
+        out = runner.invoke(app, ["audit", "--db", str(db), "--json"])
+        assert out.exit_code == 0, out.output
+        assert len(out.stdout.splitlines()) == 2
+        out = runner.invoke(app, ["audit", "--db", str(db), "--verify"])
+        assert out.exit_code == 0, out.output
+    finally:
+        tmp_path.chmod(0o755)
+        db.chmod(0o644)
+    assert db.read_bytes() == before

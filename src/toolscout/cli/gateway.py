@@ -121,38 +121,77 @@ def audit(
     ] = None,
     subject: Annotated[str | None, typer.Option("--subject", help="Only this subject.")] = None,
     verify: Annotated[bool, typer.Option("--verify", help="Verify the hash chain.")] = False,
-    db: Annotated[Path | None, typer.Option("--db", help="Database file.")] = None,
+    head: Annotated[
+        bool, typer.Option("--head", help="Print the head (COUNT:HASH) to keep elsewhere.")
+    ] = False,
+    expect_head: Annotated[
+        str | None,
+        typer.Option("--expect-head", help="With --verify: a head exported earlier (COUNT:HASH)."),
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key", envvar="TOOLSCOUT_AUDIT_KEY", help="The audit log's HMAC key (>= 16 bytes)."
+        ),
+    ] = None,
+    db: Annotated[Path | None, typer.Option("--db", help="Catalog database file.")] = None,
+    audit_db: Annotated[
+        Path | None,
+        typer.Option("--audit-db", help="Audit log file (default: DB's .audit.db, else DB)."),
+    ] = None,
     json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many records.")] = 100,
 ) -> None:
-    """Show the execution audit log; --verify checks it has not been tampered with."""
-    from toolscout.gateway.audit import AuditLog
+    """Show the execution audit log; --verify checks it has not been tampered with.
+
+    Reads the file read-only. --verify exits 1 when the chain is broken, the
+    table or its append-only triggers are missing, the key does not match, or
+    the log disagrees with --expect-head.
+    """
+    from toolscout.gateway.audit import Head, audit_path_for, read_file, verify_file
     from toolscout.settings import default_db_path
 
-    path = db or default_db_path()
+    if audit_db is not None:
+        path = audit_db
+    else:
+        catalog = db or default_db_path()
+        own = audit_path_for(catalog)
+        path = own if own.is_file() else catalog
+    if expect_head is not None and not verify:
+        _fail("--expect-head needs --verify")
+    try:
+        cutoff = parse_since(since) if since else None
+        expected = Head.parse(expect_head) if expect_head is not None else None
+    except (ValueError, ToolscoutError) as exc:
+        _fail(str(exc))
+    if verify or head:
+        try:
+            result = verify_file(path, key=key, expected_head=expected)
+        except ToolscoutError as exc:
+            _fail(str(exc))
+        if head and not verify:
+            if not path.is_file():
+                _fail(f"no audit log at {path}")
+            typer.echo(_json.dumps({"head": result.head}) if json else result.head)
+            return
+        if json:
+            typer.echo(_json.dumps(result.to_dict()))
+        elif result.ok:
+            typer.echo(f"audit log intact: {result.count} records verified (head {result.head})")
+        elif result.first_bad_id is not None and "chain breaks" in result.problem:
+            typer.echo(
+                f"audit log TAMPERED: chain breaks at record {result.first_bad_id} "
+                f"({result.count} records)"
+            )
+        else:
+            typer.echo(f"audit log NOT VERIFIED: {result.problem}")
+        if not result.ok:
+            raise typer.Exit(1)
+        return
     if not path.is_file():
         _fail(f"no database at {path}")
     try:
-        cutoff = parse_since(since) if since else None
-    except ValueError as exc:
-        _fail(str(exc))
-    try:
-        with AuditLog(path) as log:
-            if verify:
-                result = log.verify()
-                if json:
-                    typer.echo(_json.dumps(result.to_dict()))
-                elif result.ok:
-                    typer.echo(f"audit log intact: {result.count} records verified")
-                else:
-                    typer.echo(
-                        f"audit log TAMPERED: chain breaks at record {result.first_bad_id} "
-                        f"({result.count} records)"
-                    )
-                if not result.ok:
-                    raise typer.Exit(1)
-                return
-            records = log.read(since=cutoff, subject=subject, limit=max(limit, 0) or None)
+        records = read_file(path, since=cutoff, subject=subject, limit=max(limit, 0) or None)
     except ToolscoutError as exc:
         _fail(str(exc))
     if json:
@@ -174,7 +213,8 @@ def _print_table(records: list[AuditRecord]) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for col in ("id", "time", "subject", "tenant", "tool", "decision", "reason", "ms", "status"):
+    cols = ("id", "time", "subject", "tenant", "tool", "kind", "decision", "reason", "ms", "status")
+    for col in cols:
         table.add_column(col, justify="right" if col in ("id", "ms") else "left")
     for rec in records:
         style = {"allowed": "green", "denied": "red", "error": "yellow"}.get(rec.decision, "")
@@ -184,10 +224,11 @@ def _print_table(records: list[AuditRecord]) -> None:
             _safe(rec.subject),
             _safe(rec.tenant),
             _safe(rec.tool_id),
+            rec.kind if rec.kind != "outcome" else f"outcome of {rec.ref}",
             f"[{style}]{rec.decision}[/]" if style else rec.decision,
-            rec.reason,
+            _safe(rec.reason),
             f"{rec.latency_ms:.2f}",
-            rec.status,
+            _safe(rec.status),
         )
     Console(file=sys.stdout, width=160).print(table)
 

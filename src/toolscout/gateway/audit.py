@@ -1,26 +1,42 @@
-"""The append-only, hash-chained audit log of every execution attempt.
+"""The append-only, keyed, hash-chained audit log of every execution attempt.
 
-One row per attempt, allowed or refused: who (subject, tenant), what (tool id
-and a sha256 digest of the canonical JSON arguments — never the arguments),
-the decision (``allowed`` / ``denied`` / ``error``), its reason code, the
-latency and the result status. Each row's ``hash`` is
-``sha256(prev_hash + canonical row)``, so editing, deleting or reordering a row
-breaks the chain from that row on; :meth:`AuditLog.verify` finds the first bad
-one. SQLite triggers refuse UPDATE and DELETE on the table; the chain catches
-whoever drops them. (Cutting rows off the end leaves a shorter, valid chain:
-keep the last hash elsewhere if that matters.)
+Every attempt is recorded, allowed or refused: who (subject, tenant), what (tool
+id and a keyed digest of the canonical JSON arguments — never the arguments), the
+decision (``allowed`` / ``denied`` / ``error``), its reason code, the latency and
+the result status.
 
-The table lives in the catalog's database file, on its own connection.
+* A refusal is one row (``kind='record'``).
+* A call that runs is two rows: the **attempt** (:meth:`AuditLog.begin`, status
+  ``started``), written *before* the executor runs — if it cannot be written the
+  call is refused — and the **outcome** (:meth:`AuditLog.complete`, ``ref`` = the
+  attempt's id) written after. A call whose outcome row is missing ran (or may
+  have run) and was never completed: that is visible, not silent.
+
+Each row's ``hash`` is ``HMAC-SHA256(key, prev_hash + canonical row)`` when the
+log has a key (plain sha256 without one), so editing, deleting, inserting or
+reordering rows breaks the chain from that row on, and without the key nobody
+can recompute it. The key never enters the database (only a short key id, so a
+wrong key is told apart from tampering). Cutting rows off the end leaves a valid
+shorter chain: export :meth:`AuditLog.head` (``count:hash``) somewhere else and
+pass it to :func:`verify_file` to catch that. SQLite triggers refuse UPDATE and
+DELETE; :func:`verify_file` reads the file read-only and reports missing
+triggers or a missing table as failures. See ``docs/security.md`` for the
+threat model.
+
+Caller-controlled text (ids, subjects) is sanitised before it is stored: lone
+surrogates and control characters never reach the database driver.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -32,6 +48,10 @@ from toolscout.schemas import check_arguments
 
 GENESIS = "0" * 64
 DECISIONS = ("allowed", "denied", "error")
+#: row kinds: a one-row refusal, or the attempt/outcome pair of a call that ran
+KINDS = ("record", "attempt", "outcome")
+STARTED = "started"
+TRIGGERS = ("audit_log_no_update", "audit_log_no_delete")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_log (
@@ -46,9 +66,12 @@ CREATE TABLE IF NOT EXISTS audit_log (
     latency_ms  REAL    NOT NULL,
     status      TEXT    NOT NULL,
     prev_hash   TEXT    NOT NULL,
-    hash        TEXT    NOT NULL
+    hash        TEXT    NOT NULL,
+    kind        TEXT    NOT NULL DEFAULT 'record',
+    ref         INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS audit_log_ts ON audit_log (ts);
+CREATE TABLE IF NOT EXISTS audit_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TRIGGER IF NOT EXISTS audit_log_no_update BEFORE UPDATE ON audit_log
 BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS audit_log_no_delete BEFORE DELETE ON audit_log
@@ -57,10 +80,11 @@ BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
 
 _COLUMNS = (
     "id, ts, subject, tenant, tool_id, args_digest, decision, reason, latency_ms, status, "
-    "prev_hash, hash"
+    "prev_hash, hash, kind, ref"
 )
 #: longest stored text field; anything the caller controls is cut to this
 MAX_FIELD = 256
+_KEY_ID_LABEL = b"toolscout audit key id v1"
 
 
 def canonical_json(value: Any) -> str:
@@ -76,15 +100,43 @@ def canonical_json(value: Any) -> str:
     )
 
 
-def args_digest(arguments: Mapping[str, Any] | str) -> str:
-    """sha256 of the arguments' canonical JSON (or of an already canonical string)."""
+def _key_bytes(key: str | bytes | None) -> bytes | None:
+    if key is None:
+        return None
+    raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+    if len(raw) < 16:
+        raise ConfigError("the audit key must be at least 16 bytes")
+    return raw
+
+
+def args_digest(arguments: Mapping[str, Any] | str, key: str | bytes | None = None) -> str:
+    """Digest of the arguments' canonical JSON (or of an already canonical string).
+
+    With a key it is ``HMAC-SHA256(key, json)``: equal arguments still give equal
+    digests (so a record can be matched to a known call), but nobody without the
+    key can test guesses (a card number, a short PIN) against a stored digest.
+    """
     text = arguments if isinstance(arguments, str) else canonical_json(arguments)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    data = text.encode("utf-8", "surrogatepass")
+    raw = _key_bytes(key)
+    if raw is None:
+        return hashlib.sha256(data).hexdigest()
+    return hmac.new(raw, b"args\x00" + data, hashlib.sha256).hexdigest()
+
+
+def clean_text(text: object) -> str:
+    """Caller-controlled text made safe to store: valid UTF-8, no control characters, cut."""
+    if not isinstance(text, str):
+        text = repr(text)
+    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+    return text if len(text) <= MAX_FIELD else text[: MAX_FIELD - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
-    """One execution attempt as stored."""
+    """One audit row as stored."""
 
     id: int
     ts: float
@@ -98,6 +150,10 @@ class AuditRecord:
     status: str
     prev_hash: str
     hash: str
+    #: ``record`` (a refusal), ``attempt`` (before the executor) or ``outcome``
+    kind: str = "record"
+    #: for an outcome, the id of its attempt
+    ref: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,44 +163,126 @@ class AuditRecord:
         return datetime.fromtimestamp(self.ts).astimezone()
 
 
+class Head(NamedTuple):
+    """The log's head: how many rows, and the last row's hash. Export it as ``str(head)``."""
+
+    count: int  # type: ignore[assignment]  # shadows tuple.count on purpose
+    hash: str
+
+    def __str__(self) -> str:
+        return f"{self.count}:{self.hash}"
+
+    @classmethod
+    def parse(cls, text: str) -> Head:
+        """``"count:hash"`` as :meth:`__str__` writes it."""
+        count, sep, digest = text.strip().partition(":")
+        if (
+            not sep
+            or not count.isdigit()
+            or len(digest) != 64
+            or any(c not in "0123456789abcdef" for c in digest)
+        ):
+            raise ConfigError(f"not an audit head: {text!r} (expected COUNT:SHA256HEX)")
+        return cls(int(count), digest)
+
+
 class Verification(NamedTuple):
-    """The result of :meth:`AuditLog.verify`: ``(ok, first_bad_id, count)``."""
+    """The result of a verification: ``(ok, first_bad_id, count)`` plus what was wrong."""
 
     ok: bool
     first_bad_id: int | None
     count: int  # type: ignore[assignment]  # shadows tuple.count on purpose
+    #: why it failed, in one line ("" when ok)
+    problem: str = ""
+    #: the head that was verified
+    head: str = f"0:{GENESIS}"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self._asdict())
 
 
-def _row_hash(prev_hash: str, row: tuple[Any, ...]) -> str:
-    """Hash of one row: ``row`` is (id, ts, subject, ..., status) without the hashes."""
-    blob = json.dumps(list(row), separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256((prev_hash + blob).encode("utf-8", "surrogatepass")).hexdigest()
+def _row_hash(prev_hash: str, row: tuple[Any, ...], key: bytes | None) -> str:
+    """Hash of one row: ``row`` is (id, ts, ..., status, kind, ref) without the hashes.
+
+    A ``record`` row with ``ref`` 0 hashes the first ten fields only, as logs
+    written before attempt/outcome rows existed did.
+    """
+    fields = list(row[:10]) if row[10] == "record" and row[11] == 0 else list(row)
+    blob = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+    data = (prev_hash + blob).encode("utf-8", "surrogatepass")
+    if key is None:
+        return hashlib.sha256(data).hexdigest()
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_FIELD else text[: MAX_FIELD - 1] + "…"
+def _key_id(key: bytes | None) -> str:
+    return "" if key is None else hmac.new(key, _KEY_ID_LABEL, hashlib.sha256).hexdigest()[:16]
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Add the kind/ref columns to a log written before they existed."""
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(audit_log)")}
+    if "kind" not in cols:
+        conn.execute("ALTER TABLE audit_log ADD COLUMN kind TEXT NOT NULL DEFAULT 'record'")
+    if "ref" not in cols:
+        conn.execute("ALTER TABLE audit_log ADD COLUMN ref INTEGER NOT NULL DEFAULT 0")
 
 
 class AuditLog:
-    """Append-only audit table in a SQLite file; safe to share between threads."""
+    """Append-only audit table in a SQLite file; safe to share between threads.
 
-    def __init__(self, path: str | Path) -> None:
+    ``key`` (at least 16 bytes, kept outside the database) keys the chain and the
+    argument digests. A log created with a key refuses to be appended to without
+    it, or with another one.
+    """
+
+    def __init__(self, path: str | Path, *, key: str | bytes | None = None) -> None:
         self.path = Path(path)
+        self._key = _key_bytes(key)
         try:
             if str(path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
-                str(path), check_same_thread=False, isolation_level=None, timeout=30.0
+                str(path), check_same_thread=False, isolation_level=None, timeout=10.0
             )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SCHEMA)
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _statements():
+                    self._conn.execute(statement)
+                _migrate(self._conn)
+                self._check_key()
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the audit log at {path}: {exc}") from None
         self._lock = threading.Lock()
+
+    def _check_key(self) -> None:
+        row = self._conn.execute("SELECT value FROM audit_meta WHERE key = 'key_id'").fetchone()
+        mine = _key_id(self._key)
+        if row is None:
+            (rows,) = self._conn.execute("SELECT COUNT(*) FROM audit_log").fetchone()
+            if rows == 0 or self._key is None:
+                self._conn.execute("INSERT INTO audit_meta VALUES ('key_id', ?)", (mine,))
+                return
+            raise ConfigError(
+                f"the audit log at {self.path} was written without a key; "
+                "keep using it without one, or start a new log file"
+            )
+        if row[0] != mine:
+            raise ConfigError(
+                f"the audit log at {self.path} is keyed and the key given "
+                + ("does not match it" if self._key is not None else "is missing")
+                + " (set TOOLSCOUT_AUDIT_KEY)"
+            )
+
+    @property
+    def keyed(self) -> bool:
+        return self._key is not None
 
     def close(self) -> None:
         with self._lock:
@@ -155,6 +293,62 @@ class AuditLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def digest(self, arguments: Mapping[str, Any] | str) -> str:
+        """:func:`args_digest` with this log's key."""
+        return args_digest(arguments, self._key)
+
+    # ------------------------------------------------------------------ writing
+
+    def _write(self, fields: tuple[Any, ...], kind: str, ref: int) -> AuditRecord:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    last = self._conn.execute(
+                        "SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1"
+                    ).fetchone()
+                    prev_id, prev_hash = (last[0], last[1]) if last else (0, GENESIS)
+                    row_id = prev_id + 1
+                    digest = _row_hash(prev_hash, (row_id, *fields, kind, ref), self._key)
+                    self._conn.execute(
+                        f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        (row_id, *fields, prev_hash, digest, kind, ref),
+                    )
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot write the audit log at {self.path}: {exc}") from None
+        return AuditRecord(*(row_id, *fields, prev_hash, digest, kind, ref))
+
+    @staticmethod
+    def _fields(
+        subject: str,
+        tenant: str,
+        tool_id: str,
+        args_digest: str,
+        decision: str,
+        reason: str,
+        latency_ms: float,
+        status: str,
+        ts: float | None,
+    ) -> tuple[Any, ...]:
+        if decision not in DECISIONS:
+            raise ConfigError(f"decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
+        latency = float(latency_ms)
+        return (
+            float(time.time() if ts is None else ts),
+            clean_text(subject),
+            clean_text(tenant),
+            clean_text(tool_id),
+            clean_text(args_digest),
+            decision,
+            clean_text(reason),
+            round(latency, 3) if math.isfinite(latency) else 0.0,
+            clean_text(status),
+        )
 
     def append(
         self,
@@ -169,41 +363,78 @@ class AuditLog:
         status: str,
         ts: float | None = None,
     ) -> AuditRecord:
-        """Write one record, chained to the last one, in a single immediate transaction."""
-        if decision not in DECISIONS:
-            raise ConfigError(f"decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
-        fields = (
-            float(time.time() if ts is None else ts),
-            _cut(subject),
-            _cut(tenant),
-            _cut(tool_id),
-            args_digest,
-            decision,
-            _cut(reason),
-            round(float(latency_ms), 3) if math.isfinite(latency_ms) else 0.0,
-            _cut(status),
+        """Write one complete record (a refusal), chained to the last one."""
+        fields = self._fields(
+            subject, tenant, tool_id, args_digest, decision, reason, latency_ms, status, ts
         )
+        return self._write(fields, "record", 0)
+
+    def begin(
+        self,
+        *,
+        subject: str,
+        tenant: str,
+        tool_id: str,
+        args_digest: str,
+        reason: str = "ok",
+        ts: float | None = None,
+    ) -> int:
+        """Record an attempt that is about to run; returns its id for :meth:`complete`.
+
+        Raises :class:`StoreError` when it cannot be written: the caller must not
+        run the tool then.
+        """
+        fields = self._fields(
+            subject, tenant, tool_id, args_digest, "allowed", reason, 0.0, STARTED, ts
+        )
+        return self._write(fields, "attempt", 0).id
+
+    def complete(
+        self,
+        attempt_id: int,
+        *,
+        status: str,
+        reason: str,
+        latency_ms: float,
+        decision: str | None = None,
+        retries: int = 3,
+    ) -> AuditRecord:
+        """Record the outcome of attempt ``attempt_id`` (a second, chained row).
+
+        Retries a busy database a few times; if it still fails the attempt row
+        stays, showing a call that ran without a recorded outcome.
+        """
         with self._lock:
+            row = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM audit_log WHERE id = ? AND kind = 'attempt'",
+                (int(attempt_id),),
+            ).fetchone()
+        if row is None:
+            raise ConfigError(f"no audit attempt with id {attempt_id}")
+        attempt = AuditRecord(*row)
+        if decision is None:
+            decision = "allowed" if status == "ok" else "error"
+        fields = self._fields(
+            attempt.subject,
+            attempt.tenant,
+            attempt.tool_id,
+            attempt.args_digest,
+            decision,
+            reason,
+            latency_ms,
+            status,
+            None,
+        )
+        for attempt_no in range(retries):
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    last = self._conn.execute(
-                        "SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1"
-                    ).fetchone()
-                    prev_id, prev_hash = (last[0], last[1]) if last else (0, GENESIS)
-                    row_id = prev_id + 1
-                    digest = _row_hash(prev_hash, (row_id, *fields))
-                    self._conn.execute(
-                        f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (row_id, *fields, prev_hash, digest),
-                    )
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
+                return self._write(fields, "outcome", attempt.id)
+            except StoreError:
+                if attempt_no == retries - 1:
                     raise
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot write the audit log at {self.path}: {exc}") from None
-        return AuditRecord(row_id, *fields, prev_hash, digest)
+                time.sleep(0.05 * (attempt_no + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ------------------------------------------------------------------ reading
 
     def read(
         self,
@@ -212,51 +443,260 @@ class AuditLog:
         limit: int | None = None,
     ) -> list[AuditRecord]:
         """Records in id order; ``limit`` keeps the most recent ones."""
-        where: list[str] = []
-        params: list[Any] = []
-        if since is not None:
-            where.append("ts >= ?")
-            params.append(since.timestamp() if isinstance(since, datetime) else float(since))
-        if subject is not None:
-            where.append("subject = ?")
-            params.append(subject)
-        sql = f"SELECT {_COLUMNS} FROM audit_log"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
         with self._lock:
-            try:
-                rows = self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot read the audit log at {self.path}: {exc}") from None
-        return [AuditRecord(*r) for r in reversed(rows)]
+            return _read(self._conn, self.path, since, subject, limit)
 
-    def _rows(self) -> Iterator[tuple[Any, ...]]:
-        cursor = self._conn.execute(f"SELECT {_COLUMNS} FROM audit_log ORDER BY id")
-        while batch := cursor.fetchmany(1000):
-            yield from batch
-
-    def verify(self) -> Verification:
-        """Recompute the chain: ``(ok, first_bad_id, count)``."""
-        prev_hash = GENESIS
-        count = 0
-        first_bad: int | None = None
+    def head(self) -> Head:
+        """``(count, hash)`` of the last row: export it to catch truncation later."""
         with self._lock:
-            try:
-                for row in self._rows():
-                    count += 1
-                    intact = row[-2] == prev_hash and _row_hash(prev_hash, row[:-2]) == row[-1]
-                    if not intact and first_bad is None:
-                        first_bad = int(row[0])
-                    prev_hash = row[-1]
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot read the audit log at {self.path}: {exc}") from None
-        return Verification(first_bad is None, first_bad, count)
+            return _head(self._conn, self.path)
+
+    def verify(self, expected_head: Head | str | None = None) -> Verification:
+        """Recompute the chain with this log's key; compare with ``expected_head`` if given."""
+        with self._lock:
+            return _verify(self._conn, self.path, self._key, expected_head)
 
     def count(self) -> int:
         with self._lock:
             (n,) = self._conn.execute("SELECT COUNT(*) FROM audit_log").fetchone()
         return int(n)
+
+
+def _statements() -> list[str]:
+    """The schema's statements, one by one (``executescript`` would commit)."""
+    out: list[str] = []
+    buf: list[str] = []
+    for line in _SCHEMA.strip().splitlines():
+        buf.append(line)
+        text = "\n".join(buf)
+        if text.rstrip().endswith(";") and sqlite3.complete_statement(text):
+            out.append(text)
+            buf = []
+    return out
+
+
+def _read(
+    conn: sqlite3.Connection,
+    path: Path,
+    since: float | datetime | None,
+    subject: str | None,
+    limit: int | None,
+) -> list[AuditRecord]:
+    where: list[str] = []
+    params: list[Any] = []
+    if since is not None:
+        where.append("ts >= ?")
+        params.append(since.timestamp() if isinstance(since, datetime) else float(since))
+    if subject is not None:
+        where.append("subject = ?")
+        params.append(clean_text(subject))
+    sql = f"SELECT {_COLUMNS} FROM audit_log"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY id DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(int(limit))
+    try:
+        rows = conn.execute(sql, params).fetchall()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the audit log at {path}: {exc}") from None
+    return [AuditRecord(*r) for r in reversed(rows)]
+
+
+def _head(conn: sqlite3.Connection, path: Path) -> Head:
+    try:
+        row = conn.execute("SELECT COUNT(*), MAX(id) FROM audit_log").fetchone()
+        last = conn.execute("SELECT hash FROM audit_log ORDER BY id DESC LIMIT 1").fetchone()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the audit log at {path}: {exc}") from None
+    return Head(int(row[0]), last[0] if last else GENESIS)
+
+
+def _rows(conn: sqlite3.Connection) -> Iterator[tuple[Any, ...]]:
+    cursor = conn.execute(f"SELECT {_COLUMNS} FROM audit_log ORDER BY id")
+    while batch := cursor.fetchmany(1000):
+        yield from batch
+
+
+def _verify(
+    conn: sqlite3.Connection,
+    path: Path,
+    key: bytes | None,
+    expected_head: Head | str | None,
+) -> Verification:
+    expected = Head.parse(expected_head) if isinstance(expected_head, str) else expected_head
+    prev_hash = GENESIS
+    count = 0
+    first_bad: int | None = None
+    at_expected: str | None = GENESIS if expected is not None and expected.count == 0 else None
+    try:
+        for row in _rows(conn):
+            count += 1
+            fields = (*row[:10], row[12], row[13])
+            intact = (
+                row[0] == count
+                and row[10] == prev_hash
+                and _row_hash(prev_hash, fields, key) == row[11]
+            )
+            if not intact and first_bad is None:
+                first_bad = int(row[0])
+            prev_hash = row[11]
+            if expected is not None and count == expected.count:
+                at_expected = prev_hash
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the audit log at {path}: {exc}") from None
+    head = str(Head(count, prev_hash))
+    if first_bad is not None:
+        return Verification(False, first_bad, count, f"chain breaks at record {first_bad}", head)
+    if expected is not None:
+        if count < expected.count:
+            return Verification(
+                False,
+                count + 1,
+                count,
+                f"{count} records, but the exported head has {expected.count}: "
+                "records were removed",
+                head,
+            )
+        if at_expected != expected.hash:
+            return Verification(
+                False,
+                expected.count or None,
+                count,
+                f"record {expected.count} does not match the exported head",
+                head,
+            )
+    return Verification(True, None, count, "", head)
+
+
+def verify_file(
+    path: str | Path,
+    *,
+    key: str | bytes | None = None,
+    expected_head: Head | str | None = None,
+) -> Verification:
+    """Verify the audit log in ``path`` without writing anything to it.
+
+    Opens the file read-only; a missing or empty file, a missing table, missing
+    append-only triggers or a key that does not match are failures, as is a
+    chain that breaks or disagrees with ``expected_head``.
+    """
+    raw = _key_bytes(key)
+    path = Path(path)
+    expected = Head.parse(expected_head) if isinstance(expected_head, str) else expected_head
+    if not path.is_file():
+        return Verification(False, None, 0, f"no audit log at {path}")
+    if path.stat().st_size == 0:
+        return Verification(False, None, 0, f"{path} is empty: the audit log was erased")
+    try:
+        conn = _ro_connect(path)
+    except sqlite3.Error as exc:
+        return Verification(False, None, 0, f"{path} is not a readable database: {exc}")
+    try:
+        try:
+            names = {(r[0], r[1]) for r in conn.execute("SELECT type, name FROM sqlite_master")}
+        except sqlite3.DatabaseError as exc:
+            return Verification(False, None, 0, f"{path} is not a readable database: {exc}")
+        if ("table", "audit_log") not in names:
+            return Verification(False, None, 0, f"{path} has no audit_log table")
+        missing = [t for t in TRIGGERS if ("trigger", t) not in names]
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(audit_log)")}
+        if not {"kind", "ref"} <= cols:
+            conn.close()
+            return _verify_legacy(path, raw, expected)
+        stored_key_id = None
+        if ("table", "audit_meta") in names:
+            row = conn.execute("SELECT value FROM audit_meta WHERE key = 'key_id'").fetchone()
+            stored_key_id = row[0] if row else None
+        result = _verify(conn, path, raw, expected)
+    finally:
+        conn.close()
+    if stored_key_id is not None and stored_key_id != _key_id(raw):
+        why = "no key was given" if raw is None else "the key given is not this log's key"
+        return result._replace(ok=False, problem=f"the audit log is keyed and {why}")
+    if not result.ok:
+        return result
+    if missing:
+        return result._replace(
+            ok=False, problem=f"append-only trigger(s) missing: {', '.join(missing)}"
+        )
+    return result
+
+
+def read_file(
+    path: str | Path,
+    since: float | datetime | None = None,
+    subject: str | None = None,
+    limit: int | None = None,
+) -> list[AuditRecord]:
+    """Records of the audit log in ``path``, read without writing (a read-only file is fine)."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        raise StoreError(f"no audit log at {path}")
+    try:
+        conn = _ro_connect(path)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the audit log at {path}: {exc}") from None
+    try:
+        try:
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(audit_log)")}
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path} is not a readable database: {exc}") from None
+        if not cols:
+            raise StoreError(f"{path} has no audit log")
+        if not {"kind", "ref"} <= cols:
+            mem = sqlite3.connect(":memory:", isolation_level=None)
+            conn.backup(mem)
+            conn.close()
+            conn = mem
+            _migrate(conn)
+        return _read(conn, path, since, subject, limit)
+    finally:
+        conn.close()
+
+
+def audit_path_for(db: str | Path) -> Path:
+    """Where the audit log of catalog ``db`` lives: its own file next to it.
+
+    ``tools.db`` → ``tools.audit.db``: catalog writes (a long ``index``) never
+    block the audit, and the audit can be kept on other storage.
+    """
+    db = Path(db)
+    return db.with_name(f"{db.stem}.audit{db.suffix or '.db'}")
+
+
+def _verify_legacy(path: Path, key: bytes | None, expected: Head | None) -> Verification:
+    """A log written before attempt/outcome rows: verify an in-memory copy."""
+    src = _ro_connect(path)
+    mem = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        src.backup(mem)
+        _migrate(mem)
+        names = {r[0] for r in mem.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+        result = _verify(mem, path, key, expected)
+    finally:
+        src.close()
+        mem.close()
+    missing = [t for t in TRIGGERS if t not in names]
+    if result.ok and missing:
+        return result._replace(
+            ok=False, problem=f"append-only trigger(s) missing: {', '.join(missing)}"
+        )
+    return result
+
+
+def _ro_uri(path: Path, immutable: bool = False) -> str:
+    """A read-only SQLite URI for ``path``."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+    return uri + "&immutable=1" if immutable else uri
+
+
+def _ro_connect(path: Path) -> sqlite3.Connection:
+    """A read-only connection; ``immutable`` when a WAL file's index cannot be created."""
+    try:
+        conn = sqlite3.connect(_ro_uri(path), uri=True, isolation_level=None)
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        return sqlite3.connect(_ro_uri(path, immutable=True), uri=True, isolation_level=None)
