@@ -332,3 +332,57 @@ def test_cache_is_bounded_and_can_be_off() -> None:
     off = verifier(cache_size=0)
     tok = token()
     assert off.verify(tok) == off.verify(tok) and not off._cache
+
+
+# ------------------------------------------------------------------ hardening
+
+
+def test_a_bare_base64_public_key_is_not_an_hmac_secret(
+    rsa_pem: tuple[bytes, bytes], ec_pem: tuple[bytes, bytes]
+) -> None:
+    for _, public in (rsa_pem, ec_pem):
+        der = serialization.load_pem_public_key(public).public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        for text in (
+            base64.b64encode(der),
+            base64.urlsafe_b64encode(der).rstrip(b"="),
+            b"".join(public.strip().splitlines()[1:-1]),  # the PEM body without its lines
+            der,
+        ):
+            with pytest.raises(ConfigError, match="key confusion"):
+                JWTVerifier(key=text, algorithms=["HS256"])
+    JWTVerifier(key=base64.b64encode(b"a random shared secret of 32+ bytes!"))
+
+
+@pytest.mark.parametrize("name", ["exp", "nbf", "iat"])
+@pytest.mark.parametrize("value", [10**400, 10**20, -(10**400), "9999999999", True, 1e308])
+def test_out_of_range_or_ill_typed_dates_are_invalid_claims(name: str, value: Any) -> None:
+    payload = claims(**{name: value})
+    if name != "exp":
+        payload["exp"] = int(time.time()) + 600
+    tok = jwt.encode(payload, SECRET, algorithm="HS256")
+    with pytest.raises(TokenError) as err:
+        verifier().verify(tok)
+    assert err.value.reason in ("token_invalid_claim", "token_expired", "token_not_yet_valid")
+    if value in (10**400, 10**20, "9999999999", 1e308) and name == "exp":
+        assert err.value.reason == "token_invalid_claim"
+
+
+def test_algorithm_names_are_case_insensitive_and_eddsa_works() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    assert check_algorithms(["eddsa", "EDDSA"]) == ("EdDSA",)
+    assert check_algorithms(["hs256"]) == ("HS256",)
+    private = ed25519.Ed25519PrivateKey.generate()
+    priv_pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )  # fmt: skip
+    pub_pem = private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    tok = issue_token(subject="a", tenant="t", key=priv_pem, algorithm="EDDSA")
+    assert JWTVerifier(key=pub_pem, algorithms=["EdDSA"]).verify(tok).subject == "a"
+    with pytest.raises(ConfigError, match=r"allowed: .*EdDSA"):
+        check_algorithms(["Ed25519"])

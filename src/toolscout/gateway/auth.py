@@ -164,17 +164,28 @@ class ClaimsMapping:
 DEFAULT_CLAIMS = ClaimsMapping()
 
 
+_CANONICAL_ALGS = {a.lower(): a for a in HMAC_ALGORITHMS | PUBLIC_KEY_ALGORITHMS}
+#: the latest NumericDate accepted (9999-12-31): later ``exp``/``nbf``/``iat`` are invalid
+MAX_NUMERIC_DATE = 253_402_300_799
+
+
 def check_algorithms(algorithms: Sequence[str]) -> tuple[str, ...]:
-    """Validate an allow-list: known names, never ``none``, never HMAC mixed with public keys."""
-    algs = tuple(dict.fromkeys(algorithms))
+    """Validate an allow-list: known names (any case: ``eddsa`` is ``EdDSA``), never
+    ``none``, never HMAC mixed with public keys."""
+    if isinstance(algorithms, str):
+        algorithms = [algorithms]
+    names = []
+    for alg in algorithms:
+        if not isinstance(alg, str) or alg.strip().lower() == "none":
+            raise ConfigError("algorithm 'none' is never allowed")
+        canonical = _CANONICAL_ALGS.get(alg.strip().lower())
+        if canonical is None:
+            known = ", ".join(sorted(HMAC_ALGORITHMS | PUBLIC_KEY_ALGORITHMS))
+            raise ConfigError(f"unknown JWT algorithm {alg!r}; allowed: {known}")
+        names.append(canonical)
+    algs = tuple(dict.fromkeys(names))
     if not algs:
         raise ConfigError("the algorithm allow-list is empty")
-    for alg in algs:
-        if alg.lower() == "none":
-            raise ConfigError("algorithm 'none' is never allowed")
-        if alg not in HMAC_ALGORITHMS and alg not in PUBLIC_KEY_ALGORITHMS:
-            known = ", ".join(sorted(HMAC_ALGORITHMS | PUBLIC_KEY_ALGORITHMS))
-            raise ConfigError(f"unknown JWT algorithm {alg!r}; known: {known}")
     if any(a in HMAC_ALGORITHMS for a in algs) and any(a in PUBLIC_KEY_ALGORITHMS for a in algs):
         raise ConfigError(
             "HMAC (HS*) and public-key algorithms must not share one verifier (key confusion)"
@@ -182,13 +193,76 @@ def check_algorithms(algorithms: Sequence[str]) -> tuple[str, ...]:
     return algs
 
 
+def _is_der_key(raw: bytes) -> bool:
+    """Whether ``raw`` is a DER public key, private key or certificate."""
+    if not raw.startswith(b"\x30"):  # an ASN.1 SEQUENCE
+        return False
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    loaders: tuple[Any, ...] = (
+        serialization.load_der_public_key,
+        lambda b: serialization.load_der_private_key(b, password=None),
+        x509.load_der_x509_certificate,
+    )
+    for load in loaders:
+        try:
+            load(raw)
+        except (ValueError, TypeError):
+            continue
+        return True
+    return False
+
+
+def _looks_like_a_key(raw: bytes) -> bool:
+    """A PEM, SSH, JWK or bare base64/DER key given where an HMAC secret belongs."""
+    import base64
+    import binascii
+
+    text = raw.strip()
+    if text.startswith((b"-----BEGIN", b"ssh-", b"ecdsa-sha2-")) or b'"kty"' in text:
+        return True
+    if _is_der_key(text):
+        return True
+    compact = b"".join(text.split())
+    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+        try:
+            der = decode(compact + b"=" * (-len(compact) % 4))
+        except (binascii.Error, ValueError):
+            continue
+        if _is_der_key(der):
+            return True
+    return False
+
+
 def _secret_bytes(key: str | bytes) -> bytes:
     raw = key.encode() if isinstance(key, str) else key
     if len(raw) < MIN_SECRET_BYTES:
         raise ConfigError(f"an HMAC secret must be at least {MIN_SECRET_BYTES} bytes")
-    if raw.lstrip().startswith(b"-----BEGIN") or raw.startswith(b"ssh-"):
-        raise ConfigError("an HMAC secret must not be a PEM or SSH key (key confusion)")
+    if _looks_like_a_key(raw):
+        raise ConfigError(
+            "an HMAC secret must not be a public or private key (PEM, SSH, JWK or base64 DER): "
+            "key confusion; use --key-file with an RS*/ES*/EdDSA algorithm instead"
+        )
     return raw
+
+
+def _numeric_dates(claims: Mapping[str, Any]) -> float:
+    """Check ``exp``/``nbf``/``iat`` are JSON numbers in range; returns ``exp``."""
+    for name in ("exp", "nbf", "iat"):
+        if name not in claims:
+            continue
+        value = claims[name]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not -MAX_NUMERIC_DATE <= value <= MAX_NUMERIC_DATE
+        ):
+            raise TokenError(
+                f"claim {name!r} must be a number of seconds up to {MAX_NUMERIC_DATE}",
+                reason=INVALID_CLAIM,
+            )
+    return float(claims["exp"])
 
 
 def _family(key: object) -> str:
@@ -432,15 +506,20 @@ class JWTVerifier:
                 leeway=self.leeway_seconds,
                 options=self._options,  # type: ignore[arg-type]
             )
+        except OverflowError:
+            raise TokenError(
+                "token has a numeric claim out of range", reason=INVALID_CLAIM
+            ) from None
         except (jwt.PyJWTError, ValueError, TypeError) as exc:
             raise _token_error(exc) from None
+        expires = _numeric_dates(claims)
         principal = self.claims.principal(claims)
         if self._cache_size:
             # exp was required and checked, nbf and iat are in the past and stay there
             with self._cache_lock:
                 if len(self._cache) >= self._cache_size:
                     self._cache.pop(next(iter(self._cache)), None)
-                self._cache[token] = (principal, float(claims["exp"]))
+                self._cache[token] = (principal, expires)
         return principal
 
 
