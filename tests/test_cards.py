@@ -3,8 +3,25 @@ from __future__ import annotations
 import pytest
 
 from support import spec
-from toolscout.cards import CARD_TOKEN_WARN, Risk, card_tokens, check_unique, make_spec
+from toolscout.cards import (
+    CARD_TOKEN_WARN,
+    Risk,
+    WarningKind,
+    card_tokens,
+    check_unique,
+    derived_summary,
+    make_spec,
+)
 from toolscout.errors import CardError
+
+#: draft-04 and REST habits real catalogs publish
+DRAFT04 = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "required": True},
+        "days": {"type": "integer", "minimum": 1, "exclusiveMinimum": True, "maximum": "50"},
+    },
+}
 
 
 def test_make_spec_fills_defaults_and_normalises() -> None:
@@ -28,8 +45,8 @@ def test_make_spec_fills_defaults_and_normalises() -> None:
 @pytest.mark.parametrize(
     ("data", "field", "fragment"),
     [
-        ({"id": "a.b"}, "summary", "missing"),
         ({"summary": "x"}, "id", "missing"),
+        ({"id": "a.b", "summary": 42}, "summary", "must be a string"),
         ({"id": "bad id", "summary": "x"}, "id", "without spaces"),
         ({"id": "a.b", "summary": "x", "risk": "scary"}, "risk", "not one of"),
         ({"id": "a.b", "summary": "x", "scopes": ["billing:*"]}, "scopes", "concrete"),
@@ -37,12 +54,21 @@ def test_make_spec_fills_defaults_and_normalises() -> None:
         ({"id": "a.b", "summary": "x", "tags": [1, 2]}, "tags", "list of strings"),
         ({"id": "a.b", "summary": "x", "colour": "red"}, "colour", "unknown field"),
         ({"id": "a.b", "summary": "x", "parameters": []}, "parameters", "JSON Schema object"),
-        (
-            {"id": "a.b", "summary": "x", "parameters": {"type": "object", "properties": 3}},
-            "parameters",
-            "not a valid JSON Schema",
-        ),
         ({"id": "a.b", "summary": "x", "parameters": {"type": "string"}}, "parameters", "'object'"),
+        (
+            {
+                "id": "a.b",
+                "summary": "x",
+                "parameters": {"type": "object", "properties": {"q": {"$ref": "http://h/s"}}},
+            },
+            "parameters",
+            "remote $ref 'http://h/s' refused",
+        ),
+        (
+            {"id": "a.b", "summary": "x", "output_schema": {"$ref": "https://example.com/o.json"}},
+            "output_schema",
+            "remote $ref",
+        ),
     ],
 )
 def test_bad_cards_name_the_card_and_field(
@@ -81,3 +107,59 @@ def test_card_text_includes_aliases_and_not_for() -> None:
     )
     assert "where is my order" in s.card.text()
     assert "Not for: search by email" in s.card.text()
+
+
+def test_empty_description_gets_a_derived_summary_and_a_warning() -> None:
+    s = make_spec(
+        {
+            "id": "rapid:getWeatherForecast",
+            "description": "   ",
+            "parameters": {"type": "object", "properties": {"city": {}, "days": {}}},
+        }
+    )
+    assert s.card.summary == "Get weather forecast (city, days)."
+    (w,) = s.warnings
+    assert (w.tool_id, w.kind, w.field) == (
+        "rapid:getWeatherForecast",
+        WarningKind.EMPTY_SUMMARY,
+        "summary",
+    )
+    assert "Get weather forecast" in str(w)
+    # no parameters, no summary key at all
+    assert make_spec({"id": "svc.ping"}).card.summary == "Ping."
+    assert make_spec({"id": "svc.ping", "summary": "", "description": "Pings."}).warnings == ()
+
+
+def test_derived_summary_caps_the_parameter_list() -> None:
+    props = {f"p{i}": {} for i in range(10)}
+    text = derived_summary("list_users", {"properties": props})
+    assert text.startswith("List users (p0, p1,") and text.endswith("...).")
+
+
+def test_invalid_schema_is_kept_as_published_with_a_warning() -> None:
+    s = make_spec({"id": "mcp.forecast", "summary": "Forecast.", "parameters": DRAFT04})
+    assert s.parameters == DRAFT04  # kept as published, nothing rewritten
+    (w,) = s.warnings
+    assert w.kind is WarningKind.INVALID_SCHEMA and w.field == "parameters"
+    assert "2020-12" in w.message and "/properties/" in w.message and "more" in w.message
+    # a schema that declares draft-04 is valid for what it declares: no warning
+    declared = {"$schema": "http://json-schema.org/draft-04/schema#", **DRAFT04}
+    declared["properties"] = {"days": {"type": "integer", "minimum": 1, "exclusiveMinimum": True}}
+    assert make_spec({"id": "a.b", "summary": "x", "parameters": declared}).warnings == ()
+
+
+def test_strict_turns_warnings_into_errors() -> None:
+    with pytest.raises(CardError) as info:
+        make_spec({"id": "a.b", "summary": "x", "parameters": DRAFT04}, strict=True)
+    assert info.value.field == "parameters" and "strict" in str(info.value)
+    with pytest.raises(CardError) as info:
+        make_spec({"id": "a.b"}, strict=True)
+    assert info.value.field == "summary"
+    assert make_spec({"id": "a.b", "summary": "x"}, strict=True).warnings == ()
+
+
+def test_warnings_do_not_change_identity_or_hash() -> None:
+    a = make_spec({"id": "a.b", "summary": "B."})
+    b = make_spec({"id": "a.b", "description": ""})
+    assert b.warnings and not a.warnings
+    assert a == b and a.content_hash() == b.content_hash()

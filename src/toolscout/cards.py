@@ -3,6 +3,12 @@
 A :class:`CapabilityCard` is what search sees: a few dozen tokens per tool. The
 full JSON Schema lives in :class:`ToolSpec` beside the card and is read only
 when the tool is shortlisted and rendered for the model.
+
+Real catalogs are messy. :func:`make_spec` refuses what cannot be a tool at all
+(no id, a schema that is not an object, a remote ``$ref``) with :class:`CardError`,
+and indexes what is merely imperfect (an empty description, a schema that is not
+valid JSON Schema 2020-12) with a :class:`CardWarning` carried on the spec —
+unless ``strict``, where each warning is an error.
 """
 
 from __future__ import annotations
@@ -19,9 +25,59 @@ from toolscout.errors import CardError
 
 #: Cards above this many tokens are reported as oversized (a warning, not an error).
 CARD_TOKEN_WARN = 60
+#: parameters named in a summary derived for a tool published without a description
+DERIVED_SUMMARY_PARAMS = 6
 
 _ID_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,200}$")
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.*-]+)*$")
+_WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+class WarningKind(StrEnum):
+    """What is imperfect about an imported tool that was indexed anyway."""
+
+    #: no description: a summary was derived from the name and parameters
+    EMPTY_SUMMARY = "empty_summary"
+    #: the schema is not valid JSON Schema 2020-12; kept as published
+    INVALID_SCHEMA = "invalid_schema"
+
+    @property
+    def meaning(self) -> str:
+        return _MEANINGS[self]
+
+
+_MEANINGS = {
+    WarningKind.EMPTY_SUMMARY: "empty description; a summary was derived from the name and "
+    "parameters",
+    WarningKind.INVALID_SCHEMA: "schema is not valid JSON Schema 2020-12; kept as published "
+    "and validated at execution",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CardWarning:
+    """A quality problem of one imported tool; the tool was indexed anyway."""
+
+    tool_id: str
+    kind: WarningKind
+    #: the card field at fault (``summary``, ``parameters``, ``output_schema``)
+    field: str
+    message: str
+    #: where the tool was read from (``file:line``), when it came from a file
+    where: str = ""
+
+    def __str__(self) -> str:
+        at = f" ({self.where})" if self.where else ""
+        return f"{self.tool_id}{at}: {self.message}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "tool_id": self.tool_id,
+            "kind": self.kind.value,
+            "field": self.field,
+            "message": self.message,
+            "where": self.where,
+        }
 
 
 class Risk(StrEnum):
@@ -85,6 +141,8 @@ class ToolSpec:
     card: CapabilityCard
     parameters: Mapping[str, Any] = field(default_factory=dict)
     output_schema: Mapping[str, Any] | None = None
+    #: quality problems found when the spec was built (not stored, not hashed)
+    warnings: tuple[CardWarning, ...] = field(default=(), compare=False)
 
     @property
     def id(self) -> str:
@@ -118,7 +176,10 @@ def _strings(tool_id: str, name: str, value: Any) -> tuple[str, ...]:
     return tuple(v.strip() for v in value if v.strip())
 
 
-def _check_schema(tool_id: str, name: str, schema: Any) -> dict[str, Any]:
+def _check_schema(
+    tool_id: str, name: str, schema: Any, warnings: list[CardWarning]
+) -> dict[str, Any]:
+    """The schema as published; structural problems raise, quality problems warn."""
     if schema is None:
         return {}
     if not isinstance(schema, Mapping):
@@ -126,27 +187,61 @@ def _check_schema(tool_id: str, name: str, schema: Any) -> dict[str, Any]:
     checked: dict[str, Any] = dict(schema)
     if not checked:
         return checked
-    from jsonschema import validators
-    from jsonschema.exceptions import SchemaError
+    from toolscout.schemas import remote_refs, schema_problems
 
-    cls = validators.validator_for(checked, default=validators.Draft202012Validator)
-    try:
-        cls.check_schema(checked)
-    except SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path) or "(root)"
+    remote = remote_refs(checked)
+    if remote:
         raise CardError(
-            tool_id, name, f"not a valid JSON Schema at {where}: {exc.message}"
-        ) from None
+            tool_id,
+            name,
+            f"remote $ref {remote[0]!r} refused: only local references (#/...) are resolved",
+        )
     kind = checked.get("type", "object")
     if kind != "object":
         raise CardError(tool_id, name, f"top-level type must be 'object', got {kind!r}")
+    problems = schema_problems(checked)
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        where = first.path or "(root)"
+        warnings.append(
+            CardWarning(
+                tool_id,
+                WarningKind.INVALID_SCHEMA,
+                name,
+                f"{name} is not valid JSON Schema 2020-12 at {where}: {first.message}{more}",
+            )
+        )
     return checked
 
 
-def make_spec(data: Mapping[str, Any], *, default_source: str = "") -> ToolSpec:
+def _name_words(name: str) -> list[str]:
+    return [
+        w.lower() for chunk in re.split(r"[^A-Za-z0-9]+", name) for w in _WORD_RE.findall(chunk)
+    ]
+
+
+def derived_summary(name: str, parameters: Mapping[str, Any]) -> str:
+    """A one-line summary for a tool published without a description: its name in
+    words and the parameters it takes (``get_forecast`` → "Get forecast (city, days).")."""
+    words = _name_words(name.rsplit(":", 1)[-1]) or [name]
+    head = " ".join(words)
+    head = head[:1].upper() + head[1:]
+    props = parameters.get("properties")
+    names = [str(p) for p in props][:DERIVED_SUMMARY_PARAMS] if isinstance(props, Mapping) else []
+    if isinstance(props, Mapping) and len(props) > DERIVED_SUMMARY_PARAMS:
+        names.append("...")
+    return f"{head} ({', '.join(names)})." if names else f"{head}."
+
+
+def make_spec(
+    data: Mapping[str, Any], *, default_source: str = "", strict: bool = False
+) -> ToolSpec:
     """Build and validate a :class:`ToolSpec` from a card mapping (YAML/JSON card files).
 
-    Raises :class:`CardError` naming the tool and the field.
+    Structural problems raise :class:`CardError` naming the tool and the field.
+    Quality problems (an empty description, a schema that is not valid JSON Schema
+    2020-12) are kept on ``spec.warnings``; with ``strict`` the first one raises.
     """
     if not isinstance(data, Mapping):
         raise CardError("?", "(card)", f"must be a mapping, got {type(data).__name__}")
@@ -177,12 +272,34 @@ def make_spec(data: Mapping[str, Any], *, default_source: str = "") -> ToolSpec:
         raise CardError(
             tool_id, unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}"
         )
-    summary = data.get("summary", data.get("description"))
-    if not isinstance(summary, str) or not summary.strip():
-        raise CardError(tool_id, "summary", "missing or empty")
+    summary = data.get("summary")
+    if summary is None or (isinstance(summary, str) and not summary.strip()):
+        summary = data.get("description")
+    if summary is not None and not isinstance(summary, str):
+        raise CardError(tool_id, "summary", f"must be a string, got {type(summary).__name__}")
     name = data.get("name") or tool_id.rsplit("/", 1)[-1].rsplit(".", 1)[-1]
     if not isinstance(name, str):
         raise CardError(tool_id, "name", "must be a string")
+    warnings: list[CardWarning] = []
+    params = _check_schema(tool_id, "parameters", data.get("parameters"), warnings)
+    output = data.get("output_schema")
+    out_schema = (
+        _check_schema(tool_id, "output_schema", output, warnings) if output is not None else None
+    )
+    if not summary or not summary.strip():
+        summary = derived_summary(name.strip() or tool_id, params)
+        warnings.insert(
+            0,
+            CardWarning(
+                tool_id,
+                WarningKind.EMPTY_SUMMARY,
+                "summary",
+                f"empty description; summary derived from the name and parameters: {summary!r}",
+            ),
+        )
+    if strict and warnings:
+        first = warnings[0]
+        raise CardError(tool_id, first.field, f"{first.message} (strict mode)")
     scopes = _strings(tool_id, "scopes", data.get("scopes"))
     for scope in scopes:
         if not _SCOPE_RE.match(scope) or "*" in scope:
@@ -214,10 +331,9 @@ def make_spec(data: Mapping[str, Any], *, default_source: str = "") -> ToolSpec:
         risk=risk,
         source=source,
     )
-    params = _check_schema(tool_id, "parameters", data.get("parameters"))
-    output = data.get("output_schema")
-    out_schema = _check_schema(tool_id, "output_schema", output) if output is not None else None
-    return ToolSpec(card=card, parameters=params, output_schema=out_schema)
+    return ToolSpec(
+        card=card, parameters=params, output_schema=out_schema, warnings=tuple(warnings)
+    )
 
 
 def check_unique(specs: Iterable[ToolSpec]) -> list[ToolSpec]:

@@ -1,28 +1,153 @@
 """Reading catalogs from files: YAML/JSON card files and ``tools.jsonl``.
 
-Every reader either returns every tool of its input or raises
-:class:`CatalogFileError` naming the file, the line where one is known, and
-what is wrong — nothing is stored from a file that fails.
+Structural problems — a file that is not UTF-8 text, a line that is not JSON, a
+document that is not YAML, a missing or duplicate id — refuse the whole import
+with :class:`CatalogFileError` naming the file and, where known, the line:
+nothing is stored from a read that fails. Quality problems (an empty
+description, an imperfect schema) do not: the tool is read with a
+:class:`~toolscout.cards.CardWarning` on ``spec.warnings`` naming where it came
+from, unless ``strict``.
+
+YAML is read with PyYAML's safe loader, and a document whose aliases would
+expand to more than :data:`YAML_ALIAS_BUDGET` extra nodes (an "alias bomb"), or
+that refers to itself, is refused before anything is built from it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from toolscout.cards import ToolSpec, check_unique, make_spec
+from toolscout.cards import ToolSpec, make_spec
 from toolscout.errors import CardError, CatalogFileError, ConfigError
 from toolscout.policy import PolicyConfig
 
 CARD_SUFFIXES = (".yaml", ".yml", ".json")
+#: how many nodes YAML aliases may add to a document beyond those written out
+YAML_ALIAS_BUDGET = 100_000
 
 
 def _yaml() -> Any:
     import yaml
 
     return yaml
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def read_text(path: Path, error: type[CatalogFileError] = CatalogFileError) -> str:
+    """A catalog file's text; a binary or non-UTF-8 file is an ``error`` naming the line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(str(path), f"cannot read: {exc.strerror or exc}") from None
+    if b"\x00" in data:
+        line = data[: data.index(b"\x00")].count(b"\n") + 1
+        raise error(str(path), "binary file (NUL byte), not a text catalog", line)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise error(
+            str(path), f"not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8", line
+        ) from None
+
+
+# -- YAML ----------------------------------------------------------------------------
+
+
+def _children(node: Any) -> list[Any]:
+    yaml = _yaml()
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expansion(root: Any, path: Path) -> None:
+    """Refuse a node graph that refers to itself or whose aliases expand too far."""
+    size: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            visiting.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in _children(node))
+            if size[key] > len(size) + YAML_ALIAS_BUDGET:
+                line = node.start_mark.line + 1
+                raise CatalogFileError(
+                    str(path),
+                    f"YAML aliases expand to more than {YAML_ALIAS_BUDGET} extra nodes "
+                    "(an alias bomb?); write the repeated parts out",
+                    line,
+                )
+            continue
+        if key in size:
+            continue
+        if key in visiting:
+            raise CatalogFileError(
+                str(path), "a YAML alias refers to itself", node.start_mark.line + 1
+            )
+        visiting.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in visiting:
+                raise CatalogFileError(
+                    str(path), "a YAML alias refers to itself", child.start_mark.line + 1
+                )
+            if id(child) not in size:
+                stack.append((child, False))
+
+
+def load_yaml(
+    text: str, path: Path, error: type[CatalogFileError] = CatalogFileError
+) -> tuple[Any, Any]:
+    """(document, its root node) of one YAML document, read safely (see the module doc)."""
+    yaml = _yaml()
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        _check_expansion(node, path)
+        return loader.construct_document(node), node
+    except CatalogFileError:
+        raise
+    except RecursionError:
+        raise error(str(path), "invalid YAML: nested too deeply") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise error(str(path), f"invalid YAML: {_one_line(problem)}", line) from None
+    finally:
+        loader.dispose()
+
+
+def _entry_lines(node: Any) -> list[int] | None:
+    """The line of each card in a card file, in :func:`_card_entries` order."""
+    yaml = _yaml()
+    if isinstance(node, yaml.SequenceNode):
+        return [n.start_mark.line + 1 for n in node.value]
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == "tools":
+                if isinstance(v, yaml.SequenceNode):
+                    return [n.start_mark.line + 1 for n in v.value]
+                return None
+        return [node.start_mark.line + 1]
+    return None
+
+
+# -- tools.jsonl ---------------------------------------------------------------------
 
 
 def from_jsonl_record(rec: Mapping[str, Any]) -> dict[str, Any]:
@@ -47,12 +172,7 @@ def jsonl_records(
 ) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; ``error`` names the file and line."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise error(str(p), f"cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise error(str(p), f"not UTF-8 text: {exc.reason}") from None
+    text = read_text(p, error)
     records: list[tuple[int, dict[str, Any]]] = []
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
@@ -61,23 +181,40 @@ def jsonl_records(
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
             raise error(str(p), f"invalid JSON: {exc.msg}", lineno) from None
+        except RecursionError:
+            raise error(str(p), "invalid JSON: nested too deeply", lineno) from None
         if not isinstance(rec, dict):
             raise error(str(p), "each line must be a JSON object", lineno)
         records.append((lineno, rec))
     return records
 
 
-def read_jsonl(path: Path) -> list[ToolSpec]:
-    specs: list[ToolSpec] = []
+def _located(spec: ToolSpec, where: str) -> ToolSpec:
+    if not spec.warnings:
+        return spec
+    return replace(spec, warnings=tuple(replace(w, where=where) for w in spec.warnings))
+
+
+def _jsonl_specs(path: Path, strict: bool) -> list[tuple[ToolSpec, int | None]]:
+    out: list[tuple[ToolSpec, int | None]] = []
     for lineno, rec in jsonl_records(path):
         try:
-            specs.append(make_spec(from_jsonl_record(rec), default_source=path.stem))
+            spec = make_spec(from_jsonl_record(rec), default_source=path.stem, strict=strict)
         except CardError as exc:
             raise CatalogFileError(str(path), str(exc), lineno) from None
-    return specs
+        out.append((_located(spec, f"{path}:{lineno}"), lineno))
+    return out
 
 
-def _card_entries(doc: Any, path: Path) -> Iterator[Mapping[str, Any]]:
+def read_jsonl(path: Path, *, strict: bool = False) -> list[ToolSpec]:
+    """The tools of one ``tools.jsonl``."""
+    return [spec for spec, _ in _jsonl_specs(path, strict)]
+
+
+# -- card files ----------------------------------------------------------------------
+
+
+def _card_entries(doc: Any, path: Path) -> Iterator[Any]:
     if isinstance(doc, Mapping) and "tools" in doc:
         tools = doc["tools"]
     elif isinstance(doc, list):
@@ -91,28 +228,43 @@ def _card_entries(doc: Any, path: Path) -> Iterator[Mapping[str, Any]]:
     yield from tools
 
 
-def read_cards(path: Path) -> list[ToolSpec]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CatalogFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    try:
-        doc = json.loads(text) if path.suffix == ".json" else _yaml().safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise CatalogFileError(str(path), f"invalid JSON: {exc.msg}", exc.lineno) from None
-    except Exception as exc:  # yaml.YAMLError and its subclasses
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise CatalogFileError(str(path), f"invalid YAML: {problem}", line) from None
-    service = doc.get("service", "") if isinstance(doc, Mapping) else ""
-    specs = []
-    for i, entry in enumerate(_card_entries(doc, path)):
+def _card_specs(path: Path, strict: bool) -> list[tuple[ToolSpec, int | None]]:
+    text = read_text(path)
+    lines: list[int] | None = None
+    if path.suffix == ".json":
         try:
-            specs.append(make_spec(entry, default_source=service or path.stem))
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CatalogFileError(str(path), f"invalid JSON: {exc.msg}", exc.lineno) from None
+        except RecursionError:
+            raise CatalogFileError(str(path), "invalid JSON: nested too deeply") from None
+    else:
+        doc, node = load_yaml(text, path)
+        lines = _entry_lines(node)
+    service = doc.get("service", "") if isinstance(doc, Mapping) else ""
+    if not isinstance(service, str):
+        raise CatalogFileError(str(path), "'service' must be a string")
+    entries = list(_card_entries(doc, path))
+    if lines is not None and len(lines) != len(entries):
+        lines = None
+    out: list[tuple[ToolSpec, int | None]] = []
+    for i, entry in enumerate(entries):
+        line = lines[i] if lines is not None else None
+        try:
+            spec = make_spec(entry, default_source=service or path.stem, strict=strict)
         except CardError as exc:
-            raise CatalogFileError(str(path), f"tool #{i + 1}: {exc}") from None
-    return specs
+            raise CatalogFileError(str(path), f"tool #{i + 1}: {exc}", line) from None
+        where = f"{path}:{line}" if line is not None else f"{path} tool #{i + 1}"
+        out.append((_located(spec, where), line))
+    return out
+
+
+def read_cards(path: Path, *, strict: bool = False) -> list[ToolSpec]:
+    """The tools of one YAML or JSON card file."""
+    return [spec for spec, _ in _card_specs(path, strict)]
+
+
+# -- catalogs ------------------------------------------------------------------------
 
 
 def _files(path: Path) -> list[Path]:
@@ -130,33 +282,41 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
-def read_catalog(paths: Iterable[str | Path]) -> list[ToolSpec]:
-    """All tools of the given files and directories; duplicate ids are an error."""
+def read_catalog(paths: Iterable[str | Path], *, strict: bool = False) -> list[ToolSpec]:
+    """All tools of the given files and directories, or :class:`CatalogFileError`.
+
+    A duplicate id names both places. Quality problems ride on ``spec.warnings``
+    (see :func:`toolscout.imports.import_warnings`); ``strict`` makes them errors.
+    """
     specs: list[ToolSpec] = []
+    first: dict[str, str] = {}
     for raw in paths:
         for f in _files(Path(raw)):
             if f.suffix == ".jsonl":
-                specs.extend(read_jsonl(f))
+                read = _jsonl_specs(f, strict)
             elif f.suffix in CARD_SUFFIXES:
-                specs.extend(read_cards(f))
+                read = _card_specs(f, strict)
             else:
                 raise CatalogFileError(
                     str(f), "unknown catalog format (use .yaml, .json or .jsonl)"
                 )
-    try:
-        return check_unique(specs)
-    except CardError as exc:
-        raise CatalogFileError(", ".join(str(p) for p in paths), str(exc)) from None
+            for spec, line in read:
+                where = f"{f}:{line}" if line is not None else str(f)
+                if spec.id in first:
+                    raise CatalogFileError(
+                        str(f), f"duplicate id {spec.id!r} (first at {first[spec.id]})", line
+                    )
+                first[spec.id] = where
+                specs.append(spec)
+    return specs
 
 
 def read_policy(path: str | Path) -> PolicyConfig:
     p = Path(path)
     try:
-        doc = _yaml().safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    except Exception as exc:
-        raise ConfigError(f"{p}: invalid YAML: {exc}") from None
+        doc, _ = load_yaml(read_text(p), p)
+    except CatalogFileError as exc:
+        raise ConfigError(str(exc)) from None
     if not isinstance(doc, Mapping):
         raise ConfigError(f"{p}: expected a mapping with 'roles' and 'admin_scope'")
     try:
