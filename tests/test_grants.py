@@ -82,7 +82,7 @@ def test_malformed(grant: str | None) -> None:
 
 def test_oversized_grant_refused() -> None:
     signer = GrantSigner(SECRET)
-    assert reason(signer, "tsg1." + "a" * 20000 + ".b", ALICE, "t") == "grant_malformed"
+    assert reason(signer, "tsg1." + "a" * 200_000 + ".b", ALICE, "t") == "grant_malformed"
 
 
 def test_a_token_is_not_a_grant() -> None:
@@ -97,5 +97,42 @@ def test_config_errors() -> None:
         GrantSigner(b"short")
     with pytest.raises(ConfigError):
         GrantSigner(SECRET, ttl_seconds=0)
-    with pytest.raises(ConfigError):
-        GrantSigner(SECRET).issue(ALICE, [f"t{i}" for i in range(65)])
+    with pytest.raises(ConfigError, match="at most 20000"):
+        GrantSigner(SECRET).issue(ALICE, [f"t{i}" for i in range(20_001)])
+
+
+def test_a_grant_for_many_tools_covers_them_by_digest() -> None:
+    signer = GrantSigner(SECRET)
+    ids = [f"crm.tool_{i}" for i in range(3000)]
+    grant = signer.issue(ALICE, ids)
+    for tool_id in [*ids[::97], ids[-1]]:
+        signer.check(grant, ALICE, tool_id)
+    assert reason(signer, grant, ALICE, "crm.tool_3000") == "grant_tool_not_covered"
+    small = signer.issue(ALICE, ids[:64])
+    assert "th" not in json.loads(base64.urlsafe_b64decode(small.split(".")[1] + "=="))
+
+
+def _respell(part: str) -> str:
+    """The same bytes in non-canonical base64url: padded, or with non-zero spare bits."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    if len(part) % 4 in (2, 3):
+        last = alphabet.index(part[-1])
+        return part[:-1] + alphabet[last | 1]  # set a bit the decoder throws away
+    return part + "=="
+
+
+def test_non_canonical_base64_is_refused() -> None:
+    signer = GrantSigner(SECRET)
+    grant = signer.issue(ALICE, ["a.tool"])
+    prefix, body, mac = grant.split(".")
+    for bad in (
+        f"{prefix}.{body}=.{mac}",
+        f"{prefix}.{body}.{mac}=",
+        f"{prefix}.{_respell(body)}.{mac}",
+        f"{prefix}.{body}.{_respell(mac)}",
+        f"{prefix}.{body[:5]}+{body[6:]}.{mac}",
+        f"{prefix}.{body}.{mac[:3]} {mac[3:]}",
+    ):
+        if bad != grant:
+            assert reason(signer, bad, ALICE, "a.tool") == "grant_malformed", bad
+    signer.check(grant, ALICE, "a.tool")

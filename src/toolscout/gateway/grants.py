@@ -5,9 +5,14 @@ by discovery for the same subject and tenant, that names the tool. A model (or
 an instruction injected into its context) then cannot call a tool that was
 never shortlisted in this conversation, even one the principal is entitled to.
 
-Format: ``tsg1.<base64url(JSON payload)>.<base64url(HMAC-SHA256)>``. The MAC is
-computed over a domain-separation prefix plus the payload, so a grant is never
-a valid token and a token is never a valid grant, even under one secret.
+Format: ``tsg1.<base64url(JSON payload)>.<base64url(HMAC-SHA256)>``, unpadded
+canonical base64url only (any other spelling of the same bytes is refused). The
+MAC is computed over a domain-separation prefix plus the payload, so a grant is
+never a valid token and a token is never a valid grant, even under one secret.
+
+A grant names up to :data:`MAX_TOOLS` tools by id; a larger shortlist (a
+``tier='all'`` discovery) is covered by 64-bit digests of the ids instead
+(``th``: packed, base64url), up to :data:`MAX_HASHED_TOOLS` tools.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -27,8 +33,13 @@ from toolscout.policy import Principal
 PREFIX = "tsg1"
 _DOMAIN = b"toolscout-grant-v1\x00"
 MIN_SECRET_BYTES = 32
-MAX_GRANT_BYTES = 16 * 1024
+#: tools named by id in a grant; more are covered by digests
 MAX_TOOLS = 64
+#: tools one grant can cover at all (by digest)
+MAX_HASHED_TOOLS = 20_000
+_DIGEST_BYTES = 8
+MAX_GRANT_BYTES = 512 + (MAX_HASHED_TOOLS * _DIGEST_BYTES * 4) // 3 + 64
+_B64URL = re.compile(r"[A-Za-z0-9_-]*")
 
 #: reason codes of :class:`GrantError`
 MISSING = "grant_missing"
@@ -45,7 +56,17 @@ def _b64e(data: bytes) -> str:
 
 
 def _b64d(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Strict, canonical, unpadded base64url: anything else is a ``ValueError``."""
+    if not _B64URL.fullmatch(text) or len(text) % 4 == 1:
+        raise ValueError("not canonical base64url")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64e(data) != text:  # non-zero padding bits: another spelling of the same bytes
+        raise ValueError("not canonical base64url")
+    return data
+
+
+def _tool_digest(tool_id: str) -> bytes:
+    return hashlib.sha256(tool_id.encode("utf-8", "surrogatepass")).digest()[:_DIGEST_BYTES]
 
 
 class GrantSigner:
@@ -74,16 +95,19 @@ class GrantSigner:
     def issue(self, principal: Principal, tool_ids: Iterable[str]) -> str:
         """A grant letting ``principal`` call the given tools for ``ttl_seconds``."""
         ids = sorted(set(tool_ids))
-        if len(ids) > MAX_TOOLS:
-            raise ConfigError(f"a grant covers at most {MAX_TOOLS} tools, got {len(ids)}")
+        if len(ids) > MAX_HASHED_TOOLS:
+            raise ConfigError(f"a grant covers at most {MAX_HASHED_TOOLS} tools, got {len(ids)}")
         now = int(self._clock())
-        payload = {
+        payload: dict[str, Any] = {
             "sub": principal.subject,
             "ten": principal.tenant,
-            "tools": ids,
             "iat": now,
             "exp": now + self.ttl_seconds,
         }
+        if len(ids) <= MAX_TOOLS:
+            payload["tools"] = ids
+        else:
+            payload["th"] = _b64e(b"".join(sorted({_tool_digest(i) for i in ids})))
         body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return f"{PREFIX}.{_b64e(body)}.{_b64e(self._mac(body))}"
 
@@ -103,8 +127,7 @@ class GrantSigner:
             raise GrantError(
                 "grant was issued for another tenant", tool_id=tool_id, reason=TENANT_MISMATCH
             )
-        tools = payload.get("tools")
-        if not isinstance(tools, list) or tool_id not in tools:
+        if not _covers(payload, tool_id):
             raise GrantError(
                 f"tool {tool_id!r} was not surfaced by discovery in this grant",
                 tool_id=tool_id,
@@ -142,3 +165,19 @@ class GrantSigner:
         if not isinstance(payload, dict):
             raise GrantError("grant payload is not an object", tool_id=tool_id, reason=MALFORMED)
         return payload
+
+
+def _covers(payload: dict[str, Any], tool_id: str) -> bool:
+    """Whether the grant's tool list (ids, or packed id digests) holds ``tool_id``."""
+    tools = payload.get("tools")
+    if isinstance(tools, list):
+        return tool_id in tools
+    packed = payload.get("th")
+    if not isinstance(packed, str):
+        return False
+    try:
+        data = _b64d(packed)
+    except (binascii.Error, ValueError):
+        return False
+    want = _tool_digest(tool_id)
+    return any(data[i : i + _DIGEST_BYTES] == want for i in range(0, len(data), _DIGEST_BYTES))
