@@ -75,3 +75,12 @@ def test_entitle_counts_reasons_and_keeps_order() -> None:
 def test_bad_policy_config(data: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         PolicyConfig.from_dict(data)
+
+
+def test_a_card_requiring_the_admin_scope_by_name_is_not_granted_by_a_wildcard() -> None:
+    card = spec("ops.rotate_keys", scopes=["toolscout:admin"]).card  # risk left at its default
+    for scopes in (["*"], ["toolscout:*"], ["*:admin"]):
+        decision = decide(Principal.of("s", "acme", scopes=scopes), card, CFG)
+        assert not decision.allowed and decision.reason is Reason.MISSING_SCOPE
+    assert decide(Principal.of("s", "acme", scopes=["toolscout:admin"]), card, CFG).allowed
+    assert decide(Principal.of("s", "acme", roles=["admin"]), card, CFG).allowed

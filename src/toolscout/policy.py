@@ -127,7 +127,10 @@ def decide_scopes(
     """The policy core over already-expanded scopes (see :func:`decide`)."""
     if card.tenants and tenant not in card.tenants:
         return Decision(False, Reason.TENANT, f"tool {card.id} is not offered to tenant {tenant!r}")
-    missing = [s for s in card.scopes if not holds(granted, s)]
+    # the admin scope is never granted by a wildcard, even when a card requires it by name
+    missing = [
+        s for s in card.scopes if not (s in granted if s == admin_scope else holds(granted, s))
+    ]
     if missing:
         return Decision(False, Reason.MISSING_SCOPE, f"tool {card.id} needs {', '.join(missing)}")
     # the admin scope must be held explicitly: a wildcard never grants it
