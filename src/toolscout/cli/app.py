@@ -236,6 +236,9 @@ def _register_modules() -> None:
     app.command("call")(friendly(call))
     app.add_typer(token_app, name="token", help="Development tokens.")
     app.command("audit")(friendly(audit))
+    from toolscout.cli.serve import serve
+
+    app.command("serve")(friendly(serve))
 
 
 _register_modules()

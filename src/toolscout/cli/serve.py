@@ -1,0 +1,98 @@
+"""``toolscout serve``: the HTTP API under uvicorn.
+
+The command checks its options, puts them in the environment and starts uvicorn
+with an application *factory* (:func:`app_from_environment`), so that each of
+``--workers N`` processes opens its own ``Toolscout`` on the same SQLite file or
+PostgreSQL database.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from toolscout.errors import ConfigError, MissingExtraError
+
+ENV_DB = "TOOLSCOUT_SERVE_DB"
+ENV_JWT_KEY = "TOOLSCOUT_JWT_KEY"
+ENV_AUDIT_KEY = "TOOLSCOUT_AUDIT_KEY"
+ENV_MAX_BODY = "TOOLSCOUT_MAX_BODY"
+
+
+def build_service(target: str, *, jwt_key: str, audit_key: str | None = None) -> Any:
+    """A ``Toolscout`` over ``target`` (a SQLite path or a PostgreSQL DSN)."""
+    from toolscout import Settings, Toolscout
+
+    settings = Settings(db=target, jwt_key=jwt_key, audit_key=audit_key or jwt_key)
+    return Toolscout.open(settings)
+
+
+def app_from_environment() -> Any:
+    """The uvicorn factory: one ``Toolscout`` and app per worker process, from the environment."""
+    from toolscout.http.app import MAX_BODY, create_app
+
+    target = os.environ.get(ENV_DB, "")
+    key = os.environ.get(ENV_JWT_KEY, "")
+    if not target or not key:
+        raise ConfigError(f"{ENV_DB} and {ENV_JWT_KEY} must be set")
+    service = build_service(target, jwt_key=key, audit_key=os.environ.get(ENV_AUDIT_KEY))
+    max_body = int(os.environ.get(ENV_MAX_BODY, str(MAX_BODY)))
+    return create_app(service, max_body=max_body, close_on_shutdown=True)
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.", min=1, max=65535)] = 8700,
+    db: Annotated[
+        Path | None, typer.Option("--db", help="SQLite catalog (default: the user data dir).")
+    ] = None,
+    postgres: Annotated[
+        str | None, typer.Option("--postgres", help="PostgreSQL DSN (postgresql://...).")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="uvicorn worker processes.", min=1, max=64)] = 1,
+    jwt_key: Annotated[
+        str | None,
+        typer.Option(
+            "--jwt-key", envvar=ENV_JWT_KEY, help="HS256 key callers' tokens are signed with."
+        ),
+    ] = None,
+) -> None:
+    """Serve the HTTP API (/v1/discover, /v1/execute, ..., /metrics) under uvicorn."""
+    try:
+        import uvicorn
+
+        import toolscout.http.app  # noqa: F401  (fails early when the extra is missing)
+    except ImportError as exc:
+        raise MissingExtraError(exc.name or "fastapi", "server") from None
+    if db is not None and postgres is not None:
+        raise ConfigError("give either --db or --postgres, not both")
+    if not jwt_key:
+        raise ConfigError(f"a JWT key is required: --jwt-key or ${ENV_JWT_KEY}")
+    if postgres is not None:
+        if not postgres.startswith(("postgresql://", "postgres://")):
+            raise ConfigError(f"--postgres must be a postgresql:// DSN, got {postgres[:40]!r}")
+        target = postgres
+    else:
+        from toolscout.settings import default_db_path
+
+        path = db if db is not None else default_db_path()
+        if not path.exists():
+            raise ConfigError(f"no catalog at {path}; run `toolscout index CATALOG --db {path}`")
+        target = str(path)
+    os.environ[ENV_DB] = target
+    os.environ[ENV_JWT_KEY] = jwt_key
+    # open once in this process, so a bad store or key fails here with one line
+    build_service(target, jwt_key=jwt_key).close()
+    uvicorn.run(
+        "toolscout.cli.serve:app_from_environment",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+    )

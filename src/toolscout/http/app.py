@@ -1,0 +1,345 @@
+"""The FastAPI application: a thin HTTP layer over :class:`toolscout.Toolscout`.
+
+Routes live under ``/v1``; every one but the health checks needs a bearer JWT, and
+the principal comes from that token only. Errors have one JSON shape
+(:mod:`toolscout.http.errors`); bodies are size-limited; no stack trace leaves
+the process.
+"""
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from toolscout.errors import CardError, ToolscoutError
+from toolscout.http import models as m
+from toolscout.http.errors import APIError, ErrorBody, body, from_library, responses
+from toolscout.http.metrics import CONTENT_TYPE, Metrics
+from toolscout.policy import Principal, holds
+
+#: default largest request body, in bytes
+MAX_BODY = 1 << 20
+#: largest body of a catalog import, in bytes
+MAX_IMPORT_BODY = 64 << 20
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class BodyLimit:
+    """ASGI middleware: refuse bodies over the limit (413) before the app reads them."""
+
+    def __init__(self, app: ASGIApp, *, limit: int, import_limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.import_limit = import_limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.import_limit if scope["path"] == "/v1/catalog/import" else self.limit
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = limit + 1
+                if declared > limit:
+                    await _too_large(send, limit)
+                    return
+        seen = 0
+        started = False
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited, tracking)
+        except _BodyTooLarge:
+            if not started:
+                await _too_large(send, limit)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    payload = json.dumps(body("payload_too_large", f"request body over {limit} bytes")).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse(body(code, message), status_code=status, headers=headers or None)
+
+
+def create_app(
+    service: Any,
+    *,
+    max_body: int = MAX_BODY,
+    max_import_body: int = MAX_IMPORT_BODY,
+    close_on_shutdown: bool = False,
+) -> FastAPI:
+    """The HTTP API over one ``Toolscout`` (``service``)."""
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        yield
+        if close_on_shutdown:
+            service.close()
+
+    app = FastAPI(
+        title="toolscout",
+        version="1",
+        summary="Progressive tool discovery for AI agents",
+        description="Entitle first, hybrid retrieval, just-in-time schemas, an execution gateway."
+        " Every /v1 route needs `Authorization: Bearer <JWT>`.",
+        lifespan=lifespan,
+    )
+    metrics = Metrics()
+    app.state.metrics = metrics
+    app.state.service = service
+    bearer = HTTPBearer(auto_error=False, description="A JWT issued for toolscout")
+
+    # -- errors ----------------------------------------------------------------------
+    @app.exception_handler(APIError)
+    async def api_error(request: Request, exc: APIError) -> JSONResponse:
+        extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+        return _error(exc.status, exc.code, exc.message, **extra)
+
+    @app.exception_handler(ToolscoutError)
+    async def library_error(request: Request, exc: ToolscoutError) -> JSONResponse:
+        err = from_library(exc)
+        return await api_error(request, err)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
+        return _error(422, "invalid_request", f"{where}: {first.get('msg', 'invalid value')}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        code = codes.get(exc.status_code, "invalid_request")
+        return _error(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        return _error(500, "internal", "internal error")
+
+    @app.middleware("http")
+    async def count(request: Request, call_next: Any) -> Response:
+        response: Response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        metrics.requests.labels(path, str(response.status_code)).inc()
+        return response
+
+    # -- auth ------------------------------------------------------------------------
+    def caller(
+        creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> Principal:
+        if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
+            raise APIError(401, "unauthorized", "a bearer token is required")
+        principal: Principal = service.verify(creds.credentials)
+        return principal
+
+    Caller = Annotated[Principal, Depends(caller)]
+
+    def admin(principal: Caller) -> Principal:
+        policy = service.catalog.policy
+        if not holds(policy.effective_scopes(principal), policy.admin_scope):
+            raise APIError(403, "forbidden", f"the {policy.admin_scope} scope is required")
+        return principal
+
+    Admin = Annotated[Principal, Depends(admin)]
+
+    def generation() -> int:
+        gen = service.catalog.generation
+        return int(gen() if callable(gen) else gen)
+
+    # -- health ----------------------------------------------------------------------
+    @app.get("/healthz", response_model=m.HealthResponse, tags=["health"])
+    def healthz() -> m.HealthResponse:
+        return m.HealthResponse(status="ok")
+
+    @app.get("/readyz", response_model=m.HealthResponse, responses=responses(503), tags=["health"])
+    def readyz() -> m.HealthResponse:
+        try:
+            gen = generation()
+            n = len(service.catalog)
+        except ToolscoutError as exc:
+            raise APIError(503, "unavailable", "the catalog store is unavailable") from exc
+        return m.HealthResponse(status="ready", tools=n, generation=gen)
+
+    @app.get(
+        "/metrics",
+        response_class=Response,
+        tags=["health"],
+        responses={200: {"content": {CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}}}},
+    )
+    def metrics_text() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    # -- discovery and execution -------------------------------------------------------
+    @app.post(
+        "/v1/discover",
+        response_model=m.DiscoverResponse,
+        responses=responses(400, 401, 413, 422),
+        tags=["discovery"],
+    )
+    def discover(req: m.DiscoverRequest, principal: Caller) -> dict[str, Any]:
+        shortlist = service.discover(
+            principal,
+            req.query,
+            k=req.k,
+            fmt=req.format,
+            token_budget=req.token_budget,
+            conversation=req.conversation,
+        )
+        metrics.discovered(shortlist)
+        out: dict[str, Any] = shortlist.to_dict()
+        out["names"] = dict(shortlist.names)
+        return out
+
+    @app.get(
+        "/v1/tools/{tool_id}/schema",
+        response_model=dict[str, Any],
+        responses=responses(400, 401, 404, 422),
+        tags=["discovery"],
+    )
+    def schema(tool_id: str, principal: Caller, format: m.Format = "openai") -> dict[str, Any]:
+        rendered: dict[str, Any] = service.schema(principal, tool_id, fmt=format)
+        return rendered
+
+    @app.post(
+        "/v1/execute",
+        response_model=m.ExecuteResponse,
+        responses=responses(400, 401, 413, 422),
+        tags=["execution"],
+    )
+    def execute(req: m.ExecuteRequest, principal: Caller) -> m.ExecuteResponse:
+        result = service.execute(
+            principal,
+            req.name,
+            req.arguments,
+            discovery_id=req.discovery_id,
+            grant=req.grant,
+            conversation=req.conversation,
+        )
+        metrics.executed(result.status, result.reason)
+        audit = getattr(result, "audit_id", None)
+        return m.ExecuteResponse(
+            status=result.status,
+            ok=result.ok,
+            tool_id=result.tool_id,
+            name=result.name,
+            value=_jsonable(result.value),
+            reason=result.reason,
+            message=result.message,
+            audit_id=None if audit is None else str(audit),
+            discovery_id=result.discovery_id,
+            latency_ms=float(result.latency_ms or 0.0),
+            overhead_ms=float(result.overhead_ms or 0.0),
+        )
+
+    @app.post(
+        "/v1/feedback",
+        response_model=m.OkResponse,
+        responses=responses(400, 401, 404, 413, 422),
+        tags=["discovery"],
+    )
+    def feedback(req: m.FeedbackRequest, principal: Caller) -> m.OkResponse:
+        service.feedback(req.discovery_id, req.tool_id)
+        return m.OkResponse()
+
+    # -- catalog (admin) ---------------------------------------------------------------
+    @app.post(
+        "/v1/catalog/import",
+        response_model=m.ImportResponse,
+        responses=responses(400, 401, 403, 413, 422, 503),
+        tags=["catalog"],
+    )
+    def catalog_import(req: m.ImportRequest, principal: Admin) -> m.ImportResponse:
+        from toolscout.cards import make_spec
+
+        specs = []
+        for i, record in enumerate(req.tools):
+            try:
+                specs.append(make_spec(record, default_source="http"))
+            except CardError as exc:
+                raise APIError(400, "invalid_catalog", f"tools[{i}]: {exc}") from None
+        report = service.catalog.add(specs, replace_all=req.replace_all)
+        s = report.stats
+        return m.ImportResponse(
+            added=s.added,
+            updated=s.updated,
+            unchanged=s.unchanged,
+            removed=s.removed,
+            embedded=s.embedded,
+            seconds=round(report.seconds, 4),
+            warnings=list(report.warnings),
+            generation=generation(),
+        )
+
+    @app.post(
+        "/v1/catalog/delete",
+        response_model=m.DeleteResponse,
+        responses=responses(400, 401, 403, 413, 422, 503),
+        tags=["catalog"],
+    )
+    def catalog_delete(req: m.DeleteRequest, principal: Admin) -> m.DeleteResponse:
+        removed = service.catalog.remove(req.ids)
+        return m.DeleteResponse(removed=int(removed), generation=generation())
+
+    app.add_middleware(BodyLimit, limit=max_body, import_limit=max_import_body)
+    return app
+
+
+def _jsonable(value: Any) -> Any:
+    """A tool's value as JSON (anything else as its string form)."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return value
+
+
+def openapi_document(app: FastAPI) -> dict[str, Any]:
+    return app.openapi()
+
+
+__all__ = ["BodyLimit", "ErrorBody", "create_app", "openapi_document"]

@@ -1,0 +1,88 @@
+"""Prometheus metrics of one server process (text exposition format via prometheus_client).
+
+Each process has its own registry: with several uvicorn workers, scrape each one
+or sum in Prometheus; the counters never block a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+_LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.025, 0.04, 0.06, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class Metrics:
+    """The service's counters and histograms."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.discover_seconds = Histogram(
+            "toolscout_discover_seconds",
+            "Discovery latency inside the service, in seconds",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.shortlist_size = Histogram(
+            "toolscout_shortlist_size",
+            "Tools in each returned shortlist",
+            buckets=(0, 1, 2, 3, 4, 5, 7, 10, 20, 30),
+            registry=r,
+        )
+        self.discoveries = Counter("toolscout_discoveries", "Discoveries answered", registry=r)
+        self.low_confidence = Counter(
+            "toolscout_low_confidence",
+            "Discoveries whose confidence was below the threshold"
+            " (rate: toolscout_low_confidence_total / toolscout_discoveries_total)",
+            registry=r,
+        )
+        self.tokens_injected = Counter(
+            "toolscout_tokens_injected", "Schema tokens injected into prompts", registry=r
+        )
+        self.tokens_saved = Counter(
+            "toolscout_tokens_saved",
+            "Schema tokens not injected (entitled catalog minus injected)",
+            registry=r,
+        )
+        self.denials = Counter(
+            "toolscout_denials",
+            "Tools withheld at discovery or calls refused at execution, by reason",
+            ["stage", "reason"],
+            registry=r,
+        )
+        self.executions = Counter(
+            "toolscout_executions", "Executions by status", ["status"], registry=r
+        )
+        self.requests = Counter(
+            "toolscout_http_requests",
+            "HTTP requests by route and status code",
+            ["route", "status"],
+            registry=r,
+        )
+
+    def discovered(self, shortlist: Any) -> None:
+        self.discoveries.inc()
+        self.discover_seconds.observe(float(shortlist.latency_ms) / 1000.0)
+        self.shortlist_size.observe(len(shortlist.tools))
+        if shortlist.low_confidence:
+            self.low_confidence.inc()
+        self.tokens_injected.inc(shortlist.tokens.injected)
+        self.tokens_saved.inc(shortlist.tokens.saved)
+        reasons: Mapping[str, int] = shortlist.policy_reasons
+        for reason, n in reasons.items():
+            if n:
+                self.denials.labels("discover", str(reason)).inc(n)
+
+    def executed(self, status: str, reason: str | None) -> None:
+        self.executions.labels(status).inc()
+        if status == "refused":
+            self.denials.labels("execute", reason or "refused").inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,272 @@
+"""The HTTP API: in process through the ASGI app, and over a socket from ``toolscout serve``."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from toolscout.gateway.auth import issue_token
+from toolscout.loader import demo_catalog_dir, read_catalog, read_policy
+
+KEY = "test-http-key-0123456789abcdef0123456789"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def token(subject: str = "alice@acme", tenant: str = "acme", **kw: Any) -> str:
+    return issue_token(subject=subject, key=KEY, tenant=tenant, **kw)
+
+
+def auth(tok: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tok}"}
+
+
+ALICE = auth(token(roles=["support_agent"]))
+ADMIN = auth(token("root@acme", scopes=["toolscout:admin", "*"]))
+
+
+def build_demo(path: Path) -> None:
+    from toolscout import Settings, Toolscout
+
+    with Toolscout.open(Settings(db=str(path), jwt_key=KEY, audit_key=KEY)) as ts:
+        ts.catalog.set_policy(read_policy(demo_catalog_dir() / "policy.yaml"))
+        ts.catalog.add(read_catalog([demo_catalog_dir()]))
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("http") / "demo.db"
+    build_demo(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def client(demo_db: Path) -> Iterator[Any]:
+    from fastapi.testclient import TestClient
+
+    from toolscout.cli.serve import build_service
+    from toolscout.http.app import create_app
+
+    service = build_service(str(demo_db), jwt_key=KEY)
+    app = create_app(service, max_body=64 * 1024)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        yield c
+    service.close()
+
+
+def _error(resp: httpx.Response, status: int, code: str) -> None:
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert set(body) == {"error"} and body["error"]["code"] == code
+    assert "Traceback" not in body["error"]["message"] and "\n" not in body["error"]["message"]
+
+
+# -- in process ---------------------------------------------------------------------------
+def test_discover_returns_entitled_shortlist_with_schemas(client: Any) -> None:
+    r = client.post("/v1/discover", json={"query": "where is order 94218", "k": 3}, headers=ALICE)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert 1 <= len(body["tools"]) <= 10 and len(body["schemas"]) == len(body["tools"])
+    assert body["discovery_id"]
+    assert body["tokens"]["injected"] <= body["tokens"]["catalog"]
+    assert set(body["names"].values()) == {t["id"] for t in body["tools"]}
+    assert any("order" in t["id"] for t in body["tools"])
+
+
+def test_every_v1_route_needs_a_valid_token(client: Any) -> None:
+    _error(client.post("/v1/discover", json={"query": "refund"}), 401, "unauthorized")
+    bad = auth(issue_token(subject="x", key="another-key-0123456789abcdef0123456"))
+    _error(client.post("/v1/discover", json={"query": "refund"}, headers=bad), 401, "unauthorized")
+    _error(client.post("/v1/execute", json={"name": "x"}), 401, "unauthorized")
+    _error(client.get("/v1/tools/orders.find_order/schema"), 401, "unauthorized")
+    assert client.get("/healthz").status_code == 200
+    ready = client.get("/readyz").json()
+    assert ready["status"] == "ready" and ready["tools"] > 100
+
+
+def test_schema_only_for_entitled_tools_and_unknown_looks_the_same(client: Any) -> None:
+    r = client.get("/v1/tools/orders.find_order/schema?format=anthropic", headers=ALICE)
+    assert r.status_code == 200 and "input_schema" in r.json()
+    forbidden = client.get("/v1/tools/billing.issue_full_refund/schema", headers=ALICE)
+    unknown = client.get("/v1/tools/no.such.tool/schema", headers=ALICE)
+    _error(forbidden, 404, "not_found")
+    _error(unknown, 404, "not_found")
+    assert forbidden.json() == unknown.json() | {
+        "error": {**unknown.json()["error"], "message": forbidden.json()["error"]["message"]}
+    }
+
+
+def test_execute_refuses_what_the_token_does_not_allow(client: Any) -> None:
+    r = client.post(
+        "/v1/execute",
+        json={"name": "billing.issue_full_refund", "arguments": {"order_id": "5512"}},
+        headers=ALICE,
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "refused" and not body["ok"] and body["reason"]
+
+
+def test_execute_by_the_name_the_model_saw(client: Any) -> None:
+    d = client.post(
+        "/v1/discover", json={"query": "where is order 94218", "format": "openai"}, headers=ALICE
+    ).json()
+    name = next(iter(d["names"]))
+    r = client.post(
+        "/v1/execute",
+        json={"name": name, "arguments": {}, "discovery_id": d["discovery_id"]},
+        headers=ALICE,
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["tool_id"] == d["names"][name]
+    assert body["status"] in ("ok", "refused", "error")
+
+
+def test_catalog_writes_need_the_admin_scope_and_refuse_atomically(client: Any) -> None:
+    rec = {"id": "http.new_tool", "name": "new_tool", "description": "Frobnicate a widget."}
+    _error(
+        client.post("/v1/catalog/import", json={"tools": [rec]}, headers=ALICE), 403, "forbidden"
+    )
+    bad = {"tools": [rec, {"id": "", "name": "broken"}]}
+    _error(client.post("/v1/catalog/import", json=bad, headers=ADMIN), 400, "invalid_catalog")
+    before = client.get("/readyz").json()["tools"]
+    r = client.post("/v1/catalog/import", json={"tools": [rec]}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert r.json()["added"] == 1
+    assert client.get("/readyz").json()["tools"] == before + 1
+    r = client.post("/v1/catalog/delete", json={"ids": ["http.new_tool"]}, headers=ADMIN)
+    assert r.json()["removed"] == 1
+    assert client.get("/readyz").json()["tools"] == before
+
+
+def test_bad_bodies_get_one_error_shape(client: Any) -> None:
+    _error(client.post("/v1/discover", json={"query": ""}, headers=ALICE), 422, "invalid_request")
+    _error(client.post("/v1/discover", json={"query": "x", "k": 99}, headers=ALICE), 422,
+           "invalid_request")  # fmt: skip
+    _error(client.post("/v1/discover", content=b"{not json", headers=ALICE), 422, "invalid_request")
+    big = {"query": "x" * 100_000}
+    _error(client.post("/v1/discover", json=big, headers=ALICE), 413, "payload_too_large")
+    _error(client.get("/v1/nothing", headers=ALICE), 404, "not_found")
+
+
+def test_metrics_parse_as_prometheus_text(client: Any) -> None:
+    client.post("/v1/discover", json={"query": "restart the pod"}, headers=ALICE)
+    text = client.get("/metrics").text
+    names = {f.name for f in text_string_to_metric_families(text)}
+    assert {
+        "toolscout_discover_seconds",
+        "toolscout_shortlist_size",
+        "toolscout_tokens_injected",
+        "toolscout_tokens_saved",
+        "toolscout_denials",
+        "toolscout_low_confidence",
+        "toolscout_discoveries",
+        "toolscout_executions",
+    } <= names
+
+
+def test_committed_openapi_document_is_current(client: Any) -> None:
+    served = client.get("/openapi.json").json()
+    committed = json.loads((ROOT / "docs" / "openapi.json").read_text())
+    assert served == committed, "regenerate: python -m toolscout.http.openapi > docs/openapi.json"
+
+
+# -- over a real socket ----------------------------------------------------------------------
+LOGS: dict[int, Any] = {}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "toolscout", "serve", "--port", str(port), "--jwt-key", KEY, *args]
+    log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
+    proc = subprocess.Popen(
+        cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=log
+    )
+    LOGS[proc.pid] = log
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"serve exited: {log.read().decode()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.2)
+    stop(proc)
+    raise RuntimeError("serve did not become ready in 60 s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log = LOGS.pop(proc.pid, None)
+    if log is not None:
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def server(demo_db: Path) -> Iterator[str]:
+    proc, url = start_server("--db", str(demo_db))
+    yield url
+    stop(proc)
+
+
+def test_served_over_a_socket_with_a_token_and_refused_without(server: str) -> None:
+    r = httpx.post(f"{server}/v1/discover", json={"query": "refund invoice"}, headers=ALICE)
+    assert r.status_code == 200 and r.json()["tools"]
+    _error(httpx.post(f"{server}/v1/discover", json={"query": "refund invoice"}), 401,
+           "unauthorized")  # fmt: skip
+    r = httpx.post(f"{server}/v1/execute", json={"name": "orders.find_order",
+                   "arguments": {"order_id": "94218"}}, headers=ALICE)  # fmt: skip
+    assert r.status_code == 200 and r.json()["tool_id"] == "orders.find_order"
+
+
+def test_serve_refuses_bad_options_in_one_line(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "toolscout", "serve", "--db", str(tmp_path / "none.db"),
+         "--jwt-key", KEY],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+
+
+def test_schemathesis_finds_no_server_error_nor_schema_violation(server: str) -> None:
+    st = Path(sys.executable).with_name("schemathesis")
+    r = subprocess.run(
+        [
+            str(st), "run", f"{server}/openapi.json",
+            "--header", f"Authorization: {ALICE['Authorization']}",
+            "--checks", "not_a_server_error,response_schema_conformance,"
+            "status_code_conformance,content_type_conformance",
+            "--max-examples", "12", "--seed", "1", "--exclude-path-regex", "^/v1/catalog",
+            "--request-timeout", "20",
+        ],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
