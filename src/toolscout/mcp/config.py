@@ -1,0 +1,440 @@
+"""The gateway's configuration: the ``mcpServers`` JSON that Claude Desktop and Cursor use.
+
+::
+
+    {
+      "mcpServers": {
+        "time":   {"command": "mcp-server-time", "args": [], "env": {}, "cwd": null},
+        "search": {"url": "https://example.test/mcp", "headers": {"X-Key": "..."},
+                   "toolscout": {"scopes": ["web:search"],
+                                 "tools": {"delete_*": {"risk": "destructive",
+                                                        "scopes": ["web:admin"]}},
+                                 "tenants": ["acme"], "hide": ["debug_*"],
+                                 "aliases": {"search": ["look something up online"]},
+                                 "not_for": {"search": ["searching local files"]}}}
+      },
+      "toolscout": {"db": ":memory:", "mode": "auto", "principal": {...}, "auth": {...}}
+    }
+
+Each server may carry a ``toolscout`` section; a server without one gets the
+safe default: every one of its tools needs the scope ``mcp:<server>``, and its
+risk comes from the tool's own annotations (no annotations: ``destructive``, as
+the MCP specification says, so the admin scope is needed too). The top-level
+``toolscout`` section configures the gateway itself (:class:`GatewayConfig`).
+Every mistake is a :class:`~toolscout.errors.ConfigError` naming the server and
+the field.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolscout.cards import Risk
+from toolscout.errors import ConfigError
+from toolscout.policy import Principal
+
+__all__ = [
+    "MODES",
+    "GatewayConfig",
+    "ServerConfig",
+    "ServerPolicy",
+    "ToolRule",
+    "default_scope",
+    "load_config",
+    "parse_config",
+]
+
+#: how the client sees the tools: the tier rule, meta-tools only, dynamic list, all directly
+MODES = ("auto", "meta", "dynamic", "direct")
+_NAME_RE = re.compile(r"[^A-Za-z0-9_.-]")
+_SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*$")
+
+
+def safe_name(name: str) -> str:
+    """A server or tool name reduced to ``[A-Za-z0-9_.-]`` (other characters become ``_``)."""
+    return _NAME_RE.sub("_", name.strip()) or "_"
+
+
+def default_scope(server: str) -> str:
+    """The scope a server's tools need when its config has no ``toolscout`` section."""
+    return f"mcp:{safe_name(server)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRule:
+    """Settings for the tools whose upstream name matches ``pattern`` (a glob)."""
+
+    pattern: str
+    scopes: tuple[str, ...] | None = None
+    risk: Risk | None = None
+    aliases: tuple[str, ...] = ()
+    not_for: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    def matches(self, tool: str) -> bool:
+        return fnmatch.fnmatchcase(tool, self.pattern)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerPolicy:
+    """A server's ``toolscout`` section: who may use its tools and how they are described."""
+
+    scopes: tuple[str, ...]
+    tenants: tuple[str, ...] = ()
+    hide: tuple[str, ...] = ()
+    rules: tuple[ToolRule, ...] = ()
+    group: str = ""
+
+    def hidden(self, tool: str) -> bool:
+        return any(fnmatch.fnmatchcase(tool, p) for p in self.hide)
+
+    def for_tool(self, tool: str) -> tuple[tuple[str, ...], Risk | None, ToolRule]:
+        """(scopes, risk override, merged rule) for one upstream tool; later rules win."""
+        scopes, risk = self.scopes, None
+        aliases: list[str] = []
+        not_for: list[str] = []
+        tags: list[str] = []
+        for rule in self.rules:
+            if not rule.matches(tool):
+                continue
+            if rule.scopes is not None:
+                scopes = rule.scopes
+            if rule.risk is not None:
+                risk = rule.risk
+            aliases += rule.aliases
+            not_for += rule.not_for
+            tags += rule.tags
+        merged = ToolRule(tool, scopes, risk, tuple(aliases), tuple(not_for), tuple(tags))
+        return scopes, risk, merged
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """One upstream: a stdio command or a streamable-HTTP URL, plus its policy."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    policy: ServerPolicy = field(default_factory=lambda: ServerPolicy(()))
+    #: the section had no ``toolscout`` key (the safe default applies)
+    defaulted: bool = False
+
+    @property
+    def transport(self) -> str:
+        return "http" if self.url else "stdio"
+
+    @property
+    def prefix(self) -> str:
+        """The namespace of this server's card ids (``<server>/``)."""
+        return safe_name(self.name) + "/"
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """The whole file: the upstreams and the gateway's own settings."""
+
+    servers: tuple[ServerConfig, ...]
+    #: the catalog file; ``:memory:`` (the default) keeps it in a temporary file
+    db: str = ":memory:"
+    mode: str = "auto"
+    #: the caller over stdio (no token there); over HTTP each request's bearer token decides
+    principal: Principal | None = None
+    #: secret for HS256 tokens, or a PEM public key file path (``jwt_key_file``)
+    jwt_key: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    #: this server's public URL and its authorization servers (protected-resource metadata)
+    resource_url: str | None = None
+    authorization_servers: tuple[str, ...] = ()
+    timeout_s: float = 30.0
+    connect_timeout_s: float = 10.0
+    max_result_bytes: int = 256 * 1024
+    #: most tools the dynamic mode keeps in a caller's list (least recently used go first)
+    dynamic_limit: int = 16
+    k: int = 5
+    #: the admin scope of the policy (privileged tools need it explicitly)
+    admin_scope: str | None = None
+    roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def server(self, name: str) -> ServerConfig:
+        for s in self.servers:
+            if s.name == name:
+                return s
+        raise ConfigError(f"no server named {name!r} in the config")
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _strs(where: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: must be a list of strings")
+    return tuple(v.strip() for v in value if v.strip())
+
+
+def _scopes(where: str, value: Any) -> tuple[str, ...]:
+    out = _strs(where, value)
+    for scope in out:
+        if not _SCOPE_RE.match(scope):
+            raise ConfigError(f"{where}: {scope!r} is not a concrete scope like 'files:read'")
+    return out
+
+
+def _str_map(where: str, value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ConfigError(f"{where}: must map names to strings")
+    return dict(value)
+
+
+def _risk(where: str, value: Any) -> Risk:
+    try:
+        return Risk(value)
+    except ValueError:
+        choices = ", ".join(r.value for r in Risk)
+        raise ConfigError(f"{where}: {value!r} is not one of: {choices}") from None
+
+
+def _known(where: str, data: Mapping[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown field {unknown[0]!r}; known fields: {', '.join(sorted(known))}"
+        )
+
+
+def _glob_lists(where: str, value: Any) -> dict[str, tuple[str, ...]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: must map tool globs to lists of strings")
+    return {str(k): _strs(f"{where}.{k}", v) for k, v in value.items()}
+
+
+def _server_policy(name: str, data: Any) -> ServerPolicy:
+    where = f"mcpServers.{name}.toolscout"
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: must be an object")
+    _known(
+        where, data, {"scopes", "tenants", "hide", "tools", "risk", "aliases", "not_for", "group"}
+    )
+    scopes = (
+        _scopes(f"{where}.scopes", data["scopes"]) if "scopes" in data else (default_scope(name),)
+    )
+    rules: list[ToolRule] = []
+    risk_map = data.get("risk", {})
+    if not isinstance(risk_map, Mapping):
+        raise ConfigError(f"{where}.risk: must map tool globs to a risk level")
+    for pattern, level in risk_map.items():
+        rules.append(ToolRule(str(pattern), risk=_risk(f"{where}.risk.{pattern}", level)))
+    for pattern, aliases in _glob_lists(f"{where}.aliases", data.get("aliases")).items():
+        rules.append(ToolRule(pattern, aliases=aliases))
+    for pattern, hints in _glob_lists(f"{where}.not_for", data.get("not_for")).items():
+        rules.append(ToolRule(pattern, not_for=hints))
+    tools = data.get("tools", {})
+    if not isinstance(tools, Mapping):
+        raise ConfigError(f"{where}.tools: must map tool globs to settings")
+    for pattern, rule in tools.items():
+        rw = f"{where}.tools.{pattern}"
+        if not isinstance(rule, Mapping):
+            raise ConfigError(f"{rw}: must be an object")
+        _known(rw, rule, {"scopes", "risk", "aliases", "not_for", "tags"})
+        rules.append(
+            ToolRule(
+                str(pattern),
+                scopes=_scopes(f"{rw}.scopes", rule["scopes"]) if "scopes" in rule else None,
+                risk=_risk(f"{rw}.risk", rule["risk"]) if "risk" in rule else None,
+                aliases=_strs(f"{rw}.aliases", rule.get("aliases")),
+                not_for=_strs(f"{rw}.not_for", rule.get("not_for")),
+                tags=_strs(f"{rw}.tags", rule.get("tags")),
+            )
+        )
+    group = data.get("group", safe_name(name))
+    if not isinstance(group, str):
+        raise ConfigError(f"{where}.group: must be a string")
+    return ServerPolicy(
+        scopes=scopes,
+        tenants=_strs(f"{where}.tenants", data.get("tenants")),
+        hide=_strs(f"{where}.hide", data.get("hide")),
+        rules=tuple(rules),
+        group=group,
+    )
+
+
+def _server(name: str, data: Any) -> ServerConfig:
+    where = f"mcpServers.{name}"
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: must be an object")
+    _known(where, data, {"command", "args", "env", "cwd", "url", "headers", "type", "toolscout"})
+    command, url = data.get("command"), data.get("url")
+    if (command is None) == (url is None):
+        raise ConfigError(f"{where}: needs exactly one of 'command' (stdio) or 'url' (HTTP)")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise ConfigError(f"{where}.command: must be a non-empty string")
+    if url is not None and (
+        not isinstance(url, str) or not url.startswith(("http://", "https://"))
+    ):
+        raise ConfigError(f"{where}.url: must be an http(s) URL")
+    kind = data.get("type")
+    if kind not in (None, "stdio", "http", "streamable-http", "streamableHttp"):
+        raise ConfigError(f"{where}.type: {kind!r} is not supported (stdio or http)")
+    cwd = data.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ConfigError(f"{where}.cwd: must be a string")
+    has_policy = "toolscout" in data
+    policy = (
+        _server_policy(name, data["toolscout"])
+        if has_policy
+        else ServerPolicy((default_scope(name),), group=safe_name(name))
+    )
+    env = data.get("env")
+    return ServerConfig(
+        name=name,
+        command=command.strip() if isinstance(command, str) else None,
+        args=_strs(f"{where}.args", data.get("args")) if data.get("args") is not None else (),
+        env=_str_map(f"{where}.env", env) if env is not None else None,
+        cwd=cwd,
+        url=url,
+        headers=_str_map(f"{where}.headers", data.get("headers")),
+        policy=policy,
+        defaulted=not has_policy,
+    )
+
+
+def _principal(data: Any) -> Principal:
+    where = "toolscout.principal"
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: must be an object")
+    _known(where, data, {"subject", "tenant", "scopes", "roles"})
+    subject = data.get("subject")
+    if not isinstance(subject, str) or not subject.strip():
+        raise ConfigError(f"{where}.subject: must be a non-empty string")
+    tenant = data.get("tenant", "")
+    if not isinstance(tenant, str):
+        raise ConfigError(f"{where}.tenant: must be a string")
+    scopes = _strs(f"{where}.scopes", data.get("scopes"))
+    return Principal.of(subject, tenant, scopes, _strs(f"{where}.roles", data.get("roles")))
+
+
+def _number(where: str, value: Any, default: float, *, low: float, high: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ConfigError(f"{where}: must be a number within [{low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
+def parse_config(data: Any, *, base: Path | None = None) -> GatewayConfig:
+    """Validate a parsed config document; ``base`` resolves relative paths."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("the config must be a JSON object with an 'mcpServers' object")
+    _known("(top level)", data, {"mcpServers", "toolscout", "$schema"})
+    servers_raw = data.get("mcpServers")
+    if not isinstance(servers_raw, Mapping):
+        raise ConfigError("'mcpServers' must be an object of server name → settings")
+    servers = tuple(_server(str(n), d) for n, d in servers_raw.items())
+    seen: dict[str, str] = {}
+    for s in servers:
+        key = safe_name(s.name)
+        if key in seen:
+            raise ConfigError(f"mcpServers: {s.name!r} and {seen[key]!r} have the same id {key!r}")
+        seen[key] = s.name
+    gw = data.get("toolscout", {})
+    if not isinstance(gw, Mapping):
+        raise ConfigError("toolscout: must be an object")
+    known = {
+        "db", "mode", "principal", "jwt_key", "jwt_key_file", "jwt_issuer", "jwt_audience",
+        "resource_url", "authorization_servers", "timeout_s", "connect_timeout_s",
+        "max_result_bytes", "dynamic_limit", "k", "admin_scope", "roles",
+    }  # fmt: skip
+    _known("toolscout", gw, known)
+    mode = gw.get("mode", "auto")
+    if mode not in MODES:
+        raise ConfigError(f"toolscout.mode: {mode!r} is not one of: {', '.join(MODES)}")
+    db = gw.get("db", ":memory:")
+    if not isinstance(db, str) or not db:
+        raise ConfigError("toolscout.db: must be a path or ':memory:'")
+    if db != ":memory:" and base is not None and not Path(db).is_absolute():
+        db = str(base / db)
+    jwt_key = gw.get("jwt_key")
+    if "jwt_key_file" in gw:
+        path = Path(str(gw["jwt_key_file"]))
+        path = path if path.is_absolute() or base is None else base / path
+        try:
+            jwt_key = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"toolscout.jwt_key_file: cannot read {path}: {exc}") from None
+    for key in ("jwt_issuer", "jwt_audience", "resource_url", "admin_scope"):
+        if gw.get(key) is not None and not isinstance(gw[key], str):
+            raise ConfigError(f"toolscout.{key}: must be a string")
+    if jwt_key is not None and not isinstance(jwt_key, str):
+        raise ConfigError("toolscout.jwt_key: must be a string")
+    roles = gw.get("roles", {})
+    if not isinstance(roles, Mapping):
+        raise ConfigError("toolscout.roles: must map role names to lists of scopes")
+    return GatewayConfig(
+        servers=servers,
+        db=db,
+        mode=mode,
+        principal=_principal(gw["principal"]) if "principal" in gw else None,
+        jwt_key=jwt_key,
+        jwt_issuer=gw.get("jwt_issuer"),
+        jwt_audience=gw.get("jwt_audience"),
+        resource_url=gw.get("resource_url"),
+        authorization_servers=_strs(
+            "toolscout.authorization_servers", gw.get("authorization_servers")
+        ),
+        timeout_s=_number("toolscout.timeout_s", gw.get("timeout_s"), 30.0, low=0.01, high=3600),
+        connect_timeout_s=_number(
+            "toolscout.connect_timeout_s", gw.get("connect_timeout_s"), 10.0, low=0.01, high=600
+        ),
+        max_result_bytes=int(
+            _number(
+                "toolscout.max_result_bytes",
+                gw.get("max_result_bytes"),
+                256 * 1024,
+                low=1024,
+                high=64 * 1024 * 1024,
+            )
+        ),
+        dynamic_limit=int(
+            _number("toolscout.dynamic_limit", gw.get("dynamic_limit"), 16, low=1, high=128)
+        ),
+        k=int(_number("toolscout.k", gw.get("k"), 5, low=1, high=10)),
+        admin_scope=gw.get("admin_scope"),
+        roles={str(r): _scopes(f"toolscout.roles.{r}", v) for r, v in roles.items()},
+    )
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    """Read and validate a config file; :class:`ConfigError` names the file and the problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the config: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{p}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    try:
+        return parse_config(data, base=p.resolve().parent)
+    except ConfigError as exc:
+        raise ConfigError(f"{p}: {exc}") from None

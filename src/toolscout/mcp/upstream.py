@@ -1,0 +1,491 @@
+"""Upstream MCP servers: connections kept alive, tools turned into cards, faults isolated.
+
+One :class:`Upstream` per configured server owns a background *supervisor* task
+that connects through the official SDK ``Client`` (a stdio subprocess or
+streamable HTTP), lists the tools, watches for ``tools/list_changed`` (a
+``subscriptions/listen`` stream on 2026-07-28 servers, the notification on
+handshake-era ones, and a periodic re-list as a fallback), and reconnects with
+exponential back-off when the connection breaks. Start-up waits at most
+``connect_timeout_s`` per server; a server that comes up later has its tools
+indexed then.
+
+:func:`tool_spec` makes the card of one upstream tool: id ``<server>/<tool>``
+(sanitised, unique), summary from the description (a missing one is a warning,
+not a refusal), the ``inputSchema`` kept (an invalid one is replaced by an
+open object schema, with a warning), ``readOnlyHint``/``destructiveHint`` read
+as risk, the title as an alias, then the server's ``toolscout`` section.
+
+:class:`Upstreams` is the gateway's executor (bound as ``"*"``): it routes a
+call to its server, under a time-out and a result-size cap, and turns every
+upstream fault into an :class:`~toolscout.errors.ExecutorError` naming the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from toolscout.cards import Risk, ToolSpec, make_spec
+from toolscout.errors import CardError, ExecutorError
+from toolscout.mcp.config import GatewayConfig, ServerConfig, safe_name
+
+__all__ = ["Upstream", "UpstreamTool", "Upstreams", "tool_spec"]
+
+log = logging.getLogger(__name__)
+
+# reason codes of the ExecutorErrors raised here (the executors' own codes, same values)
+TOOL_FAILED = "tool_failed"
+RESPONSE_TOO_LARGE = "response_too_large"
+UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+UPSTREAM_TIMEOUT = "upstream_timeout"
+
+#: seconds between re-lists of a connected server (catches changes it does not announce)
+POLL_S = 5.0
+#: back-off between reconnect attempts: first, factor, ceiling (seconds)
+BACKOFF = (0.2, 2.0, 15.0)
+_ID_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTool:
+    """One upstream tool as the gateway indexed it."""
+
+    server: str
+    name: str
+    spec: ToolSpec
+    #: the tool as the upstream published it (MCP wire form: annotations, title, ...)
+    wire: Mapping[str, Any]
+    warnings: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- cards
+
+
+def _risk(annotations: Mapping[str, Any] | None) -> Risk:
+    """MCP hints to risk: read-only → read; explicitly not destructive → write; else
+    destructive (the specification's default when a tool says nothing)."""
+    hints = annotations or {}
+    if hints.get("readOnlyHint") is True:
+        return Risk.READ
+    if hints.get("destructiveHint") is False:
+        return Risk.WRITE
+    return Risk.DESTRUCTIVE
+
+
+def _first_sentence(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit]
+    stop = cut.rfind(". ")
+    return cut[: stop + 1] if stop > 80 else cut.rstrip() + "…"
+
+
+def tool_id(server: ServerConfig, tool: str, taken: set[str]) -> str:
+    """``<server>/<tool>`` sanitised; a clash gets ``~2``, ``~3``, ... appended."""
+    base = (server.prefix + safe_name(tool))[:_ID_MAX]
+    out, n = base, 1
+    while out in taken:
+        n += 1
+        out = f"{base[: _ID_MAX - 4]}~{n}"
+    taken.add(out)
+    return out
+
+
+def tool_spec(server: ServerConfig, wire: Mapping[str, Any], taken: set[str]) -> UpstreamTool:
+    """The card of one upstream tool (``wire`` is its ``tools/list`` entry, by alias)."""
+    name = str(wire.get("name") or "")
+    tid = tool_id(server, name or "unnamed", taken)
+    warnings: list[str] = []
+    annotations = wire.get("annotations") if isinstance(wire.get("annotations"), Mapping) else None
+    title = wire.get("title") or (annotations or {}).get("title")
+    desc = wire.get("description")
+    if isinstance(desc, str) and desc.strip():
+        summary = _first_sentence(desc)
+    else:
+        warnings.append(f"{tid}: the upstream gives no description; indexed by its name")
+        summary = str(title or " ".join(safe_name(name).replace("_", " ").split()) or tid)
+    scopes, risk_override, rule = server.policy.for_tool(name)
+    aliases = [str(title)] if isinstance(title, str) and title.strip() else []
+    card: dict[str, Any] = {
+        "id": tid,
+        "name": name or tid,
+        "summary": summary,
+        "scopes": list(scopes),
+        "tenants": list(server.policy.tenants),
+        "tags": list(rule.tags),
+        "aliases": aliases + list(rule.aliases),
+        "not_for": list(rule.not_for),
+        "group": server.policy.group,
+        "risk": (risk_override or _risk(annotations)).value,
+        "source": f"mcp:{server.name}",
+        "parameters": wire.get("inputSchema") or {"type": "object"},
+    }
+    out_schema = wire.get("outputSchema")
+    if isinstance(out_schema, Mapping):
+        card["output_schema"] = out_schema
+    try:
+        spec = make_spec(card)
+    except CardError as exc:
+        if exc.field not in ("parameters", "output_schema"):
+            raise
+        warnings.append(f"{tid}: {exc.reason}; indexed with an open argument schema")
+        card["parameters"] = {"type": "object", "additionalProperties": True}
+        card.pop("output_schema", None)
+        spec = make_spec(card)
+    return UpstreamTool(server.name, name, spec, dict(wire), tuple(warnings))
+
+
+def specs_from_tools(
+    server: ServerConfig, tools: Sequence[Mapping[str, Any]]
+) -> tuple[list[UpstreamTool], list[str]]:
+    """Cards for a server's tools, hidden ones left out; (tools, warnings)."""
+    taken: set[str] = set()
+    out: list[UpstreamTool] = []
+    warnings: list[str] = []
+    for wire in tools:
+        name = str(wire.get("name") or "")
+        if server.policy.hidden(name):
+            continue
+        try:
+            tool = tool_spec(server, wire, taken)
+        except CardError as exc:  # a card field the config set is wrong: skip that tool only
+            warnings.append(f"{server.name}/{name}: skipped: {exc}")
+            continue
+        out.append(tool)
+        warnings.extend(tool.warnings)
+    return out, warnings
+
+
+# --------------------------------------------------------------------------- one upstream
+
+
+@asynccontextmanager
+async def _http(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
+    from mcp.client.streamable_http import streamable_http_client
+
+    if not headers:
+        async with streamable_http_client(url) as streams:
+            yield streams
+        return
+    import httpx2  # the mcp SDK's HTTP client
+
+    async with (
+        httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0)) as c,
+        streamable_http_client(url, http_client=c) as streams,
+    ):
+        yield streams
+
+
+class Upstream:
+    """One upstream server: its supervised connection, its tools, its calls."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+        max_result_bytes: int = 256 * 1024,
+        on_tools: Callable[[Upstream], Awaitable[None]] | None = None,
+        errlog: TextIO | None = None,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.max_result_bytes = max_result_bytes
+        self.on_tools = on_tools
+        self.errlog = errlog
+        self.poll_s = poll_s
+        self.state = "down"
+        self.last_error = ""
+        self.connects = 0
+        self.tools: dict[str, UpstreamTool] = {}
+        self.warnings: list[str] = []
+        self.listed = asyncio.Event()
+        self._client: Any = None
+        self._digest = ""
+        self._broken = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"MCP server {self.name!r}"
+
+    def _client_factory(self) -> Any:
+        from mcp import Client, Implementation, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        cfg = self.config
+        if cfg.url:
+            transport: Any = _http(cfg.url, cfg.headers)
+        else:
+            assert cfg.command is not None
+            params = StdioServerParameters(
+                command=cfg.command, args=list(cfg.args), env=dict(cfg.env or {}) or None,
+                cwd=cfg.cwd,
+            )  # fmt: skip
+            transport = stdio_client(params, errlog=self.errlog or sys.stderr)
+        return Client(
+            transport,
+            client_info=Implementation(name="toolscout-gateway", version="0.1.0"),
+            message_handler=self._on_message,
+            cache=None,
+        )
+
+    async def _on_message(self, message: Any) -> None:
+        method = getattr(message, "method", "")
+        if method == "notifications/tools/list_changed":
+            self._changed.set()
+        elif isinstance(message, Exception):
+            self._broken.set()
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._supervise(), name=f"toolscout-upstream-{self.name}"
+            )
+
+    async def wait_listed(self, timeout_s: float) -> bool:
+        """Wait until the first tool list is in (or the time-out); True if it is."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self.listed.wait()
+        return self.listed.is_set()
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=5.0)
+        self.state, self._client = "down", None
+
+    async def _supervise(self) -> None:
+        delay = BACKOFF[0]
+        while True:
+            started = time.monotonic()
+            try:
+                await self._connected_session()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # an upstream fault never ends the gateway
+                self.last_error = _describe(exc)
+                log.warning("%s: %s", self.label, self.last_error)
+            self.state, self._client = "down", None
+            if time.monotonic() - started > 10 * delay:
+                delay = BACKOFF[0]  # it was up for a while: start the back-off again
+            await asyncio.sleep(delay)
+            delay = min(delay * BACKOFF[1], BACKOFF[2])
+
+    async def _connected_session(self) -> None:
+        self.state = "connecting"
+        self._broken.clear()
+        client = self._client_factory()
+        async with contextlib.AsyncExitStack() as stack:
+            async with asyncio.timeout(self.connect_timeout_s):
+                await stack.enter_async_context(client)
+                self._client = client
+                await self._relist(force=True)
+            self.state = "up"
+            self.connects += 1
+            self.last_error = ""
+            watcher = asyncio.get_running_loop().create_task(self._listen(client))
+            stack.callback(watcher.cancel)
+            await self._watch()
+
+    async def _listen(self, client: Any) -> None:
+        """On a 2026-07-28 connection, follow ``subscriptions/listen`` for tool changes."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return
+        caps = client.server_capabilities
+        if caps.tools is None or not caps.tools.list_changed:
+            return
+        try:
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _ in sub:
+                    self._changed.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("%s: listen stream ended: %s", self.label, _describe(exc))
+
+    async def _watch(self) -> None:
+        """Serve until the connection breaks; re-list on a change or every ``poll_s``."""
+        while True:
+            broken = asyncio.ensure_future(self._broken.wait())
+            changed = asyncio.ensure_future(self._changed.wait())
+            try:
+                await asyncio.wait(
+                    {broken, changed}, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                broken.cancel()
+                changed.cancel()
+            if self._broken.is_set():
+                raise ConnectionError(self.last_error or "the connection broke")
+            force = self._changed.is_set()
+            self._changed.clear()
+            async with asyncio.timeout(self.timeout_s):
+                await self._relist(force=force)
+
+    async def _relist(self, *, force: bool) -> None:
+        client = self._client
+        wires: list[dict[str, Any]] = []
+        cursor = None
+        for _ in range(100):
+            page = await client.list_tools(cursor=cursor)
+            wires += [
+                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools
+            ]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        digest = hashlib.sha256(json.dumps(wires, sort_keys=True).encode()).hexdigest()
+        if digest == self._digest and not force and self.listed.is_set():
+            return
+        first = not self.listed.is_set()
+        if digest != self._digest or first:
+            tools, warnings = specs_from_tools(self.config, wires)
+            self.tools = {t.spec.id: t for t in tools}
+            self.warnings = warnings
+            self._digest = digest
+            if self.on_tools is not None:
+                await self.on_tools(self)
+        self.listed.set()
+
+    # -- calls -----------------------------------------------------------------
+    def unavailable(self, tool: str, why: str) -> ExecutorError:
+        return ExecutorError(
+            f"upstream {self.label} is unavailable ({why}); its other tools fail the same way "
+            "until it reconnects",
+            tool_id=tool,
+            reason=UPSTREAM_UNAVAILABLE,
+        )
+
+    async def call(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one tool; the MCP ``CallToolResult`` as a wire dict, or ExecutorError."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        tool = self.tools.get(spec.id)
+        name = tool.name if tool is not None else spec.card.name
+        client = self._client
+        if client is None or self.state != "up":
+            raise self.unavailable(spec.id, self.last_error or self.state)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                result = await client.call_tool(name, dict(arguments))
+        except TimeoutError:
+            raise ExecutorError(
+                f"upstream {self.label} did not answer {name!r} within {self.timeout_s:g}s",
+                tool_id=spec.id,
+                reason=UPSTREAM_TIMEOUT,
+            ) from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self.last_error = "the connection closed"
+                self._broken.set()
+                raise self.unavailable(spec.id, self.last_error) from None
+            raise ExecutorError(
+                f"upstream {self.label} refused {name!r}: {exc}",
+                tool_id=spec.id,
+                reason=TOOL_FAILED,
+            ) from None
+        except Exception as exc:
+            self.last_error = _describe(exc)
+            self._broken.set()
+            raise self.unavailable(spec.id, self.last_error) from None
+        wire: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        size = len(json.dumps(wire, separators=(",", ":")).encode())
+        if size > self.max_result_bytes:
+            raise ExecutorError(
+                f"the result of {spec.id} is {size} bytes, over the gateway's cap of "
+                f"{self.max_result_bytes}",
+                tool_id=spec.id,
+                reason=RESPONSE_TOO_LARGE,
+            )
+        if result.is_error:
+            texts = [b.text for b in result.content if getattr(b, "type", "") == "text"]
+            raise ExecutorError(
+                f"{spec.id} failed upstream ({self.name}): {' '.join(texts)[:500]}",
+                tool_id=spec.id,
+                reason=TOOL_FAILED,
+            )
+        return wire
+
+
+def _describe(exc: BaseException) -> str:
+    """One line about a (possibly grouped) exception."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- all of them
+
+
+@dataclass
+class Upstreams:
+    """Every configured upstream, and the executor that routes calls to them."""
+
+    config: GatewayConfig
+    on_tools: Callable[[Upstream], Awaitable[None]] | None = None
+    errlog: TextIO | None = None
+    poll_s: float = POLL_S
+    servers: dict[str, Upstream] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for sc in self.config.servers:
+            self.servers[sc.prefix] = Upstream(
+                sc,
+                timeout_s=self.config.timeout_s,
+                connect_timeout_s=self.config.connect_timeout_s,
+                max_result_bytes=self.config.max_result_bytes,
+                on_tools=self.on_tools,
+                errlog=self.errlog,
+                poll_s=self.poll_s,
+            )
+
+    async def start(self, *, wait_s: float | None = None) -> None:
+        """Start every supervisor; wait (bounded) for the first tool lists."""
+        for up in self.servers.values():
+            up.start()
+        limit = self.config.connect_timeout_s if wait_s is None else wait_s
+        await asyncio.gather(*(up.wait_listed(limit) for up in self.servers.values()))
+
+    def owner(self, tool_id: str) -> Upstream | None:
+        prefix = tool_id.split("/", 1)[0] + "/"
+        return self.servers.get(prefix)
+
+    def tools(self) -> dict[str, UpstreamTool]:
+        out: dict[str, UpstreamTool] = {}
+        for up in self.servers.values():
+            out.update(up.tools)
+        return out
+
+    async def call(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        up = self.owner(spec.id)
+        if up is None:
+            raise ExecutorError(
+                f"no upstream serves {spec.id}", tool_id=spec.id, reason=UPSTREAM_UNAVAILABLE
+            )
+        return await up.call(spec, arguments)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(up.aclose() for up in self.servers.values()))

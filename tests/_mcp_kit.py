@@ -1,0 +1,88 @@
+"""Shared helpers of the MCP gateway tests: where the published servers are, ports, processes.
+
+The npm servers and the Inspector CLI are installed by ``.ci/run`` into
+``.ci/node`` (``TOOLSCOUT_NODE_MODULES`` overrides the ``node_modules`` path); the
+PyPI servers come with the dev extra. Nothing here skips: a missing server fails.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+APP = Path(__file__).resolve().parent / "mcp_upstream_app.py"
+
+
+def node_modules() -> Path:
+    path = Path(os.environ.get("TOOLSCOUT_NODE_MODULES", ROOT / ".ci" / "node" / "node_modules"))
+    assert (path / "@modelcontextprotocol").is_dir(), (
+        f"the npm MCP servers are not installed under {path}; run .ci/run (it installs them)"
+    )
+    return path
+
+
+def npm_server(package: str) -> list[str]:
+    """``node <entry>`` of an installed ``@modelcontextprotocol/<package>``."""
+    entry = node_modules() / "@modelcontextprotocol" / package / "dist" / "index.js"
+    assert entry.is_file(), f"{entry} is missing; run .ci/run"
+    return ["node", str(entry)]
+
+
+def inspector_cli() -> tuple[list[str], Path]:
+    """The Inspector CLI command, and the directory it must run in (it reads ../package.json)."""
+    build = node_modules() / "@modelcontextprotocol" / "inspector-cli" / "build"
+    assert (build / "index.js").is_file(), f"{build} is missing; run .ci/run"
+    return ["node", str(build / "index.js")], build
+
+
+def py_server(name: str) -> str:
+    path = BIN / name
+    assert path.is_file(), f"{path} is missing; install the dev extra"
+    return str(path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def start_app(port: int, *args: str) -> subprocess.Popen[bytes]:
+    """The SDK-written test upstream over streamable HTTP on 127.0.0.1:port."""
+    proc = subprocess.Popen(
+        [sys.executable, str(APP), "--port", str(port), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port)
+    except TimeoutError:
+        proc.kill()
+        raise
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
