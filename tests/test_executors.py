@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import threading
 import time
@@ -23,10 +24,14 @@ from toolscout.errors import (
     ExecutorError,
     ExecutorTimeout,
 )
-from toolscout.executors.base import Executor, HTTPEndpoint, HTTPExecutor, PythonExecutor, tool
+from toolscout.executors.base import Executor
+from toolscout.executors.http import HTTPEndpoint, HTTPExecutor
+from toolscout.executors.python import PythonExecutor, tool
 from toolscout.gateway.core import ExecutionResult
 
 # ------------------------------------------------------------------ a real HTTP server
+
+BOMB = gzip.compress(b"\0" * 50_000_000, compresslevel=9)  # ~50 KB that inflate to 50 MB
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -80,6 +85,14 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, b"x" * 2_000_000, "text/plain")
         elif path == "/text":
             self._send(200, "héllo".encode(), "text/plain; charset=utf-8")
+        elif path == "/gzip-bomb":
+            self._send(200, BOMB, "text/plain", **{"content-encoding": "gzip"})
+        elif path == "/gzip-ok":
+            self._send(200, gzip.compress(b'{"ok": true}'), **{"content-encoding": "gzip"})
+        elif path == "/brotli":
+            self._send(200, b"\x0b\x02\x80hi\x03", "text/plain", **{"content-encoding": "br"})
+        elif path == "/accept":
+            self._send(200, json.dumps(self.headers.get("accept-encoding")).encode())
         else:
             self._echo()
 
@@ -166,7 +179,7 @@ def test_http_redirects_within_origin_only(base: str) -> None:
     assert call(ex, "redirect.same", {})["path"] == "/orders/7"
     with pytest.raises(ExecutorError) as err:
         call(ex, "redirect.other", {})
-    assert err.value.reason == "redirect_refused" and "localhost" in str(err.value)
+    assert err.value.reason == "redirect_refused" and "localhost" in err.value.detail
     with pytest.raises(ExecutorError, match="too many redirects"):
         call(ex, "redirect.loop", {})
 
@@ -175,7 +188,9 @@ def test_http_errors_are_typed(base: str) -> None:
     ex = HTTPExecutor(endpoints(base), max_response_bytes=1_000_000)
     with pytest.raises(ExecutorError) as err:
         call(ex, "fail", {})
-    assert err.value.reason == "http_status" and "HTTP 500: internal trouble" in str(err.value)
+    assert err.value.reason == "http_status" and "HTTP 500" in str(err.value)
+    # the body is for the audit, not the caller
+    assert "internal trouble" not in str(err.value) and "internal trouble" in err.value.detail
     with pytest.raises(ExecutorError) as err:
         call(ex, "big", {})
     assert err.value.reason == "response_too_large"
@@ -338,3 +353,145 @@ def test_python_executor_registration() -> None:
     assert err.value.reason == "executor_not_bound"
     with pytest.raises(CardError):
         ex.register(lambda: None)  # no docstring, no summary
+
+
+# ------------------------------------------------------------------ hardening: HTTP
+
+
+def test_http_keeps_the_endpoints_fixed_query_and_refuses_colliding_arguments(base: str) -> None:
+    eps = {
+        "search": HTTPEndpoint("GET", base + "/search?tenant=acme&api_version=2"),
+        "item": HTTPEndpoint("DELETE", base + "/items/{item}?mode=soft&id={item}"),
+        "post": HTTPEndpoint("POST", base + "/things?api_version=2"),
+    }
+    ex = HTTPExecutor(eps)
+    out = call(ex, "search", {"q": "refund", "tags": ["a", "b"]})
+    assert out["path"] == "/search"
+    assert out["query"] == {"tenant": ["acme"], "api_version": ["2"], "q": ["refund"],
+                            "tags": ["a", "b"]}  # fmt: skip
+    assert call(ex, "search", {})["query"] == {"tenant": ["acme"], "api_version": ["2"]}
+    out = call(ex, "item", {"item": "i 1"})
+    assert out["path"] == "/items/i%201" and out["query"] == {"mode": ["soft"], "id": ["i 1"]}
+    with pytest.raises(ArgumentError) as err:
+        call(ex, "search", {"tenant": "globex"})
+    assert err.value.reason == "argument_collides_with_endpoint" and "tenant" in str(err.value)
+    with pytest.raises(ArgumentError):
+        call(ex, "item", {"item": "x", "mode": "hard"})
+    out = call(ex, "post", {"api_version": "body-field"})  # a JSON body field is no collision
+    assert out["query"] == {"api_version": ["2"]} and out["body"] == {"api_version": "body-field"}
+
+
+def test_http_templates_with_default_port_userinfo_or_idn_host_work(base: str) -> None:
+    port = base.rsplit(":", 1)[1]
+    for url in (
+        f"http://127.0.0.1:{port}/orders/{{order_id}}",
+        f"http://user:secret@127.0.0.1:{port}/orders/{{order_id}}",
+        f"HTTP://127.0.0.1:{port}/orders/{{order_id}}",
+    ):
+        out = call(HTTPExecutor({"o": HTTPEndpoint("GET", url)}), "o", {"order_id": "7"})
+        assert out["path"] == "/orders/7", url
+    # no server listens on these: the call must get as far as connecting
+    for url in ("http://127.0.0.1:80/x/{id}", "https://bücher.invalid:443/x/{id}"):
+        with pytest.raises(ExecutorError) as err:
+            call(HTTPExecutor({"o": HTTPEndpoint("GET", url)}, timeout_s=2), "o", {"id": "1"})
+        assert err.value.reason == "http_error", url
+
+
+def test_http_response_bound_holds_for_compressed_bodies(base: str) -> None:
+    assert len(BOMB) < 1_000_000
+    eps = {
+        "bomb": HTTPEndpoint("GET", base + "/gzip-bomb"),
+        "ok": HTTPEndpoint("GET", base + "/gzip-ok"),
+        "br": HTTPEndpoint("GET", base + "/brotli"),
+        "accept": HTTPEndpoint("GET", base + "/accept"),
+    }
+    ex = HTTPExecutor(eps, max_response_bytes=1_000_000)
+    with pytest.raises(ExecutorError) as err:
+        call(ex, "bomb", {})
+    assert err.value.reason == "response_too_large" and "decompressed" in str(err.value)
+    assert call(ex, "ok", {}) == {"ok": True}
+    assert call(ex, "accept", {}) == "gzip, deflate"
+    with pytest.raises(ExecutorError) as err:
+        call(ex, "br", {})
+    assert err.value.reason == "http_error"
+
+
+# ------------------------------------------------------------------ hardening: Python
+
+
+def test_a_tool_exception_reaches_the_caller_as_a_generic_message() -> None:
+    ex = PythonExecutor()
+
+    @ex.tool(id="db.query")
+    def query(sql: str) -> str:
+        """Run a query."""
+        raise RuntimeError("connection to postgres://admin:hunter2@db failed")
+
+    with pytest.raises(ExecutorError) as err:
+        asyncio.run(ex.call(ex.specs()[0], {"sql": "select 1"}))
+    assert "hunter2" not in str(err.value) and err.value.reason == "tool_failed"
+    assert "hunter2" in err.value.detail and "RuntimeError" in err.value.detail
+
+
+def test_sync_tools_run_on_the_executors_own_bounded_pool() -> None:
+    release = threading.Event()
+    names: list[str] = []
+    ex = PythonExecutor(workers=2, max_queue=1)
+
+    @ex.tool(id="block")
+    def block() -> str:
+        """Wait for the test."""
+        names.append(threading.current_thread().name)
+        release.wait(5)
+        return "done"
+
+    async def go() -> list[Any]:
+        calls = [asyncio.ensure_future(ex.call(ex.specs()[0], {})) for _ in range(3)]
+        await asyncio.sleep(0.1)
+        assert ex.pending == 3
+        with pytest.raises(ExecutorError) as err:  # 2 running + 1 queued: the 4th is refused
+            await ex.call(ex.specs()[0], {})
+        assert err.value.reason == "executor_busy"
+        release.set()
+        out = await asyncio.gather(*calls)
+        await ex.aclose()
+        return out
+
+    assert asyncio.run(go()) == ["done"] * 3
+    assert ex.pending == 0
+    assert all(n.startswith("toolscout-tool") for n in names)
+
+
+def test_a_timed_out_thread_keeps_its_in_flight_place_until_it_ends() -> None:
+    from toolscout.gateway.limits import CURRENT_TICKET, InFlight
+    from toolscout.policy import Principal
+
+    release = threading.Event()
+    ex = PythonExecutor()
+
+    @ex.tool(id="stuck")
+    def stuck() -> str:
+        """Wait for the test."""
+        release.wait(5)
+        return "late"
+
+    flight = InFlight(per_principal=1, per_tool=10)
+    alice = Principal.of("alice", "acme")
+
+    async def go() -> None:
+        ticket = flight.enter(alice, "stuck")
+        CURRENT_TICKET.set(ticket)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await ex.call(ex.specs()[0], {})
+        ticket.release()  # the gateway gives up its hold on time-out...
+        assert flight.running(alice) == 1  # ...but the thread still runs
+        release.set()
+        for _ in range(100):
+            if flight.running(alice) == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert flight.running(alice) == 0
+        await ex.aclose()
+
+    asyncio.run(go())

@@ -120,8 +120,12 @@ class GatewayError(ToolscoutError):
 
     reason: str = "gateway_error"
 
-    def __init__(self, message: str, *, tool_id: str = "", reason: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, tool_id: str = "", reason: str | None = None, detail: str = ""
+    ) -> None:
         self.tool_id = tool_id
+        #: what went wrong inside (exception text, upstream body): for the audit, never the caller
+        self.detail = detail
         if reason is not None:
             self.reason = reason
         super().__init__(message)

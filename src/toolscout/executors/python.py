@@ -7,22 +7,40 @@ comes from the type hints: ``str``/``int``/``float``/``bool``, ``list[X]``,
 unions, ``Literal[...]``, ``Enum`` subclasses and ``Annotated[X, "description"]``.
 Defaults become ``default`` and make a parameter optional. The schema sets
 ``additionalProperties: false`` unless the function takes ``**kwargs``.
+
+:class:`PythonExecutor` runs the registered functions: coroutine functions on the
+caller's loop, plain functions on the executor's own bounded thread pool (never
+the loop's shared default pool), with a bounded queue. A thread cannot be
+stopped: a call that timed out keeps its worker and its place in the gateway's
+in-flight bounds until it really returns (see :class:`~toolscout.gateway.limits.Ticket`).
+An exception in a tool reaches the caller as a generic "the tool failed"; its
+text is the error's ``detail``, for the audit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc as cabc
+import contextvars
 import enum
+import functools
 import inspect
 import json
 import re
+import threading
 import types
 import typing
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from toolscout.cards import Risk, ToolSpec, make_spec
-from toolscout.errors import CardError
+from toolscout.errors import ArgumentError, CardError, ConfigError, ExecutorError
+from toolscout.executors.base import EXECUTOR_BUSY, NOT_BOUND, TOOL_FAILED, clip
+from toolscout.gateway.limits import CURRENT_TICKET
+
+F = TypeVar("F", bound=Callable[..., Any])
+SPEC_ATTR = "__toolscout_spec__"
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _ARRAYS = {list, set, frozenset, cabc.Sequence, cabc.MutableSequence, cabc.Set, cabc.Iterable}
@@ -223,3 +241,148 @@ def spec_from_function(
             "parameters": parameters_schema(fn, tool_id, docs),
         }
     )
+
+
+def tool(
+    fn: F | None = None,
+    *,
+    id: str | None = None,
+    name: str | None = None,
+    summary: str | None = None,
+    scopes: Sequence[str] = (),
+    risk: Risk | str = Risk.READ,
+    tenants: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    aliases: Sequence[str] = (),
+    not_for: Sequence[str] = (),
+    group: str = "",
+) -> Any:
+    """Mark a function as a tool: its :class:`ToolSpec` is derived and attached.
+
+    Use bare (``@tool``) or with card fields (``@tool(scopes=["billing:write"])``).
+    The function itself is returned unchanged; register it with a
+    :class:`PythonExecutor` to make it runnable.
+    """
+
+    def mark(f: F) -> F:
+        spec = spec_from_function(
+            f, id=id, name=name, summary=summary, scopes=scopes, risk=risk, tenants=tenants,
+            tags=tags, aliases=aliases, not_for=not_for, group=group,
+        )  # fmt: skip
+        setattr(f, SPEC_ATTR, spec)
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+class PythonExecutor:
+    """A registry of Python callables keyed by tool id, with its own bounded thread pool.
+
+    ``workers`` threads run sync tools; at most ``max_queue`` more calls wait for
+    one, beyond that a call is refused at once (``executor_busy``) instead of
+    queueing behind work that may never finish.
+    """
+
+    def __init__(
+        self,
+        functions: Iterable[Callable[..., Any]] = (),
+        *,
+        workers: int = 8,
+        max_queue: int = 32,
+    ) -> None:
+        if workers < 1 or max_queue < 0:
+            raise ConfigError("workers must be at least 1 and max_queue at least 0")
+        self.workers = workers
+        self.max_queue = max_queue
+        self._functions: dict[str, Callable[..., Any]] = {}
+        self._specs: dict[str, ToolSpec] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending = 0
+        self._lock = threading.Lock()
+        for fn in functions:
+            self.register(fn)
+
+    def register(self, fn: Callable[..., Any], **card: Any) -> ToolSpec:
+        """Add a function (marked with :func:`tool` or not); returns its spec."""
+        spec = getattr(fn, SPEC_ATTR, None) if not card else None
+        if not isinstance(spec, ToolSpec):
+            spec = spec_from_function(fn, **card)
+        if spec.id in self._functions and self._functions[spec.id] is not fn:
+            raise ConfigError(f"tool id {spec.id!r} is already registered to another function")
+        self._functions[spec.id] = fn
+        self._specs[spec.id] = spec
+        return spec
+
+    def tool(self, fn: F | None = None, **card: Any) -> Any:
+        """Decorator form of :meth:`register`."""
+
+        def mark(f: F) -> F:
+            setattr(f, SPEC_ATTR, self.register(f, **card))
+            return f
+
+        return mark(fn) if fn is not None else mark
+
+    def specs(self) -> list[ToolSpec]:
+        """The registered tools' specs, for adding to a catalog."""
+        return list(self._specs.values())
+
+    @property
+    def pending(self) -> int:
+        """Sync calls running or queued on the pool (timed-out ones still running included)."""
+        with self._lock:
+            return self._pending
+
+    async def call(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> Any:
+        fn = self._functions.get(spec.id)
+        if fn is None:
+            raise ExecutorError(
+                f"no Python function is registered for {spec.id!r}",
+                tool_id=spec.id,
+                reason=NOT_BOUND,
+            )
+        try:
+            if inspect.iscoroutinefunction(fn):
+                return await fn(**arguments)
+            return await self._in_thread(spec, functools.partial(fn, **arguments))
+        except (ExecutorError, ArgumentError):
+            raise
+        except Exception as exc:
+            raise ExecutorError(
+                f"{spec.id}: the tool failed", tool_id=spec.id, reason=TOOL_FAILED, detail=clip(exc)
+            ) from exc
+
+    async def _in_thread(self, spec: ToolSpec, work: Callable[[], Any]) -> Any:
+        with self._lock:
+            if self._pending >= self.workers + self.max_queue:
+                raise ExecutorError(
+                    f"{spec.id}: too many calls are running; retry later",
+                    tool_id=spec.id,
+                    reason=EXECUTOR_BUSY,
+                )
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="toolscout-tool")
+            pool = self._pool
+            self._pending += 1
+        ticket = CURRENT_TICKET.get()
+        let_go = ticket.hold() if ticket is not None else None
+
+        def finished(_: object) -> None:
+            with self._lock:
+                self._pending -= 1
+            if let_go is not None:
+                let_go()
+
+        try:
+            future = pool.submit(contextvars.copy_context().run, work)
+        except RuntimeError:  # the pool was shut down under us
+            finished(None)
+            raise
+        future.add_done_callback(finished)
+        return await asyncio.wrap_future(future)
+
+    async def aclose(self) -> None:
+        """Stop taking work; threads still running finish on their own."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
