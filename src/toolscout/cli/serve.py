@@ -20,13 +20,18 @@ ENV_DB = "TOOLSCOUT_SERVE_DB"
 ENV_JWT_KEY = "TOOLSCOUT_JWT_KEY"
 ENV_AUDIT_KEY = "TOOLSCOUT_AUDIT_KEY"
 ENV_MAX_BODY = "TOOLSCOUT_MAX_BODY"
+ENV_AUDIT = "TOOLSCOUT_SERVE_AUDIT"
 
 
-def build_service(target: str, *, jwt_key: str, audit_key: str | None = None) -> Any:
+def build_service(
+    target: str, *, jwt_key: str, audit_key: str | None = None, audit: str | None = None
+) -> Any:
     """A ``Toolscout`` over ``target`` (a SQLite path or a PostgreSQL DSN)."""
     from toolscout import Settings, Toolscout
 
-    settings = Settings(db=target, jwt_key=jwt_key, audit_key=audit_key or jwt_key)
+    settings = Settings(
+        db=target, jwt_key=jwt_key, audit_key=audit_key or jwt_key, audit_path=audit or None
+    )
     return Toolscout.open(settings)
 
 
@@ -38,7 +43,12 @@ def app_from_environment() -> Any:
     key = os.environ.get(ENV_JWT_KEY, "")
     if not target or not key:
         raise ConfigError(f"{ENV_DB} and {ENV_JWT_KEY} must be set")
-    service = build_service(target, jwt_key=key, audit_key=os.environ.get(ENV_AUDIT_KEY))
+    service = build_service(
+        target,
+        jwt_key=key,
+        audit_key=os.environ.get(ENV_AUDIT_KEY),
+        audit=os.environ.get(ENV_AUDIT),
+    )
     max_body = int(os.environ.get(ENV_MAX_BODY, str(MAX_BODY)))
     return create_app(service, max_body=max_body, close_on_shutdown=True)
 
@@ -51,6 +61,12 @@ def serve(
     ] = None,
     postgres: Annotated[
         str | None, typer.Option("--postgres", help="PostgreSQL DSN (postgresql://...).")
+    ] = None,
+    audit: Annotated[
+        Path | None,
+        typer.Option(
+            "--audit", help="Audit log file (default: beside --db; needed with --postgres)."
+        ),
     ] = None,
     workers: Annotated[int, typer.Option(help="uvicorn worker processes.", min=1, max=64)] = 1,
     jwt_key: Annotated[
@@ -74,6 +90,8 @@ def serve(
     if postgres is not None:
         if not postgres.startswith(("postgresql://", "postgres://")):
             raise ConfigError(f"--postgres must be a postgresql:// DSN, got {postgres[:40]!r}")
+        if audit is None:
+            raise ConfigError("--postgres needs --audit PATH (the audit log file of this replica)")
         target = postgres
     else:
         from toolscout.settings import default_db_path
@@ -84,8 +102,10 @@ def serve(
         target = str(path)
     os.environ[ENV_DB] = target
     os.environ[ENV_JWT_KEY] = jwt_key
+    if audit is not None:
+        os.environ[ENV_AUDIT] = str(audit)
     # open once in this process, so a bad store or key fails here with one line
-    build_service(target, jwt_key=jwt_key).close()
+    build_service(target, jwt_key=jwt_key, audit=str(audit) if audit else None).close()
     uvicorn.run(
         "toolscout.cli.serve:app_from_environment",
         factory=True,

@@ -1,0 +1,71 @@
+"""Real ``toolscout serve`` processes on 127.0.0.1 for the tests, and tokens for them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import httpx
+
+from toolscout.gateway.auth import issue_token
+
+KEY = "test-http-key-0123456789abcdef0123456789"
+
+
+def token(subject: str = "alice@acme", tenant: str = "acme", **kw: Any) -> str:
+    return issue_token(subject=subject, key=KEY, tenant=tenant, **kw)
+
+
+def auth(tok: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tok}"}
+
+
+LOGS: dict[int, Any] = {}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "toolscout", "serve", "--port", str(port), "--jwt-key", KEY, *args]
+    log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
+    proc = subprocess.Popen(
+        cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=log
+    )
+    LOGS[proc.pid] = log
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"serve exited: {log.read().decode()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.2)
+    stop(proc)
+    raise RuntimeError("serve did not become ready in 60 s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log = LOGS.pop(proc.pid, None)
+    if log is not None:
+        log.close()

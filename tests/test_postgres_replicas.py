@@ -1,0 +1,96 @@
+"""Two real ``toolscout serve --postgres`` replicas on one database stay consistent."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
+from serve_fixture import auth, start_server, stop, token
+
+ADMIN = auth(token("root@acme", scopes=["toolscout:admin", "ops:*", "crm:*"]))
+OPS = auth(token("olga@acme", scopes=["ops:*"]))
+
+SEED = [
+    {"id": "ops.restart_service", "name": "restart_service", "scopes": ["ops:write"],
+     "summary": "Restart a stuck service on a host.", "parameters": {}},
+    {"id": "ops.list_hosts", "name": "list_hosts", "scopes": ["ops:read"],
+     "summary": "List the hosts of a cluster.", "parameters": {}},
+    {"id": "crm.find_contact", "name": "find_contact", "scopes": ["crm:read"],
+     "summary": "Find a customer contact by name or email.", "parameters": {}},
+]  # fmt: skip
+NEW = {
+    "id": "ops.rotate_certificate",
+    "name": "rotate_certificate",
+    "scopes": ["ops:write"],
+    "summary": "Rotate the TLS certificate of a load balancer.",
+    "parameters": {},
+}
+
+
+@pytest.fixture
+def replicas(pg_dsn: str, tmp_path: Path) -> Iterator[tuple[str, str]]:  # noqa: F811
+    a, url_a = start_server("--postgres", pg_dsn, "--audit", str(tmp_path / "a.audit.db"))
+    try:
+        r = httpx.post(
+            f"{url_a}/v1/catalog/import", json={"tools": SEED}, headers=ADMIN, timeout=60
+        )
+        assert r.status_code == 200, r.text
+        b, url_b = start_server("--postgres", pg_dsn, "--audit", str(tmp_path / "b.audit.db"))
+        try:
+            yield url_a, url_b
+        finally:
+            stop(b)
+    finally:
+        stop(a)
+
+
+def _ids(url: str, query: str) -> list[str]:
+    r = httpx.post(f"{url}/v1/discover", json={"query": query, "k": 5}, headers=OPS, timeout=30)
+    assert r.status_code == 200, r.text
+    return [t["id"] for t in r.json()["tools"]]
+
+
+def _execute(url: str, name: str) -> dict[str, Any]:
+    r = httpx.post(f"{url}/v1/execute", json={"name": name}, headers=OPS, timeout=30)
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def test_upsert_through_one_is_found_through_the_other(replicas: tuple[str, str]) -> None:
+    a, b = replicas
+    assert "ops.rotate_certificate" not in _ids(b, "rotate the tls certificate")
+    r = httpx.post(f"{a}/v1/catalog/import", json={"tools": [NEW]}, headers=ADMIN, timeout=60)
+    assert r.json()["added"] == 1
+    deadline = time.monotonic() + 2.0  # the bound: every request checks the generation
+    while "ops.rotate_certificate" not in _ids(b, "rotate the tls certificate"):
+        assert time.monotonic() < deadline, "replica B did not see the upsert within 2 s"
+        time.sleep(0.05)
+
+
+def test_delete_and_rescope_are_refused_by_both_on_the_next_call(
+    replicas: tuple[str, str],
+) -> None:
+    a, b = replicas
+    for url in (a, b):
+        assert _execute(url, "ops.restart_service")["status"] != "refused"
+        assert _execute(url, "ops.list_hosts")["status"] != "refused"
+    r = httpx.post(
+        f"{a}/v1/catalog/delete", json={"ids": ["ops.restart_service"]}, headers=ADMIN, timeout=60
+    )
+    assert r.json()["removed"] == 1
+    rescoped = {**SEED[1], "scopes": ["crm:read"]}
+    r = httpx.post(f"{b}/v1/catalog/import", json={"tools": [rescoped]}, headers=ADMIN, timeout=60)
+    assert r.json()["updated"] == 1
+    for url in (a, b):
+        gone = _execute(url, "ops.restart_service")
+        assert gone["status"] == "refused"
+        moved = _execute(url, "ops.list_hosts")
+        assert moved["status"] == "refused"
+        assert "ops.restart_service" not in _ids(url, "restart a stuck service")
