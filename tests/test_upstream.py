@@ -185,3 +185,57 @@ def test_config_errors() -> None:
 def test_label_hides_credentials() -> None:
     ex = MCPExecutor("https://user:s3cret@mcp.example.com:8443/mcp?token=abc")
     assert ex.label == "https://mcp.example.com:8443/mcp"
+
+
+# ------------------------------------------------------------------ hardening
+
+
+def test_a_killed_upstream_is_reported_unavailable_and_reconnected_after_back_off(
+    devnull: Any,
+) -> None:
+    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull, backoff_s=0.3, max_backoff_s=1.0)
+
+    async def go() -> None:
+        try:
+            first = (await ex.call(up("pid"), {}))["result"]
+            slow = asyncio.ensure_future(ex.call(up("slow"), {"seconds": 30}))
+            await asyncio.sleep(0.3)
+            os.kill(first, 9)  # the upstream dies mid-call
+            with pytest.raises(ExecutorError) as err:
+                await asyncio.wait_for(slow, 10)
+            assert err.value.reason == "upstream_unavailable"
+            assert "unavailable" in str(err.value) and str(first) not in str(err.value)
+            # inside the back-off: fail fast, no respawn storm
+            assert ex.backing_off > 0
+            with pytest.raises(ExecutorError) as err:
+                await ex.call(up("pid"), {})
+            assert err.value.reason == "upstream_unavailable" and "backing off" in err.value.detail
+            await asyncio.sleep(ex.backing_off + 0.05)
+            second = (await asyncio.wait_for(ex.call(up("pid"), {}), 20))["result"]
+            assert second != first  # a new upstream process
+            assert ex.backing_off == 0
+            assert await ex.call(up("add"), {"a": 1, "b": 2}) == {"result": 3}
+        finally:
+            await ex.aclose()
+
+    asyncio.run(go())
+
+
+def test_upstream_results_are_capped_and_errors_are_generic(devnull: Any) -> None:
+    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull, max_result_bytes=1000)
+
+    async def go() -> None:
+        try:
+            assert await ex.call(up("greet"), {"name": "x" * 100}) == {
+                "result": "hello " + "x" * 100
+            }
+            with pytest.raises(ExecutorError) as err:
+                await ex.call(up("greet"), {"name": "x" * 5000})
+            assert err.value.reason == "response_too_large"
+            with pytest.raises(ExecutorError) as err:
+                await ex.call(up("boom"), {"message": "password=hunter2"})
+            assert "hunter2" not in str(err.value) and "boom" in err.value.detail
+        finally:
+            await ex.aclose()
+
+    asyncio.run(go())

@@ -3,22 +3,42 @@
 One :class:`MCPExecutor` fronts one upstream server, over stdio (a subprocess)
 or streamable HTTP. Its connection is opened on first use and held per event
 loop (see :class:`~toolscout.executors.base.PerLoop`), so calls share it and run
-concurrently; a broken connection is dropped and reopened on the next call.
-:meth:`MCPExecutor.list_specs` turns the upstream's tools into specs for the
-catalog. The ``mcp`` package is imported only when a connection is opened.
+concurrently.
+
+When the connection fails (the upstream process died, the socket closed), the
+connection is dropped, the call is reported as ``upstream_unavailable``, and the
+next call reconnects — but not before a back-off (``backoff_s``, doubling per
+consecutive failure up to ``max_backoff_s``) has passed; calls inside the
+back-off fail fast with ``upstream_unavailable``. A successful call resets it.
+
+Results over ``max_result_bytes`` are refused (``response_too_large``). Upstream
+error texts stay in the error's ``detail`` (the audit), never in the caller's
+message. :meth:`MCPExecutor.list_specs` turns the upstream's tools into specs
+for the catalog and refuses a tool whose schema references anything outside
+itself. The ``mcp`` package is imported only when a connection is opened.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import threading
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
 from toolscout.cards import Risk, ToolSpec, make_spec
-from toolscout.errors import ConfigError, ExecutorError
-from toolscout.executors.base import TOOL_FAILED, UPSTREAM_UNAVAILABLE, PerLoop
+from toolscout.errors import CardError, ConfigError, ExecutorError
+from toolscout.executors.base import (
+    RESPONSE_TOO_LARGE,
+    TOOL_FAILED,
+    UPSTREAM_UNAVAILABLE,
+    PerLoop,
+    clip,
+)
+from toolscout.schemas import remote_refs
 
 __all__ = ["MCPExecutor"]
 
@@ -41,6 +61,9 @@ class MCPExecutor:
         cwd: str | None = None,
         errlog: TextIO | None = None,
         label: str = "",
+        max_result_bytes: int = 1_000_000,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
     ) -> None:
         self.server = (
             server if isinstance(server, str) or not isinstance(server, Sequence) else list(server)
@@ -57,6 +80,16 @@ class MCPExecutor:
         self.label = label or (
             _public_url(self.server) if isinstance(self.server, str) else "stdio"
         )
+        if max_result_bytes < 1 or backoff_s < 0 or max_backoff_s < backoff_s:
+            raise ConfigError(
+                "max_result_bytes must be positive and 0 <= backoff_s <= max_backoff_s"
+            )
+        self.max_result_bytes = max_result_bytes
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._failures = 0
+        self._retry_at = 0.0
+        self._state_lock = threading.Lock()
         self._clients: PerLoop[Any] = PerLoop(self._client)
 
     def _transport(self) -> Any:
@@ -84,43 +117,91 @@ class MCPExecutor:
             return spec.id[len(self.prefix) :]
         return spec.card.name
 
+    def _unavailable(self, tool_id: str, detail: str = "") -> ExecutorError:
+        return ExecutorError(
+            f"{tool_id}: the upstream MCP server is unavailable; retry later",
+            tool_id=tool_id,
+            reason=UPSTREAM_UNAVAILABLE,
+            detail=detail,
+        )
+
+    def _failed(self) -> None:
+        """Count a connection-level failure: the next attempt waits out the back-off."""
+        with self._state_lock:
+            self._failures += 1
+            delay = min(self.max_backoff_s, self.backoff_s * 2 ** (self._failures - 1))
+            self._retry_at = time.monotonic() + delay
+
+    def _succeeded(self) -> None:
+        with self._state_lock:
+            self._failures = 0
+            self._retry_at = 0.0
+
+    @property
+    def backing_off(self) -> float:
+        """Seconds until the next reconnection attempt (0 when calls go through)."""
+        with self._state_lock:
+            return max(0.0, self._retry_at - time.monotonic())
+
     async def _session(self, tool_id: str) -> Any:
+        wait = self.backing_off
+        if wait > 0:
+            raise self._unavailable(tool_id, f"{self.label}: backing off for {wait:.2f}s")
         try:
             return await self._clients.get()
         except Exception as exc:
-            raise ExecutorError(
-                f"upstream MCP server {self.label} is unavailable: {exc}",
-                tool_id=tool_id,
-                reason=UPSTREAM_UNAVAILABLE,
-            ) from exc
+            self._failed()
+            raise self._unavailable(tool_id, clip(f"{self.label}: {clip(exc)}")) from exc
+
+    async def _lost(self, tool_id: str, exc: BaseException) -> ExecutorError:
+        """The connection broke: drop it, start the back-off, report unavailable."""
+        self._failed()
+        await self._clients.reset()
+        return self._unavailable(tool_id, clip(f"{self.label}: {clip(exc)}"))
 
     async def call(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> Any:
         from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
 
         client = await self._session(spec.id)
         try:
             result = await client.call_tool(self.upstream_name(spec), dict(arguments))
         except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                raise await self._lost(spec.id, exc) from exc
             raise ExecutorError(
-                f"upstream error: {exc}", tool_id=spec.id, reason=TOOL_FAILED
+                f"{spec.id}: the upstream tool refused the call",
+                tool_id=spec.id,
+                reason=TOOL_FAILED,
+                detail=clip(exc.message),
             ) from exc
         except Exception as exc:
-            await self._clients.reset()
-            raise ExecutorError(
-                f"upstream MCP server {self.label} failed: {type(exc).__name__}: {exc}",
-                tool_id=spec.id,
-                reason=UPSTREAM_UNAVAILABLE,
-            ) from exc
+            raise await self._lost(spec.id, exc) from exc
+        self._succeeded()
         texts = [b.text for b in result.content if getattr(b, "type", "") == "text"]
         if result.is_error:
             raise ExecutorError(
-                f"{spec.id} failed: {' '.join(texts)[:500]}", tool_id=spec.id, reason=TOOL_FAILED
+                f"{spec.id}: the tool failed",
+                tool_id=spec.id,
+                reason=TOOL_FAILED,
+                detail=clip(" ".join(texts)),
             )
         if result.structured_content is not None:
-            return result.structured_content
-        if len(texts) == len(result.content):
-            return "\n".join(texts)
-        return [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content]
+            value: Any = result.structured_content
+        elif len(texts) == len(result.content):
+            value = "\n".join(texts)
+        else:
+            value = [
+                b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content
+            ]
+        size = len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "replace"))
+        if size > self.max_result_bytes:
+            raise ExecutorError(
+                f"{spec.id}: the result is over {self.max_result_bytes} bytes",
+                tool_id=spec.id,
+                reason=RESPONSE_TOO_LARGE,
+            )
+        return value
 
     async def list_specs(
         self,
@@ -138,6 +219,13 @@ class MCPExecutor:
         for _ in range(100):
             page = await client.list_tools(cursor=cursor)
             for t in page.tools:
+                remote = remote_refs(t.input_schema)
+                if remote:
+                    raise CardError(
+                        self.prefix + t.name,
+                        "parameters",
+                        f"the schema references {remote[0]!r} outside itself; it is never fetched",
+                    )
                 hints = t.annotations
                 level = risk or (
                     Risk.READ if hints and hints.read_only_hint
