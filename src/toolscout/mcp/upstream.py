@@ -214,6 +214,8 @@ class Upstream:
         self.tools: dict[str, UpstreamTool] = {}
         self.warnings: list[str] = []
         self.listed = asyncio.Event()
+        #: set once the first attempt to connect and list has ended, either way
+        self.tried = asyncio.Event()
         self._client: Any = None
         self._digest = ""
         self._broken = asyncio.Event()
@@ -260,10 +262,10 @@ class Upstream:
             )
 
     async def wait_listed(self, timeout_s: float) -> bool:
-        """Wait until the first tool list is in (or the time-out); True if it is."""
+        """Wait until the first attempt ended (bounded by ``timeout_s``); True if listed."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
-                await self.listed.wait()
+                await self.tried.wait()
         return self.listed.is_set()
 
     async def aclose(self) -> None:
@@ -285,6 +287,7 @@ class Upstream:
                 self.last_error = _describe(exc)
                 log.warning("%s: %s", self.label, self.last_error)
             self.state, self._client = "down", None
+            self.tried.set()
             if time.monotonic() - started > 10 * delay:
                 delay = BACKOFF[0]  # it was up for a while: start the back-off again
             await asyncio.sleep(delay)
@@ -367,6 +370,7 @@ class Upstream:
             if self.on_tools is not None:
                 await self.on_tools(self)
         self.listed.set()
+        self.tried.set()
 
     # -- calls -----------------------------------------------------------------
     def unavailable(self, tool: str, why: str) -> ExecutorError:

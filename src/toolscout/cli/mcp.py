@@ -1,0 +1,175 @@
+"""``toolscout mcp serve`` and ``toolscout mcp inspect``: the MCP gateway from the shell.
+
+``serve`` fronts every server of an ``mcpServers`` config as one MCP server,
+over stdio (for Claude Desktop, Cursor, Claude Code) or streamable HTTP.
+``inspect`` connects to each upstream and prints what it offers, the cards the
+gateway makes of it and the warnings. A bad config prints one line and exits 2;
+``inspect`` exits 1 when a server could not be reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from toolscout.errors import ToolscoutError
+
+mcp_app = typer.Typer(
+    help="The MCP gateway: one MCP server in front of many.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+ConfigOpt = Annotated[
+    Path, typer.Option("--config", "-c", help="An mcpServers JSON file (Claude Desktop format).")
+]
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    raise typer.Exit(2)
+
+
+@mcp_app.command("serve")
+def serve(
+    config: ConfigOpt,
+    transport: Annotated[
+        str, typer.Option("--transport", "-t", help="stdio (default) or http.")
+    ] = "stdio",
+    host: Annotated[str, typer.Option(help="HTTP: the address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP: the port to listen on.")] = 8701,
+    mode: Annotated[
+        str | None,
+        typer.Option(help="What clients see: auto (tier rule), meta, dynamic or direct."),
+    ] = None,
+    db: Annotated[
+        str | None, typer.Option(help="The catalog file (default: from the config, else temp).")
+    ] = None,
+) -> None:
+    """Serve the gateway over stdio or streamable HTTP."""
+    from toolscout.mcp.config import MODES, load_config
+    from toolscout.mcp.server import MCPGateway
+
+    if transport not in ("stdio", "http"):
+        _fail(f"--transport must be stdio or http, got {transport!r}")
+    if mode is not None and mode not in MODES:
+        _fail(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not 0 < port < 65536:
+        _fail(f"--port must be within 1-65535, got {port}")
+    try:
+        cfg = load_config(config)
+        changes: dict[str, object] = {}
+        if mode is not None:
+            changes["mode"] = mode
+        if db is not None:
+            changes["db"] = db
+        cfg = dataclasses.replace(cfg, **changes)  # type: ignore[arg-type]
+        gateway = MCPGateway(cfg, errlog=sys.stderr)
+    except ToolscoutError as exc:
+        _fail(str(exc))
+    try:
+        if transport == "stdio":
+            asyncio.run(gateway.serve_stdio())
+        else:
+            typer.echo(f"toolscout MCP gateway on http://{host}:{port}/mcp", err=True)
+            asyncio.run(gateway.serve_http(host=host, port=port))
+    except ToolscoutError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        gateway.close()
+
+
+@mcp_app.command("inspect")
+def inspect(
+    config: ConfigOpt,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+    wait: Annotated[
+        float | None, typer.Option(help="Seconds to wait for each server (default: config).")
+    ] = None,
+) -> None:
+    """Connect to each upstream and print its tools, their cards and the warnings."""
+    from toolscout.mcp.config import load_config
+    from toolscout.mcp.upstream import Upstreams
+
+    if wait is not None and not 0 < wait <= 600:
+        _fail(f"--wait must be within (0, 600] seconds, got {wait}")
+    try:
+        cfg = load_config(config)
+    except ToolscoutError as exc:
+        _fail(str(exc))
+
+    async def collect() -> list[dict[str, object]]:
+        ups = Upstreams(cfg, errlog=sys.stderr)
+        try:
+            await ups.start(wait_s=wait)
+            return [_report(up) for up in ups.servers.values()]
+        finally:
+            await ups.aclose()
+
+    reports = asyncio.run(collect())
+    if as_json:
+        typer.echo(json.dumps({"servers": reports}, indent=2))
+    else:
+        _print(reports)
+    if any(r["state"] != "up" for r in reports):
+        raise typer.Exit(1)
+
+
+def _report(up: object) -> dict[str, object]:
+    from toolscout.mcp.upstream import Upstream
+
+    assert isinstance(up, Upstream)
+    cfg = up.config
+    return {
+        "server": up.name,
+        "transport": cfg.transport,
+        "state": up.state,
+        "error": up.last_error or None,
+        "policy": "default (needs scope mcp:" + cfg.prefix[:-1] + ")"
+        if cfg.defaulted
+        else "toolscout section",
+        "tools": [
+            {
+                "id": t.spec.id,
+                "name": t.name,
+                "risk": t.spec.card.risk.value,
+                "scopes": list(t.spec.card.scopes),
+                "summary": t.spec.card.summary,
+            }
+            for t in up.tools.values()
+        ],
+        "warnings": list(up.warnings),
+    }
+
+
+def _print(reports: list[dict[str, object]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Console()
+    for r in reports:
+        tools = r["tools"]
+        assert isinstance(tools, list)
+        head = f"[bold]{r['server']}[/bold] ({r['transport']}): {r['state']}"
+        if r["error"]:
+            head += f" — {r['error']}"
+        out.print(head + f" — {len(tools)} tools — policy: {r['policy']}", highlight=False)
+        if tools:
+            table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+            for col in ("id", "risk", "scopes", "summary"):
+                table.add_column(col, overflow="fold")
+            for t in tools:
+                table.add_row(t["id"], t["risk"], ", ".join(t["scopes"]), t["summary"])
+            out.print(table)
+        warnings = r["warnings"]
+        assert isinstance(warnings, list)
+        for w in warnings:
+            out.print(f"  warning: {w}", style="yellow", highlight=False, markup=False)
