@@ -239,6 +239,9 @@ def _register_modules() -> None:
     from toolscout.cli.serve import serve
 
     app.command("serve")(friendly(serve))
+    from toolscout.cli.mcp import mcp_app
+
+    app.add_typer(mcp_app, name="mcp", help="The MCP gateway: serve, inspect.")
 
 
 _register_modules()
