@@ -123,7 +123,7 @@ def test_recomputing_one_hash_still_breaks_the_next_link(tmp_path: Path) -> None
     conn = sqlite3.connect(path)
     conn.execute("DROP TRIGGER audit_log_no_update")
     row = conn.execute("SELECT * FROM audit_log WHERE id = 2").fetchone()
-    edited = (*row[:6], "allowed", "forged", *row[8:10], row[12], row[13])
+    edited = (*row[:6], "allowed", "forged", *row[8:10], row[12], row[13], row[14])
     conn.execute(
         "UPDATE audit_log SET reason = 'forged', hash = ? WHERE id = 2",
         (_row_hash(row[10], edited, None),),
@@ -255,10 +255,10 @@ def test_a_forged_row_appended_with_a_recomputed_sha256_chain_is_caught(tmp_path
     conn = sqlite3.connect(path)
     last = conn.execute("SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1").fetchone()
     fields = (last[0] + 1, time.time(), "mallory", "acme", "t", "d", "allowed", "ok", 1.0, "ok")
-    forged = _row_hash(last[1], (*fields, "record", 0), None)  # the attacker has no key
+    forged = _row_hash(last[1], (*fields, "record", 0, ""), None)  # the attacker has no key
     conn.execute(
-        "INSERT INTO audit_log VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (*fields, last[1], forged, "record", 0),
+        "INSERT INTO audit_log VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (*fields, last[1], forged, "record", 0, ""),
     )
     conn.commit()
     conn.close()
@@ -375,7 +375,7 @@ def test_a_log_from_before_attempt_rows_is_migrated_and_verifies(tmp_path: Path)
         "BEGIN SELECT RAISE(ABORT, 'x'); END;"
     )
     fields = (1, 1.0, "a", "t", "tool", "d", "allowed", "ok", 1.0, "ok")
-    old_hash = _row_hash(GENESIS, (*fields, "record", 0), None)
+    old_hash = _row_hash(GENESIS, (*fields, "record", 0, ""), None)
     conn.execute(
         "INSERT INTO audit_log VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (*fields, GENESIS, old_hash)
     )
@@ -392,3 +392,15 @@ def test_a_garbage_file_fails_verification(tmp_path: Path) -> None:
     path.write_bytes(b"\x00garbage" * 100)
     result = verify_file(path)
     assert not result.ok and "not a readable database" in result.problem
+
+
+def test_detail_is_stored_chained_and_bounded(log: AuditLog) -> None:
+    attempt = log.begin(subject="a", tenant="t", tool_id="db.query", args_digest="d")
+    rec = log.complete(
+        attempt, status="error", reason="tool_failed", latency_ms=1, detail="boom\ud800" * 500
+    )
+    assert rec.detail.startswith("boom\ufffd") and len(rec.detail) == 1000
+    assert log.read()[-1].detail == rec.detail
+    assert log.verify().ok
+    refused = log.append(**entry(decision="denied", reason="x"), detail="why")
+    assert refused.detail == "why" and log.verify().ok

@@ -68,7 +68,8 @@ CREATE TABLE IF NOT EXISTS audit_log (
     prev_hash   TEXT    NOT NULL,
     hash        TEXT    NOT NULL,
     kind        TEXT    NOT NULL DEFAULT 'record',
-    ref         INTEGER NOT NULL DEFAULT 0
+    ref         INTEGER NOT NULL DEFAULT 0,
+    detail      TEXT    NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS audit_log_ts ON audit_log (ts);
 CREATE TABLE IF NOT EXISTS audit_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -80,10 +81,13 @@ BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
 
 _COLUMNS = (
     "id, ts, subject, tenant, tool_id, args_digest, decision, reason, latency_ms, status, "
-    "prev_hash, hash, kind, ref"
+    "prev_hash, hash, kind, ref, detail"
 )
+_MARKS = ",".join("?" * 15)
 #: longest stored text field; anything the caller controls is cut to this
 MAX_FIELD = 256
+#: longest stored detail (exception text, upstream body)
+MAX_DETAIL = 1000
 _KEY_ID_LABEL = b"toolscout audit key id v1"
 
 
@@ -124,14 +128,14 @@ def args_digest(arguments: Mapping[str, Any] | str, key: str | bytes | None = No
     return hmac.new(raw, b"args\x00" + data, hashlib.sha256).hexdigest()
 
 
-def clean_text(text: object) -> str:
+def clean_text(text: object, limit: int = MAX_FIELD) -> str:
     """Caller-controlled text made safe to store: valid UTF-8, no control characters, cut."""
     if not isinstance(text, str):
         text = repr(text)
     text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     if not text.isprintable():
         text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
-    return text if len(text) <= MAX_FIELD else text[: MAX_FIELD - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +158,8 @@ class AuditRecord:
     kind: str = "record"
     #: for an outcome, the id of its attempt
     ref: int = 0
+    #: what went wrong inside (exception text, upstream body): never shown to the caller
+    detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,12 +208,13 @@ class Verification(NamedTuple):
 
 
 def _row_hash(prev_hash: str, row: tuple[Any, ...], key: bytes | None) -> str:
-    """Hash of one row: ``row`` is (id, ts, ..., status, kind, ref) without the hashes.
+    """Hash of one row: ``row`` is (id, ts, ..., status, kind, ref, detail) without the hashes.
 
-    A ``record`` row with ``ref`` 0 hashes the first ten fields only, as logs
+    A ``record`` row with ``ref`` 0 and no detail hashes the first ten fields only, as logs
     written before attempt/outcome rows existed did.
     """
-    fields = list(row[:10]) if row[10] == "record" and row[11] == 0 else list(row)
+    legacy = row[10] == "record" and row[11] == 0 and row[12] == ""
+    fields = list(row[:10]) if legacy else list(row)
     blob = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
     data = (prev_hash + blob).encode("utf-8", "surrogatepass")
     if key is None:
@@ -220,12 +227,14 @@ def _key_id(key: bytes | None) -> str:
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
-    """Add the kind/ref columns to a log written before they existed."""
+    """Add the kind/ref/detail columns to a log written before they existed."""
     cols = {r[1] for r in conn.execute("PRAGMA table_info(audit_log)")}
     if "kind" not in cols:
         conn.execute("ALTER TABLE audit_log ADD COLUMN kind TEXT NOT NULL DEFAULT 'record'")
     if "ref" not in cols:
         conn.execute("ALTER TABLE audit_log ADD COLUMN ref INTEGER NOT NULL DEFAULT 0")
+    if "detail" not in cols:
+        conn.execute("ALTER TABLE audit_log ADD COLUMN detail TEXT NOT NULL DEFAULT ''")
 
 
 class AuditLog:
@@ -300,7 +309,8 @@ class AuditLog:
 
     # ------------------------------------------------------------------ writing
 
-    def _write(self, fields: tuple[Any, ...], kind: str, ref: int) -> AuditRecord:
+    def _write(self, fields: tuple[Any, ...], kind: str, ref: int, detail: str = "") -> AuditRecord:
+        detail = clean_text(detail, MAX_DETAIL) if detail else ""
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -310,10 +320,11 @@ class AuditLog:
                     ).fetchone()
                     prev_id, prev_hash = (last[0], last[1]) if last else (0, GENESIS)
                     row_id = prev_id + 1
-                    digest = _row_hash(prev_hash, (row_id, *fields, kind, ref), self._key)
+                    row = (row_id, *fields, kind, ref, detail)
+                    digest = _row_hash(prev_hash, row, self._key)
                     self._conn.execute(
-                        f"INSERT INTO audit_log ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (row_id, *fields, prev_hash, digest, kind, ref),
+                        f"INSERT INTO audit_log ({_COLUMNS}) VALUES ({_MARKS})",
+                        (row_id, *fields, prev_hash, digest, kind, ref, detail),
                     )
                     self._conn.execute("COMMIT")
                 except BaseException:
@@ -321,7 +332,7 @@ class AuditLog:
                     raise
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot write the audit log at {self.path}: {exc}") from None
-        return AuditRecord(*(row_id, *fields, prev_hash, digest, kind, ref))
+        return AuditRecord(*(row_id, *fields, prev_hash, digest, kind, ref, detail))
 
     @staticmethod
     def _fields(
@@ -362,12 +373,13 @@ class AuditLog:
         latency_ms: float,
         status: str,
         ts: float | None = None,
+        detail: str = "",
     ) -> AuditRecord:
         """Write one complete record (a refusal), chained to the last one."""
         fields = self._fields(
             subject, tenant, tool_id, args_digest, decision, reason, latency_ms, status, ts
         )
-        return self._write(fields, "record", 0)
+        return self._write(fields, "record", 0, detail)
 
     def begin(
         self,
@@ -397,6 +409,7 @@ class AuditLog:
         reason: str,
         latency_ms: float,
         decision: str | None = None,
+        detail: str = "",
         retries: int = 3,
     ) -> AuditRecord:
         """Record the outcome of attempt ``attempt_id`` (a second, chained row).
@@ -427,7 +440,7 @@ class AuditLog:
         )
         for attempt_no in range(retries):
             try:
-                return self._write(fields, "outcome", attempt.id)
+                return self._write(fields, "outcome", attempt.id, detail)
             except StoreError:
                 if attempt_no == retries - 1:
                     raise
@@ -533,7 +546,7 @@ def _verify(
     try:
         for row in _rows(conn):
             count += 1
-            fields = (*row[:10], row[12], row[13])
+            fields = (*row[:10], row[12], row[13], row[14])
             intact = (
                 row[0] == count
                 and row[10] == prev_hash
@@ -602,7 +615,7 @@ def verify_file(
             return Verification(False, None, 0, f"{path} has no audit_log table")
         missing = [t for t in TRIGGERS if ("trigger", t) not in names]
         cols = {r[1] for r in conn.execute("PRAGMA table_info(audit_log)")}
-        if not {"kind", "ref"} <= cols:
+        if not {"kind", "ref", "detail"} <= cols:
             conn.close()
             return _verify_legacy(path, raw, expected)
         stored_key_id = None
@@ -645,7 +658,7 @@ def read_file(
             raise StoreError(f"{path} is not a readable database: {exc}") from None
         if not cols:
             raise StoreError(f"{path} has no audit log")
-        if not {"kind", "ref"} <= cols:
+        if not {"kind", "ref", "detail"} <= cols:
             mem = sqlite3.connect(":memory:", isolation_level=None)
             conn.backup(mem)
             conn.close()
