@@ -110,3 +110,55 @@ def test_argument_size() -> None:
 def test_bad_limits(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigError):
         Limits(**kwargs)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ calls in flight
+
+
+def test_in_flight_bounds_per_principal_and_per_tool() -> None:
+    from toolscout.gateway.limits import InFlight
+
+    flight = InFlight(per_principal=2, per_tool=3)
+    a1, a2 = flight.enter(ALICE, "t"), flight.enter(ALICE, "u")
+    with pytest.raises(RateLimited) as err:
+        flight.enter(ALICE, "v")
+    assert err.value.reason == "too_many_in_flight"
+    flight.enter(BOB, "t")
+    carol = Principal.of("carol", "globex")
+    with pytest.raises(RateLimited) as err:  # t: alice, bob, carol; dave is one too many
+        flight.enter(carol, "t")
+        flight.enter(Principal.of("dave", "globex"), "t")
+    assert err.value.reason == "tool_busy"
+    a1.release()
+    assert flight.running(ALICE) == 1 and flight.running(tool_id="t") == 2
+    flight.enter(ALICE, "v")  # a place was freed
+    a2.release()
+
+
+def test_a_ticket_is_freed_only_when_every_holder_let_go() -> None:
+    from toolscout.gateway.limits import InFlight
+
+    flight = InFlight(per_principal=1, per_tool=10)
+    ticket = flight.enter(ALICE, "t")
+    let_go = ticket.hold()
+    ticket.release()
+    with pytest.raises(RateLimited):
+        flight.enter(ALICE, "t")
+    let_go()
+    let_go()  # idempotent
+    assert flight.running(ALICE) == 0
+    flight.enter(ALICE, "t")
+
+
+def test_unauthenticated_budget_is_keyed_by_client() -> None:
+    limits = Limits(unauthenticated_rate_per_second=1.0, unauthenticated_burst=2)
+    limiter = RateLimiter.for_unauthenticated(limits)
+    for _ in range(2):
+        limiter.check_key(("anonymous", "10.0.0.1"), "10.0.0.1")
+    with pytest.raises(RateLimited):
+        limiter.check_key(("anonymous", "10.0.0.1"), "10.0.0.1")
+    limiter.check_key(("anonymous", "10.0.0.2"), "10.0.0.2")
+    with pytest.raises(ConfigError):
+        Limits(max_in_flight_per_principal=0)
+    with pytest.raises(ConfigError):
+        Limits(unauthenticated_rate_per_second=float("nan"))
