@@ -239,3 +239,20 @@ def test_upstream_results_are_capped_and_errors_are_generic(devnull: Any) -> Non
             await ex.aclose()
 
     asyncio.run(go())
+
+
+def test_an_upstream_schema_with_a_remote_ref_is_refused_at_import(devnull: Any) -> None:
+    from toolscout.errors import CardError
+
+    server = Path(__file__).parent / "fixtures" / "upstream_remote_ref_server.py"
+    ex = MCPExecutor([sys.executable, str(server)], prefix="r/", errlog=devnull)
+
+    async def go() -> None:
+        try:
+            with pytest.raises(CardError) as err:
+                await ex.list_specs()
+            assert err.value.tool_id == "r/lookup" and "127.0.0.1:9" in str(err.value)
+        finally:
+            await ex.aclose()
+
+    asyncio.run(go())
