@@ -75,3 +75,55 @@ def test_bad_call_inputs(demo_db: Path) -> None:
     assert unknown.returncode == 3 and "unknown_tool" in unknown.stderr
     hallucinated = call(demo_db, "orders.find_order", agent, '{"order_number": "94218"}')
     assert hallucinated.returncode == 3 and "order_number" in hallucinated.stderr
+
+
+def test_parse_arguments_refuses_nan_infinity_and_runaway_nesting() -> None:
+    from toolscout.cli.gateway import parse_arguments
+
+    assert parse_arguments('{"a": 1.5, "b": [1, {"c": null}]}') == {"a": 1.5, "b": [1, {"c": None}]}
+    for text, why in (
+        ('{"bonus_target_percent": NaN}', "NaN"),
+        ('{"x": Infinity}', "Infinity"),
+        ('{"x": [-Infinity]}', "-Infinity"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"a": ' * 100_000 + "1" + "}" * 100_000, "nest"),
+        ('{"a": ' * 100 + "1" + "}" * 100, "nest"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            parse_arguments(text)
+
+
+def test_call_with_eddsa_and_bad_args_in_process(demo_db: Path, tmp_path: Path) -> None:
+    import typer
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+    from typer.testing import CliRunner
+
+    from toolscout.cli.gateway import call as call_command
+
+    app = typer.Typer()
+    app.command("call")(call_command)
+    app.command("noop")(lambda: None)
+    private = ed25519.Ed25519PrivateKey.generate()
+    priv_pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )  # fmt: skip
+    pub = tmp_path / "ed25519.pub"
+    pub.write_bytes(
+        private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    tok = issue_token(subject="alice", tenant="acme", roles=["support_agent"], key=priv_pem,
+                      algorithm="EdDSA")  # fmt: skip
+    base = ["call", "orders.find_order", "--token", tok, "--key-file", str(pub), "--db",
+            str(demo_db)]  # fmt: skip
+    runner = CliRunner()
+    out = runner.invoke(app, [*base, "--alg", "EdDSA", "--args", '{"order_id": "94218"}'])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["value"]["arguments"] == {"order_id": "94218"}
+    out = runner.invoke(app, [*base, "--alg", "Ed448x", "--args", "{}"])
+    assert out.exit_code == 2 and "allowed:" in out.stderr and "EdDSA" in out.stderr
+    out = runner.invoke(app, [*base, "--alg", "EdDSA", "--args", '{"order_id": NaN}'])
+    assert out.exit_code == 2 and "NaN" in out.stderr and len(out.stderr.splitlines()) == 1

@@ -51,6 +51,28 @@ def parse_since(text: str, *, now: float | None = None) -> float:
     return (moment if moment.tzinfo else moment.astimezone()).timestamp()
 
 
+def parse_arguments(text: str) -> dict[str, object]:
+    """``--args``: a JSON object; NaN/Infinity and runaway nesting are refused here already."""
+    from toolscout.schemas import check_arguments
+
+    def no_constant(name: str) -> object:
+        raise ValueError(f"{name} is not a JSON number (non-finite numbers are refused)")
+
+    try:
+        value = _json.loads(text, parse_constant=no_constant)
+    except RecursionError:
+        raise ValueError("--args nests too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"--args is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--args must be a JSON object, got {type(value).__name__}")
+    try:
+        check_arguments(value)
+    except ToolscoutError as exc:
+        raise ValueError(f"--args: {exc}") from None
+    return value
+
+
 def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
@@ -248,9 +270,12 @@ def call(
         Path | None, typer.Option("--key-file", help="PEM public key (RS256/ES256).")
     ] = None,
     jwks: Annotated[Path | None, typer.Option("--jwks", help="Local JWKS file.")] = None,
-    alg: Annotated[str, typer.Option("--alg", help="Allowed algorithm: HS256, RS256, ES256.")] = (
-        "HS256"
-    ),
+    alg: Annotated[
+        str,
+        typer.Option(
+            "--alg", help="Allowed algorithm: HS256/384/512, RS*, PS*, ES256/384/512 or EdDSA."
+        ),
+    ] = "HS256",
     iss: Annotated[str | None, typer.Option("--iss", help="Required issuer.")] = None,
     aud: Annotated[str | None, typer.Option("--aud", help="Required audience.")] = None,
     grant: Annotated[
@@ -287,17 +312,15 @@ def call(
         secret: str | bytes | None = key
         if key_file is not None:
             secret = key_file.read_bytes()
-        verifier = JWTVerifier(
-            key=secret, jwks=jwks, algorithms=(alg.upper(),), issuer=iss, audience=aud
-        )
+        verifier = JWTVerifier(key=secret, jwks=jwks, algorithms=(alg,), issuer=iss, audience=aud)
     except OSError as exc:
         _fail(f"cannot read {exc.filename}: {exc.strerror or exc}")
     except ToolscoutError as exc:
         _fail(str(exc))
     try:
-        arguments = _json.loads(args)
+        arguments = parse_arguments(args)
     except ValueError as exc:
-        _fail(f"--args is not valid JSON: {exc}")
+        _fail(str(exc))
     executors = {"*": DryRunExecutor()} if dry_run else {}
     with Catalog.open(path, log=False) as catalog:
         gateway = Gateway(catalog, catalog.policy, verifier, executors, AuditLog(path))
@@ -311,7 +334,7 @@ def call(
             gateway.audit.close()
     out = {
         "tool": result.tool_id,
-        "subject": result.principal.subject,
+        "subject": result.principal.subject if result.principal is not None else "",
         "value": result.value,
         "audit_id": result.audit_id,
         "overhead_ms": round(result.overhead_ms, 3),
