@@ -228,3 +228,14 @@ def test_bad_policy_file(tmp_path: Path) -> None:
         read_policy(p)
     with pytest.raises(ConfigError, match="cannot read"):
         read_policy(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("t.jsonl", ""), ("t.jsonl", "\n \n"), ("t.yaml", "tools: []\n"), ("t.json", "[]")],
+)
+def test_a_file_without_tools_is_an_error(tmp_path: Path, name: str, text: str) -> None:
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(CatalogFileError, match="no tools in this file"):
+        read_catalog([p])

@@ -112,7 +112,7 @@ def load_yaml(
 ) -> tuple[Any, Any]:
     """(document, its root node) of one YAML document, read safely (see the module doc)."""
     yaml = _yaml()
-    loader = yaml.SafeLoader(text)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -300,6 +300,8 @@ def read_catalog(paths: Iterable[str | Path], *, strict: bool = False) -> list[T
                 raise CatalogFileError(
                     str(f), "unknown catalog format (use .yaml, .json or .jsonl)"
                 )
+            if not read:
+                raise CatalogFileError(str(f), "no tools in this file")
             for spec, line in read:
                 where = f"{f}:{line}" if line is not None else str(f)
                 if spec.id in first:
