@@ -94,7 +94,7 @@ def test_dead_server_does_not_hold_up_startup() -> None:
     asyncio.run(scenario())
 
 
-def test_http_upstream_faults_changes_and_reconnect() -> None:
+def test_http_upstream_faults_and_changes() -> None:
     port = free_port()
     proc = start_app(port)
     cfg = parse_config(
@@ -109,7 +109,6 @@ def test_http_upstream_faults_changes_and_reconnect() -> None:
         seen.append(set(up.tools))
 
     async def scenario() -> None:
-        nonlocal proc
         ups = Upstreams(cfg, on_tools=on_tools, poll_s=0.5)
         try:
             await ups.start()
@@ -139,21 +138,14 @@ def test_http_upstream_faults_changes_and_reconnect() -> None:
                     break
                 await asyncio.sleep(0.05)
             assert "app/brand_new" in seen[-1]
-            # killed mid-session: a clear error naming the server, then reconnected
+            # killed mid-session: a clear error naming the server (reconnection is
+            # covered end to end in test_mcp_server)
             stop(proc)
             with pytest.raises(ExecutorError, match="'app' is unavailable") as down:
                 for _ in range(50):
                     await ups.call(tools["app/echo"].spec, {"text": "x"})
                     await asyncio.sleep(0.1)
             assert down.value.reason == "upstream_unavailable"
-            proc = await asyncio.to_thread(start_app, port)
-            for _ in range(200):
-                if app.state == "up" and app.connects >= 2:
-                    break
-                await asyncio.sleep(0.05)
-            assert app.connects >= 2, app.last_error
-            again = await ups.call(tools["app/echo"].spec, {"text": "back"})
-            assert again["content"][0]["text"] == "back"
         finally:
             await ups.aclose()
 

@@ -54,7 +54,7 @@ def serve(
 ) -> None:
     """Serve the gateway over stdio or streamable HTTP."""
     from toolscout.mcp.config import MODES, load_config
-    from toolscout.mcp.server import MCPGateway
+    from toolscout.mcp.server import MCPGateway, check_transport
 
     if transport not in ("stdio", "http"):
         _fail(f"--transport must be stdio or http, got {transport!r}")
@@ -70,6 +70,7 @@ def serve(
         if db is not None:
             changes["db"] = db
         cfg = dataclasses.replace(cfg, **changes)  # type: ignore[arg-type]
+        check_transport(cfg, transport)
         gateway = MCPGateway(cfg, errlog=sys.stderr)
     except ToolscoutError as exc:
         _fail(str(exc))

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from toolscout.service import Toolscout
 
-__all__ = ["META_TOOLS", "MCPGateway"]
+__all__ = ["META_TOOLS", "MCPGateway", "check_transport"]
 
 log = logging.getLogger(__name__)
 
@@ -216,16 +216,15 @@ class MCPGateway:
             self._tmpdir.cleanup()
             self._tmpdir = None
 
+    def check(self, transport: str) -> None:
+        check_transport(self.config, transport)
+
     async def serve_stdio(self) -> None:
         """Serve one client over this process's stdin/stdout."""
         from mcp.server.lowlevel import NotificationOptions
         from mcp.server.stdio import stdio_server
 
-        if self.config.principal is None:
-            raise ConfigError(
-                "the stdio transport needs a fixed caller: set toolscout.principal "
-                '({"subject": ..., "scopes": [...]}) in the config'
-            )
+        self.check("stdio")
         async with self.running(), stdio_server() as (read, write):
             options = self.server.create_initialization_options(
                 NotificationOptions(tools_changed=True)
@@ -236,12 +235,8 @@ class MCPGateway:
         """The Starlette app: ``/mcp`` behind bearer auth, plus protected-resource metadata."""
         from mcp.server.auth.settings import AuthSettings
 
+        self.check("http")
         cfg = self.config
-        if cfg.jwt_key is None:
-            raise ConfigError(
-                "the http transport verifies each caller's bearer token: set toolscout.jwt_key "
-                "(an HS256 secret) or toolscout.jwt_key_file (a PEM public key) in the config"
-            )
         resource = cfg.resource_url or f"http://{host}:{port}/mcp"
         issuer = (cfg.authorization_servers or (cfg.jwt_issuer or resource,))[0]
         auth = AuthSettings.model_validate(
@@ -416,7 +411,8 @@ class MCPGateway:
             payload["next"] = "run one with call_tool(name, arguments)"
         if self.mode(principal) == "dynamic" and found:
             added = False
-            for entry in found:
+            # best match last, so it is the most recently used (the last to be dropped)
+            for entry in reversed(found[: self.config.dynamic_limit]):
                 added |= entry["id"] not in state.dynamic
                 state.dynamic[entry["id"]] = None
                 state.dynamic.move_to_end(entry["id"])
@@ -483,6 +479,20 @@ class MCPGateway:
                 await session.send_tool_list_changed()
             except Exception:  # a gone client: forget it
                 self._sessions.pop(key, None)
+
+
+def check_transport(config: GatewayConfig, transport: str) -> None:
+    """Raise :class:`ConfigError` unless ``config`` can serve ``transport``."""
+    if transport == "stdio" and config.principal is None:
+        raise ConfigError(
+            "the stdio transport needs a fixed caller: set toolscout.principal "
+            '({"subject": ..., "scopes": [...]}) in the config'
+        )
+    if transport == "http" and config.jwt_key is None:
+        raise ConfigError(
+            "the http transport verifies each caller's bearer token: set toolscout.jwt_key "
+            "(an HS256 secret) or toolscout.jwt_key_file (a PEM public key) in the config"
+        )
 
 
 class _BearerVerifier:
