@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import toolscout
 
 EXPECTED = sorted(toolscout.__all__)
@@ -27,6 +29,25 @@ def test_import_has_no_side_effects() -> None:
         "assert not logging.getLogger().handlers"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_core_imports_no_concrete_backend_or_surface() -> None:
+    code = (
+        "import sys, toolscout, toolscout.discovery.pipeline, toolscout.discovery.catalog, "
+        "toolscout.service; "
+        "bad = [m for m in sys.modules if m.startswith(('toolscout.stores.sqlite', "
+        "'toolscout.stores.memory', 'toolscout.stores.postgres', 'toolscout.embed.minilm', "
+        "'toolscout.cli', 'toolscout.http', 'toolscout.mcp'))]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_backends_load_lazily_by_name() -> None:
+    assert toolscout.SQLiteStore.__name__ == "SQLiteStore"
+    assert toolscout.MemoryStore.__name__ == "MemoryStore"
+    with pytest.raises(AttributeError):
+        _ = toolscout.NoSuchThing  # type: ignore[attr-defined]
 
 
 PINNED = [
@@ -56,6 +77,7 @@ PINNED = [
     "JWTVerifier",
     "Limits",
     "MCPExecutor",
+    "MemoryStore",
     "MiniLMEmbedder",
     "MissingExtraError",
     "ModelError",
@@ -70,6 +92,7 @@ PINNED = [
     "SQLiteStore",
     "ScoredTool",
     "SearchSettings",
+    "Settings",
     "Shortlist",
     "Store",
     "StoreError",
@@ -79,6 +102,7 @@ PINNED = [
     "TokenVerifier",
     "ToolLookup",
     "ToolSpec",
+    "Toolscout",
     "ToolscoutError",
     "UnknownToolError",
     "__version__",

@@ -10,7 +10,8 @@ import pytest
 
 from support import embedder, spec
 from toolscout.discovery.catalog import Catalog
-from toolscout.discovery.inject import Tier
+from toolscout.discovery.inject import Tier, render
+from toolscout.discovery.tokencount import count_json
 from toolscout.errors import (
     CatalogFileError,
     ConfigError,
@@ -95,8 +96,19 @@ def test_hard_cases(catalog: Catalog) -> None:
 def test_shortlist_reports_policy_tokens_and_schemas(catalog: Catalog) -> None:
     r = catalog.discover("where is order 94218", SUPPORT, k=3, fmt="anthropic")
     assert r.tier is Tier.PROGRESSIVE and len(r.tools) == 3 == len(r.schemas)
-    assert r.filtered_by_policy == len(catalog) - len(catalog.entitle(SUPPORT).allowed) > 0
+    # how many tools policy hid is for administrators only
+    assert r.filtered_by_policy is None and r.policy_reasons == {}
+    admin = Principal.of("root", "acme", scopes=["*", "toolscout:admin"])
+    hidden = catalog.discover("where is order 94218", admin).filtered_by_policy
+    assert hidden == len(catalog) - len(catalog.entitle(admin).allowed)
     assert 0 < r.tokens.injected < r.tokens.catalog
+    # the figures are independent o200k counts of what was rendered and of the whole
+    # entitled catalog rendered as one tool list
+    assert r.tokens.injected == count_json(list(r.schemas))
+    entitled = [catalog.get(c.id) for c in catalog.entitle(SUPPORT).allowed]
+    assert r.tokens.catalog == count_json(render(entitled, "anthropic", catalog.names()))
+    assert {s["name"] for s in r.schemas} == set(r.names)
+    assert all(r.tool_id(s["name"]) in r.ids for s in r.schemas)
     assert all("input_schema" in s for s in r.schemas)
     d = r.to_dict()
     assert set(d["tools"][0]) >= {"id", "score", "lexical", "dense", "confidence"}
@@ -128,7 +140,7 @@ def test_bad_requests(catalog: Catalog) -> None:
     with pytest.raises(ConfigError):
         catalog.discover("refund", SUPPORT, k=0)
     with pytest.raises(UnknownToolError):
-        catalog.schema("no.such_tool")
+        catalog.schema("no.such_tool", SUPPORT)
 
 
 def test_tiers(tmp_path: Path) -> None:

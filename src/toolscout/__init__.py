@@ -2,14 +2,16 @@
 
 Entitle first (policy before ranking), hybrid retrieval over capability cards,
 just-in-time schemas for the shortlisted tools, and an execution gateway that
-re-checks every call. See ``Catalog`` for the one-call pipeline.
+re-checks every call. ``Toolscout`` holds the whole loop (discover → execute).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from toolscout.cards import CapabilityCard, Risk, ToolSpec, make_spec
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.inject import FORMATS, Tier, choose_tier, render
 from toolscout.discovery.shortlist import ScoredTool, Shortlist, TokenReport
-from toolscout.embed.minilm import Embedder, MiniLMEmbedder
+from toolscout.embed.base import Embedder
 from toolscout.errors import (
     ArgumentError,
     CardError,
@@ -41,14 +43,38 @@ from toolscout.executors.base import (
 from toolscout.executors.mcp import MCPExecutor
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.auth import ClaimsMapping, JWTVerifier, TokenVerifier, issue_token
-from toolscout.gateway.core import ExecutionResult, Gateway, ToolLookup
+from toolscout.gateway.core import Gateway, ToolLookup
 from toolscout.gateway.grants import GrantSigner
 from toolscout.gateway.limits import Limits
+from toolscout.gateway.result import ExecutionResult
 from toolscout.loader import read_catalog, read_policy
 from toolscout.policy import Decision, PolicyConfig, Principal, Reason, decide, entitle
-from toolscout.settings import SearchSettings
+from toolscout.service import Toolscout
+from toolscout.settings import SearchSettings, Settings
 from toolscout.stores.base import Store
-from toolscout.stores.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from toolscout.embed.minilm import MiniLMEmbedder
+    from toolscout.stores.memory import MemoryStore
+    from toolscout.stores.sqlite import SQLiteStore
+
+#: concrete backends, imported on first use so that importing toolscout (or its core
+#: packages) loads no backend: ``toolscout.SQLiteStore`` still works
+_LAZY = {
+    "MemoryStore": "toolscout.stores.memory",
+    "MiniLMEmbedder": "toolscout.embed.minilm",
+    "SQLiteStore": "toolscout.stores.sqlite",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolscout' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(module), name)
+
 
 __version__ = "0.1.0"
 
@@ -79,6 +105,7 @@ __all__ = [
     "JWTVerifier",
     "Limits",
     "MCPExecutor",
+    "MemoryStore",
     "MiniLMEmbedder",
     "MissingExtraError",
     "ModelError",
@@ -93,6 +120,7 @@ __all__ = [
     "SQLiteStore",
     "ScoredTool",
     "SearchSettings",
+    "Settings",
     "Shortlist",
     "Store",
     "StoreError",
@@ -102,6 +130,7 @@ __all__ = [
     "TokenVerifier",
     "ToolLookup",
     "ToolSpec",
+    "Toolscout",
     "ToolscoutError",
     "UnknownToolError",
     "__version__",

@@ -119,6 +119,8 @@ class GatewayError(ToolscoutError):
     """An execution was refused or failed. ``reason`` is a stable machine-readable code."""
 
     reason: str = "gateway_error"
+    #: the audit record the gateway wrote for this attempt (set once it is written)
+    audit_id: int | None = None
 
     def __init__(
         self, message: str, *, tool_id: str = "", reason: str | None = None, detail: str = ""

@@ -35,8 +35,9 @@ class SearchSettings:
     dense_weight: float = 0.7
     #: shift the weight towards lexical when the query carries identifiers or rare exact terms
     adaptive_fusion: bool = True
+    #: "learned" (the catalog's calibrated ranker, see discovery/calibrate.py),
     #: "weighted" (normalised score mix) or "rrf" (reciprocal rank fusion)
-    fusion: str = "weighted"
+    fusion: str = "learned"
     #: an exact tool name, id or alias in the query always makes the shortlist
     exact_hits: bool = True
     #: reformulate low-confidence queries (identifier splitting, catalog synonyms, feedback)
@@ -51,17 +52,91 @@ class SearchSettings:
     candidate_pool: int = 50
     #: queries longer than this are refused
     max_query_chars: int = 8192
+    #: split a request into tasks, rank each, merge so every task is represented
+    multi_intent: bool = True
+    #: the learned ranker's prior: one weight per feature, then the none option's bias
+    #: (None: the shipped one); evaluation passes the one fitted with the evaluated set held out
+    ranker_prior: tuple[float, ...] | None = None
+    #: Platt scaling (a, b) of the learned confidence (None: the shipped one)
+    confidence_platt: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if not (self.lexical or self.dense):
             raise ConfigError("at least one of lexical and dense retrieval must be on")
         if not 0.0 <= self.dense_weight <= 1.0:
             raise ConfigError(f"dense_weight must be within [0, 1], got {self.dense_weight}")
-        if self.fusion not in ("weighted", "rrf"):
-            raise ConfigError(f"fusion must be 'weighted' or 'rrf', got {self.fusion!r}")
+        if self.fusion not in ("learned", "weighted", "rrf"):
+            raise ConfigError(
+                f"fusion must be 'learned', 'weighted' or 'rrf', got {self.fusion!r}"
+            )
         if self.candidate_pool < 10:
             raise ConfigError(f"candidate_pool must be at least 10, got {self.candidate_pool}")
 
     def but(self, **changes: object) -> SearchSettings:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+#: how the discovery log keeps query text
+QUERY_LOG_MODES = ("text", "hash", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a :class:`~toolscout.Toolscout` is built from, in one explicit object.
+
+    Secrets are passed in here (or by the CLI from its flags and environment),
+    never read from the environment by the library.
+    """
+
+    #: the catalog: a SQLite file path, ``":memory:"``, or a ``postgresql://`` DSN
+    db: str | Path | None = None
+    search: SearchSettings = SearchSettings()
+    #: token verification (HS256 secret or PEM public key, or a local JWKS file)
+    jwt_key: str | None = None
+    jwt_jwks: str | Path | None = None
+    jwt_algorithms: tuple[str, ...] = ("HS256",)
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    #: the audit log's file (default: ``<db>.audit.db`` beside the catalog)
+    audit_path: str | Path | None = None
+    #: HMAC key of the audit chain, kept outside the database
+    audit_key: str | None = None
+    #: strict mode: executions need a discovery grant signed with this secret
+    grants_secret: str | None = None
+    strict: bool = False
+    #: executor time-out per call, in seconds
+    timeout_s: float = 30.0
+    #: the discovery log: on or off, and what it keeps of query text
+    log: bool = True
+    query_log: str = "text"
+    allow_unknown_params: bool = False
+
+    def __post_init__(self) -> None:
+        if self.query_log not in QUERY_LOG_MODES:
+            raise ConfigError(
+                f"query_log must be one of {', '.join(QUERY_LOG_MODES)}, got {self.query_log!r}"
+            )
+        if self.strict and not self.grants_secret:
+            raise ConfigError("strict mode needs grants_secret to sign discovery grants")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be positive, got {self.timeout_s}")
+
+    def but(self, **changes: object) -> Settings:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def catalog_target(self) -> str | Path:
+        return self.db if self.db is not None else default_db_path()
+
+    def audit_target(self) -> str | Path:
+        """Where the audit log lives: its own file, so catalog writes never block it."""
+        if self.audit_path is not None:
+            return self.audit_path
+        target = str(self.catalog_target())
+        if target in (":memory:", "memory:"):
+            return ":memory:"
+        if "://" in target:
+            raise ConfigError("a catalog on a database server needs an explicit audit_path")
+        path = Path(target)
+        return path.with_name(path.stem + ".audit" + (path.suffix or ".db"))

@@ -1,45 +1,45 @@
-"""The catalog: the one object the surfaces talk to.
+"""The catalog: registry and indexing over one store, and the one owner of catalog state.
 
-``Catalog.open(path)`` gives the embedded SQLite store; ``add`` validates and
-indexes tools (embedding only texts it has never seen); ``discover`` runs the
-pipeline entitle → retrieve → select → inject and returns a :class:`Shortlist`.
+``Catalog`` validates and indexes tools (embedding only texts it has never
+seen), keeps the policy with them, and answers "which tools exist, may this
+principal use this one" from the store's *current* state: every read first
+checks the store's generation counter, so a policy change or re-index made by
+this process or another is seen by the next call. Discovery itself is the
+pipeline in :mod:`toolscout.discovery.pipeline`.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from toolscout.cards import ToolSpec, check_unique
+from toolscout.cards import CapabilityCard, ToolSpec, check_unique
 from toolscout.discovery import inject
 from toolscout.discovery.lexical import terms, words
-from toolscout.discovery.search import (
-    Candidate,
-    PhraseIndex,
-    Reformulator,
-    Retrieval,
-    Retriever,
-    parse_query,
-    select,
-)
-from toolscout.discovery.shortlist import IndexReport, ScoredTool, Shortlist, TokenReport, Trace
-from toolscout.embed.minilm import Embedder, MiniLMEmbedder, normalise, text_hash
-from toolscout.errors import ConfigError, FormatError, UnknownToolError
+from toolscout.discovery.search import PhraseIndex, Reformulator, Retriever
+from toolscout.discovery.shortlist import IndexReport, Shortlist
+from toolscout.embed.base import Embedder, normalise, text_hash
+from toolscout.errors import UnknownToolError
 from toolscout.policy import Decision, Entitlement, PolicyConfig, Principal, decide, entitle
 from toolscout.settings import SearchSettings
-from toolscout.stores.base import KIND_ALIAS, KIND_CARD, KIND_LEARNED, IndexedTool, Vector
-from toolscout.stores.sqlite import LearnedAliases, SQLiteStore
-from toolscout.telemetry.log import DiscoveryLog
+from toolscout.stores.base import KIND_ALIAS, KIND_CARD, KIND_LEARNED, IndexedTool, Store, Vector
+
+if TYPE_CHECKING:
+    from toolscout.discovery.pipeline import GrantIssuer
+    from toolscout.telemetry.log import DiscoveryLog
 
 #: learned phrases kept per tool
 LEARNED_PER_TOOL = 64
-
-
-class GrantIssuer(Protocol):
-    def issue(self, principal: Principal, tool_ids: Sequence[str]) -> str: ...
+#: up to this many entitled tools, the catalog's token figure is one exact count of its
+#: whole rendered tool list; above it, the sum of per-tool counts
+EXACT_CATALOG_TOKENS = 5000
+#: full specs kept in memory (schemas are otherwise read from the store when needed)
+SPEC_CACHE = 2048
 
 
 def lexical_fields(spec: ToolSpec, learned: Sequence[str] = ()) -> dict[str, str]:
@@ -98,27 +98,49 @@ def embedding_texts(
     return texts
 
 
+class _State:
+    """What the catalog derives from one store generation; replaced whole, never patched."""
+
+    def __init__(self, generation: int, cards: Sequence[CapabilityCard], policy: PolicyConfig,
+                 df: Mapping[str, int]) -> None:  # fmt: skip
+        self.generation = generation
+        self.cards = tuple(cards)
+        self.by_id = {c.id: c for c in self.cards}
+        self.policy = policy
+        self.phrases: PhraseIndex | None = None
+        self.df = df
+        self.names: dict[str, str] | None = None  # id -> rendered name
+        self.rendered: dict[str, str] | None = None  # rendered name -> id
+        self.entitlements: dict[tuple[str, frozenset[str]], Entitlement] = {}
+        self.catalog_tokens: dict[tuple[str, frozenset[str], str], int] = {}
+        self.lock = threading.Lock()
+
+
 class Catalog:
-    """Tools, their index and the discovery pipeline over one store."""
+    """Tools and their index over one store; the state discovery and the gateway share."""
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         *,
-        embedder: Embedder | None = None,
+        embedder: Embedder,
         policy: PolicyConfig | None = None,
         settings: SearchSettings | None = None,
         log: DiscoveryLog | None = None,
         reformulator: Reformulator | None = None,
     ) -> None:
         self.store = store
-        self.embedder: Embedder = embedder or MiniLMEmbedder()
-        self.policy = policy or self._stored_policy() or PolicyConfig()
+        self.embedder = embedder
         self.settings = settings or SearchSettings()
         self.log = log
         self.reformulator = reformulator
-        self._learned = LearnedAliases(store)
-        self._reload()
+        self._specs: OrderedDict[str, ToolSpec] = OrderedDict()
+        self._tokens: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.RLock()
+        self._state: _State | None = None
+        if policy is not None and self._stored_policy() != policy:
+            self.set_policy(policy)
+        self.refresh()
 
     @classmethod
     def open(
@@ -131,11 +153,19 @@ class Catalog:
         log: bool = True,
         reformulator: Reformulator | None = None,
     ) -> Catalog:
-        store = SQLiteStore(path)
-        dlog = DiscoveryLog(path) if log and str(path) != ":memory:" else None
+        """A catalog over the store at ``path`` (a SQLite file, ``:memory:``, or a DSN)."""
+        from toolscout.embed import default_embedder
+        from toolscout.stores import open_store
+
+        store = open_store(path)
+        dlog = None
+        if log and isinstance(path, str | Path) and _is_file_path(path):
+            from toolscout.telemetry.log import DiscoveryLog
+
+            dlog = DiscoveryLog(path)
         return cls(
             store,
-            embedder=embedder,
+            embedder=embedder or default_embedder(),
             policy=policy,
             settings=settings,
             log=dlog,
@@ -148,18 +178,13 @@ class Catalog:
         self.store.close()
 
     def snapshot(self, dest: str | Path) -> Path:
-        """A consistent copy of the store file (SQLite backup API); this catalog stays open."""
-        import sqlite3
+        """A consistent copy of the store (for stores that can make one)."""
+        make = getattr(self.store, "snapshot", None)
+        if make is None:
+            from toolscout.errors import StoreError
 
-        target = Path(dest)
-        src = sqlite3.connect(str(self.store.path))
-        dst = sqlite3.connect(str(target))
-        try:
-            src.backup(dst)
-        finally:
-            dst.close()
-            src.close()
-        return target
+            raise StoreError(f"{type(self.store).__name__} cannot make a snapshot")
+        return Path(make(dest))
 
     def __enter__(self) -> Catalog:
         return self
@@ -167,43 +192,130 @@ class Catalog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- state -------------------------------------------------------------------
     def _stored_policy(self) -> PolicyConfig | None:
         raw = self.store.meta("policy")
         return PolicyConfig.from_dict(json.loads(raw)) if raw else None
 
-    def set_policy(self, policy: PolicyConfig) -> None:
-        """Use ``policy`` and store it with the catalog, for every later ``Catalog.open``."""
-        self.policy = policy
-        self.store.set_meta("policy", json.dumps(policy.to_dict()))
-        self._entitlements.clear()
+    def refresh(self) -> _State:
+        """The state of the store's current generation (re-read only when it moved)."""
+        gen = self.store.generation()
+        state = self._state
+        if state is not None and state.generation == gen:
+            return state
+        with self._lock:
+            state = self._state
+            if state is not None and state.generation == self.store.generation():
+                return state
+            gen = self.store.generation()
+            df, _ = self.store.document_frequency()
+            state = _State(gen, self.store.cards(), self._stored_policy() or PolicyConfig(), df)
+            self._specs.clear()
+            self._state = state
+            return state
 
-    # -- state -------------------------------------------------------------------
-    def _reload(self) -> None:
-        self._specs = self.store.load()
-        self._by_id = {s.id: s for s in self._specs}
-        self._cards = tuple(s.card for s in self._specs)
-        df, _ = self.store.document_frequency()
-        self._phrases = PhraseIndex(self._specs, df)
-        self._entitlements: dict[tuple[str, frozenset[str]], Entitlement] = {}
-        self._token_cache: dict[tuple[str, str], int] = {}
+    @property
+    def generation(self) -> int:
+        return self.refresh().generation
+
+    @property
+    def policy(self) -> PolicyConfig:
+        """The stored policy, as of now."""
+        return self.refresh().policy
+
+    def set_policy(self, policy: PolicyConfig) -> None:
+        """Store ``policy`` with the catalog: every user of this store applies it from now on."""
+        self.store.set_meta("policy", json.dumps(policy.to_dict()))
+        self.refresh()
 
     def __len__(self) -> int:
-        return len(self._specs)
+        return len(self.refresh().cards)
+
+    def cards(self) -> tuple[CapabilityCard, ...]:
+        return self.refresh().cards
+
+    def card(self, tool_id: str) -> CapabilityCard | None:
+        return self.refresh().by_id.get(tool_id)
 
     def specs(self) -> list[ToolSpec]:
-        return list(self._specs)
+        """Every tool with its schema (reads them all: for indexing and lint, not per request)."""
+        cards = self.refresh().cards
+        found = self.store.specs([c.id for c in cards])
+        return [found[c.id] for c in cards if c.id in found]
 
     def spec(self, tool_id: str) -> ToolSpec | None:
-        return self._by_id.get(tool_id)
+        """The tool's full spec, read from the store on first use (then cached)."""
+        state = self.refresh()
+        if tool_id not in state.by_id:
+            return None
+        with self._lock:
+            hit = self._specs.get(tool_id)
+            if hit is not None:
+                self._specs.move_to_end(tool_id)
+                return hit
+        spec = self.store.specs([tool_id]).get(tool_id)
+        if spec is not None:
+            with self._lock:
+                if self._state is state:
+                    self._specs[tool_id] = spec
+                    while len(self._specs) > SPEC_CACHE:
+                        self._specs.popitem(last=False)
+        return spec
+
+    def specs_of(self, ids: Sequence[str]) -> list[ToolSpec]:
+        """Specs of ``ids`` in that order (unknown ids are left out); one store read for misses."""
+        state = self.refresh()
+        with self._lock:
+            have = {t: s for t in ids if (s := self._specs.get(t)) is not None}
+        missing = [t for t in ids if t not in have and t in state.by_id]
+        if missing:
+            fetched = self.store.specs(missing)
+            have.update(fetched)
+            if len(missing) <= SPEC_CACHE // 2:
+                with self._lock:
+                    if self._state is state:
+                        self._specs.update(fetched)
+                        while len(self._specs) > SPEC_CACHE:
+                            self._specs.popitem(last=False)
+        return [have[t] for t in ids if t in have]
 
     def get(self, tool_id: str) -> ToolSpec:
-        spec = self._by_id.get(tool_id)
+        spec = self.spec(tool_id)
         if spec is None:
             raise UnknownToolError(tool_id)
         return spec
 
-    def schema(self, tool_id: str, fmt: str = "openai") -> dict[str, Any]:
-        return inject.render([self.get(tool_id)], fmt)[0]
+    def schema(self, tool_id: str, principal: Principal, fmt: str = "openai") -> dict[str, Any]:
+        """The tool's schema in ``fmt``, for a principal entitled to it.
+
+        Unknown and forbidden tools raise the same :class:`UnknownToolError`."""
+        if not self.decide(principal, tool_id).allowed:
+            raise UnknownToolError(tool_id)
+        return inject.render([self.get(tool_id)], fmt, self.names())[0]
+
+    def phrases(self) -> PhraseIndex:
+        state = self.refresh()
+        with state.lock:
+            if state.phrases is None:
+                state.phrases = PhraseIndex(self.specs(), state.df)
+            return state.phrases
+
+    def names(self) -> dict[str, str]:
+        """Tool id → the function name every rendering uses (unique over the catalog)."""
+        state = self.refresh()
+        with state.lock:
+            if state.names is None:
+                state.names = inject.name_table(state.cards)
+                state.rendered = {n: t for t, n in state.names.items()}
+            return state.names
+
+    def resolve(self, name: str) -> str | None:
+        """The tool id a model-facing name stands for: an id, or a rendered name."""
+        state = self.refresh()
+        if name in state.by_id:
+            return name
+        self.names()
+        return (state.rendered or {}).get(name)
 
     # -- indexing ----------------------------------------------------------------
     def add(
@@ -212,19 +324,20 @@ class Catalog:
         *,
         replace_all: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        warnings: Sequence[str] = (),
     ) -> IndexReport:
         """Validate and index tools in one transaction; unchanged texts are not re-embedded."""
         start = time.perf_counter()
         batch = check_unique(specs)
-        learned = self._learned.of(LEARNED_PER_TOOL)
+        learned = self.store.learned(LEARNED_PER_TOOL)
         tools, texts = self._indexed(batch, learned)
         vectors = self._embed_missing(texts, progress)
         stats = self.store.upsert(
             tools, vectors, model_id=self.embedder.model_id, replace_all=replace_all
         )
-        self._reload()
-        warnings = tuple(self._size_warnings(batch))
-        return IndexReport(stats, time.perf_counter() - start, warnings)
+        self.refresh()
+        found = (*warnings, *self._size_warnings(batch))
+        return IndexReport(stats, time.perf_counter() - start, tuple(found))
 
     def _indexed(
         self, batch: Sequence[ToolSpec], learned: Mapping[str, Sequence[str]]
@@ -277,58 +390,79 @@ class Catalog:
 
     def remove(self, ids: Sequence[str]) -> int:
         n = self.store.delete(ids)
-        self._reload()
+        self.refresh()
         return n
 
     # -- learning from usage -----------------------------------------------------
     def record_usage(self, query: str, tool_id: str, uses: int = 1) -> None:
         """Remember that ``query`` led to a successful call of ``tool_id`` (applied by learn)."""
         self.get(tool_id)
-        self._learned.add([(tool_id, " ".join(query.split())[:500], uses)])
+        self.store.learned_add([(tool_id, " ".join(query.split())[:500], uses)])
 
     def learn(self, *, from_log: bool = True) -> IndexReport:
         """Fold learned (query → tool) pairs into the index: as aliases, lexical and dense."""
         if from_log and self.log is not None:
-            pairs = [(t, q, n) for t, q, n in self.log.learned_pairs() if t in self._by_id]
-            self._learned.clear()
-            self._learned.add(pairs)
-        return self.add(self._specs)
+            known = self.refresh().by_id
+            pairs = [(t, q, n) for t, q, n in self.log.learned_pairs() if t in known]
+            self.store.learned_clear()
+            self.store.learned_add(pairs)
+        return self.add(self.specs())
 
-    # -- discovery ---------------------------------------------------------------
+    # -- policy ------------------------------------------------------------------
     def decide(self, principal: Principal, tool_id: str) -> Decision:
-        """May ``principal`` use ``tool_id``, and if not, why (for audit, never for a model)."""
-        spec = self._by_id.get(tool_id)
-        return decide(principal, spec.card if spec else None, self.policy)
+        """May ``principal`` use ``tool_id`` now, and if not, why (for audit, never for a model)."""
+        state = self.refresh()
+        return decide(principal, state.by_id.get(tool_id), state.policy)
 
     def entitle(self, principal: Principal) -> Entitlement:
-        key = (principal.tenant, self.policy.effective_scopes(principal))
-        ent = self._entitlements.get(key)
+        state = self.refresh()
+        key = (principal.tenant, state.policy.effective_scopes(principal))
+        ent = state.entitlements.get(key)
         if ent is None:
-            ent = entitle(self._cards, principal, self.policy)
-            if len(self._entitlements) > 256:
-                self._entitlements.clear()
-            self._entitlements[key] = ent
+            ent = entitle(state.cards, principal, state.policy)
+            with state.lock:
+                if len(state.entitlements) > 256:
+                    state.entitlements.clear()
+                state.entitlements[key] = ent
         return ent
 
-    def _tokens(self, tool_id: str, fmt: str) -> int:
-        key = (tool_id, fmt)
-        n = self._token_cache.get(key)
+    # -- token figures -----------------------------------------------------------
+    def schema_tokens(self, tool_id: str, fmt: str) -> int:
+        """o200k tokens of one tool's rendering (cached by content, so never stale)."""
+        spec = self.get(tool_id)
+        key = (tool_id, spec.content_hash(), fmt)
+        n = self._tokens.get(key)
         if n is None:
-            n = self._token_cache[key] = inject.schema_tokens([self._by_id[tool_id]], fmt)
+            n = inject.schema_tokens([spec], fmt, self.names())
+            if len(self._tokens) > 200_000:
+                self._tokens.clear()
+            self._tokens[key] = n
         return n
 
-    def _catalog_tokens(self, ent: Entitlement, fmt: str) -> int:
-        key = (f"\x00catalog:{id(ent)}", fmt)
-        n = self._token_cache.get(key)
+    def entitled_tokens(self, principal: Principal, fmt: str) -> int:
+        """Tokens of every schema ``principal`` is entitled to, rendered as one tool list."""
+        state = self.refresh()
+        ent = self.entitle(principal)
+        key = (principal.tenant, state.policy.effective_scopes(principal), fmt)
+        n = state.catalog_tokens.get(key)
         if n is None:
-            n = self._token_cache[key] = sum(self._tokens(c.id, fmt) for c in ent.allowed)
+            ids = [c.id for c in ent.allowed]
+            if len(ids) <= EXACT_CATALOG_TOKENS:
+                specs = self.specs_of(ids)
+                n = inject.schema_tokens(specs, fmt, self.names()) if specs else 0
+            else:  # a large catalog: the sum of its tools' own counts (within a few tokens)
+                n = sum(self.schema_tokens(t, fmt) for t in ids)
+            with state.lock:
+                state.catalog_tokens[key] = n
         return n
 
+    # -- discovery ---------------------------------------------------------------
     def retriever(self, settings: SearchSettings | None = None) -> Retriever:
+        """The hybrid retriever over this catalog's current state (ids and scores only)."""
         return Retriever(
             self.store,
             self.embedder,
-            self._phrases,
+            self.phrases(),
             settings or self.settings,
             self.reformulator,
             lambda ids: self.store.card_vectors(ids, self.embedder.model_id),
@@ -345,103 +479,30 @@ class Catalog:
         tier: inject.Tier | str | None = None,
         token_budget: int | None = None,
         grants: GrantIssuer | None = None,
+        conversation: str | None = None,
     ) -> Shortlist:
-        """entitle → retrieve → select → inject, for one query and one principal."""
-        start = time.perf_counter()
-        if fmt not in inject.FORMATS:
-            raise FormatError(fmt, inject.FORMATS)
-        if not 1 <= k <= 10:
-            raise ConfigError(f"k must be between 1 and 10, got {k}")
-        cfg = settings or self.settings
-        ent = self.entitle(principal)
-        allowed = ent.ids
-        df, n_docs = self.store.document_frequency()
-        parsed = parse_query(query, df, n_docs, cfg)
-        chosen_tier = inject.choose_tier(len(allowed), tier)
-        retrieval: Retrieval | None = None
-        if chosen_tier is inject.Tier.ALL:
-            chosen = [Candidate(c.id) for c in ent.allowed]
-            confidence = 1.0
-        else:
-            retrieval = self.retriever(cfg).run(parsed, allowed)
-            exact = self._phrases.find(parsed.text, allowed) if cfg.exact_hits else {}
-            confidence = 1.0 if exact else retrieval.confidence
-            chosen = select(
-                retrieval.candidates,
-                exact,
-                k,
-                dedupe=cfg.dedupe,
-                card_vectors=lambda ids: self.store.card_vectors(ids, self.embedder.model_id),
-                token_cost=lambda tid: self._tokens(tid, fmt),
-                token_budget=token_budget,
-            )
-            if chosen_tier is inject.Tier.GROUPS:
-                chosen = self._group_expand(chosen, ent)
-        specs = [self._by_id[c.id] for c in chosen]
-        tools = tuple(
-            ScoredTool(c.id, self._by_id[c.id].card.name, c.fused, c.lexical, c.dense, c.exact)
-            for c in chosen
-        )
-        schemas = tuple(inject.render(specs, fmt))
-        tokens = TokenReport(
-            catalog=self._catalog_tokens(ent, fmt),
-            injected=inject.schema_tokens(specs, fmt) if specs else 0,
-        )
-        low = retrieval.low_confidence if retrieval is not None and confidence < 1.0 else False
-        grant = grants.issue(principal, [t.id for t in tools]) if grants is not None else None
-        latency = (time.perf_counter() - start) * 1000
-        did = None
-        if self.log is not None:
-            did = self.log.record_discovery(
-                principal.subject,
-                principal.tenant,
-                parsed.text,
-                [t.id for t in tools],
-                confidence,
-                latency,
-            )
-        trace = Trace()
-        if retrieval is not None:
-            trace = Trace(
-                tuple(retrieval.lexical_ids),
-                tuple(retrieval.dense_ids),
-                tuple(c.id for c in retrieval.candidates[:10]),
-                retrieval.dense_weight,
-                parsed.dropped,
-            )
-        return Shortlist(
-            query=parsed.text,
-            tier=chosen_tier,
-            format=fmt,
-            tools=tools,
-            schemas=schemas,
-            confidence=confidence,
-            low_confidence=low,
-            filtered_by_policy=ent.filtered,
-            policy_reasons={r.value: n for r, n in ent.denied.items()},
-            tokens=tokens,
-            reformulations=tuple(retrieval.reformulations) if retrieval else (),
-            grant=grant,
-            discovery_id=did,
-            latency_ms=latency,
-            trace=trace,
-        )
+        """entitle → retrieve → select → inject, for one query and one trusted principal."""
+        from toolscout.discovery.pipeline import discover
 
-    def _group_expand(self, chosen: Sequence[Candidate], ent: Entitlement) -> list[Candidate]:
-        """GROUPS tier: every entitled tool of the groups the best candidates belong to."""
-        groups = [self._by_id[c.id].card.group for c in chosen if self._by_id[c.id].card.group]
-        if not groups:
-            return list(chosen)
-        wanted = set(groups)
-        members = inject.group_members([self._by_id[c.id] for c in ent.allowed], wanted)
-        scored = {c.id: c for c in chosen}
-        rank = {c.id: i for i, c in enumerate(chosen)}
-        expanded = [scored.get(s.id) or Candidate(s.id) for s in members]
-        # the shortlisted tools first, in their order; the rest of their groups after
-        return sorted(expanded, key=lambda c: rank.get(c.id, len(rank)))
+        return discover(
+            self,
+            query,
+            principal,
+            k=k,
+            fmt=fmt,
+            settings=settings,
+            tier=tier,
+            token_budget=token_budget,
+            grants=grants,
+        )
 
     def record_call(self, shortlist: Shortlist | None, tool_id: str, *, ok: bool = True) -> None:
         """Tell the discovery log which tool was called after a discovery."""
         if self.log is not None:
             did = shortlist.discovery_id if shortlist is not None else None
             self.log.record_call(tool_id, discovery_id=did, ok=ok)
+
+
+def _is_file_path(path: str | Path) -> bool:
+    text = str(path)
+    return text not in (":memory:", "memory:") and "://" not in text

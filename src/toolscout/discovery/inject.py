@@ -71,21 +71,34 @@ def tool_name(card: CapabilityCard) -> str:
     return _with_hash(name, card.id) if len(name) > MAX_NAME else name
 
 
+def name_table(cards: Sequence[CapabilityCard]) -> dict[str, str]:
+    """Tool id → rendered function name, unique over the whole catalog.
+
+    A name that two ids sanitise to, or that equals another tool's id, gets a
+    hash suffix (an id that is already a valid name keeps it), so a rendered
+    name can never be read back as a different tool.
+    """
+    ids = {card.id for card in cards}
+    base = {card.id: tool_name(card) for card in cards}
+    owners: dict[str, set[str]] = {}
+    for tool_id, name in base.items():
+        owners.setdefault(name, set()).add(tool_id)
+    out: dict[str, str] = {}
+    for tool_id, name in base.items():
+        clash = len(owners[name]) > 1 or (name in ids and name != tool_id)
+        out[tool_id] = _with_hash(name, tool_id) if clash and name != tool_id else name
+    seen: dict[str, str] = {}
+    for tool_id, name in out.items():
+        other = seen.setdefault(name, tool_id)
+        if other != tool_id or (name in ids and name != tool_id):
+            raise CardError(tool_id, "id", f"renders as {name!r}, as does {other!r}")
+    return out
+
+
 def _names(specs: Sequence[ToolSpec]) -> list[str]:
     """Rendered names in order; ids that collide after sanitising get a hash suffix."""
-    names = [tool_name(spec.card) for spec in specs]
-    owners: dict[str, set[str]] = {}
-    for name, spec in zip(names, specs, strict=True):
-        owners.setdefault(name, set()).add(spec.id)
-    out = [
-        _with_hash(name, spec.id) if len(owners[name]) > 1 and name != spec.id else name
-        for name, spec in zip(names, specs, strict=True)
-    ]
-    seen: dict[str, str] = {}
-    for name, spec in zip(out, specs, strict=True):
-        if seen.setdefault(name, spec.id) != spec.id:
-            raise CardError(spec.id, "id", f"renders as {name!r}, as does {seen[name]!r}")
-    return out
+    table = name_table([spec.card for spec in specs])
+    return [table[spec.id] for spec in specs]
 
 
 def name_map(specs: Sequence[ToolSpec]) -> dict[str, str]:
@@ -228,17 +241,26 @@ _RENDERERS: dict[str, Callable[[ToolSpec, str], dict[str, Any]]] = {
 }
 
 
-def render(specs: Sequence[ToolSpec], fmt: str) -> list[dict[str, Any]]:
-    """The full schemas of ``specs``, in order, as the ``fmt`` API expects its tool list."""
+def render(
+    specs: Sequence[ToolSpec], fmt: str, names: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The full schemas of ``specs``, in order, as the ``fmt`` API expects its tool list.
+
+    ``names`` (tool id → name, from :func:`name_table` over the whole catalog) keeps
+    names stable and unambiguous across shortlists; without it names are made
+    unique within ``specs``."""
     renderer = _RENDERERS.get(fmt)
     if renderer is None:
         raise FormatError(fmt, FORMATS)
-    return [renderer(spec, name) for spec, name in zip(specs, _names(specs), strict=True)]
+    rendered = [names[s.id] for s in specs] if names is not None else _names(specs)
+    return [renderer(spec, name) for spec, name in zip(specs, rendered, strict=True)]
 
 
-def schema_tokens(specs: Sequence[ToolSpec], fmt: str = "openai") -> int:
+def schema_tokens(
+    specs: Sequence[ToolSpec], fmt: str = "openai", names: Mapping[str, str] | None = None
+) -> int:
     """o200k tokens of the rendered tool list, serialised compactly."""
-    return count_json(render(specs, fmt))
+    return count_json(render(specs, fmt, names))
 
 
 class Tier(StrEnum):

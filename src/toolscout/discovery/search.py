@@ -6,13 +6,25 @@ the allowed ids, and returns ids with scores. Nothing here reads schemas.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence, Set
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from toolscout.cards import ToolSpec
+from toolscout.discovery.calibrate import (
+    PLATT,
+    Calibration,
+    FieldTerms,
+    Ranker,
+    calibrate,
+    idf_of,
+)
+from toolscout.discovery.intents import IntentSplitter, interleave, split_intents
 from toolscout.discovery.lexical import (
     STOPWORDS,
     identifiers,
@@ -22,7 +34,7 @@ from toolscout.discovery.lexical import (
     terms,
     words,
 )
-from toolscout.embed.minilm import Embedder, normalise
+from toolscout.embed.base import Embedder, normalise
 from toolscout.errors import QueryError
 from toolscout.settings import SearchSettings
 from toolscout.stores.base import KIND_ALIAS, KIND_CARD, KIND_LEARNED, Hits, Store, Vector
@@ -53,6 +65,12 @@ FIELD_WEIGHTS: Mapping[str, float] = {
 ADAPT_SHIFT = 0.1
 #: two tools whose card vectors are at least this close are near-duplicates
 NEAR_DUPLICATE_COSINE = 0.97
+#: the store meta key the catalog's calibration is kept under
+CALIBRATION_META = "calibration"
+#: query vectors kept (repeated queries skip the encoder)
+QUERY_VECTOR_CACHE = 2048
+#: a query is embedded from its first this many words (the encoder's cost grows with length)
+QUERY_EMBED_WORDS = 64
 
 
 class Reformulator(Protocol):
@@ -87,6 +105,8 @@ class Retrieval:
     reformulations: list[str] = field(default_factory=list)
     lexical_ids: list[str] = field(default_factory=list)
     dense_ids: list[str] = field(default_factory=list)
+    #: the tasks the request was split into (one: a single-intent request)
+    intents: list[str] = field(default_factory=list)
 
 
 def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchSettings) -> Query:
@@ -117,6 +137,12 @@ class PhraseIndex:
     """
 
     def __init__(self, specs: Sequence[ToolSpec], df: Mapping[str, int]) -> None:
+        # the learned ranker's per-tool field terms, and the stored calibration, ride along:
+        # this index is rebuilt whenever the catalog changes, and so are they
+        self.fields = FieldTerms.of(spec.card for spec in specs)
+        self.idf = idf_of(df, len(specs))
+        self.calibration: Calibration | None = None
+        self.calibration_read = False
         self.phrases: dict[str, list[tuple[str, str]]] = {}
         self.identifiers: dict[str, list[tuple[str, str]]] = {}
         for spec in specs:
@@ -236,6 +262,7 @@ def _rrf(rank: int | None, k: int = 60) -> float:
 
 
 def _confidence(cands: Sequence[Candidate], dense_on: bool) -> float:
+    """The heuristic confidence of the fixed fusions (the learned one has a calibrated one)."""
     if not cands:
         return 0.0
     top = cands[0]
@@ -243,6 +270,42 @@ def _confidence(cands: Sequence[Candidate], dense_on: bool) -> float:
         # MiniLM cosines: ~0.15 unrelated, >= 0.6 a clear paraphrase
         return float(min(max((top.dense - 0.15) / 0.45, 0.0), 1.0))
     return float(min(top.lexical, 1.0) * (1.0 if len(cands) < 2 else 1 - 0.5 * cands[1].lexical))
+
+
+class _VectorCache:
+    """A small thread-safe LRU of query vectors by (model id, embedded text)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], Vector] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> Vector | None:
+        with self._lock:
+            vec = self._items.get(key)
+            if vec is not None:
+                self._items.move_to_end(key)
+            return vec
+
+    def put(self, key: tuple[str, str], vec: Vector) -> None:
+        with self._lock:
+            self._items[key] = vec
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+_QUERY_VECTORS = _VectorCache(QUERY_VECTOR_CACHE)
+_POOL: list[ThreadPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The thread the query encoder runs on, created on first use (no side effect on import)."""
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolscout-embed"))
+        return _POOL[0]
 
 
 @dataclass(slots=True)
@@ -255,6 +318,9 @@ class Retriever:
     settings: SearchSettings
     reformulator: Reformulator | None = None
     card_vectors: Callable[[Sequence[str]], Mapping[str, Vector]] | None = None
+    #: the catalog's calibrated ranker (``fusion="learned"``); None falls back to "weighted"
+    ranker: Ranker | None = None
+    splitter: IntentSplitter | None = None
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -296,30 +362,137 @@ class Retriever:
             model_id=self.embedder.model_id,
         )
 
-    def run(self, query: Query, allowed: Set[str]) -> Retrieval:
-        vector = self._embed(query.text) if self.settings.dense else None
-        out = self._once(query, query.terms, vector, allowed)
-        if self.settings.reformulate and out.low_confidence:
-            out = self._reformulate(query, vector, allowed, out)
+    def learned_ranker(self) -> Ranker | None:
+        """The ranker ``fusion="learned"`` uses: the catalog's calibration (or the prior)."""
+        if self.ranker is not None or self.settings.fusion != "learned":
+            return self.ranker
+        index = self.phrases
+        if not index.calibration_read:
+            raw = self.store.meta(CALIBRATION_META)
+            index.calibration = Calibration.from_json(raw) if raw else None
+            index.calibration_read = True
+        cal = index.calibration or Calibration()
+        weights, none_bias = cal.weights_over(self.settings.ranker_prior)
+        self.ranker = Ranker(
+            weights, none_bias, index.fields, index.idf, self.settings.confidence_platt or PLATT
+        )
+        return self.ranker
+
+    def pools(
+        self, texts: Sequence[str], vectors: Sequence[Vector], allowed: Set[str]
+    ) -> list[tuple[Sequence[str], Hits, Hits]]:
+        """(query terms, lexical hits, dense hits) of each text: what the ranker scores."""
+        df, n_docs = self.store.document_frequency()
+        out: list[tuple[Sequence[str], Hits, Hits]] = []
+        for text, vec in zip(texts, vectors, strict=True):
+            try:
+                q = parse_query(text[: self.settings.max_query_chars], df, n_docs, self.settings)
+            except QueryError:
+                q = Query(text, (), (), ())
+            lex = self._lex(q.terms, allowed)
+            out.append((q.terms, lex, self._dense(vec, allowed, lex.ids)))
         return out
 
+    def calibrate(
+        self, specs: Sequence[ToolSpec], prior: tuple[float, ...] | None = None
+    ) -> Calibration:
+        """Fit this catalog's ranker on pseudo-queries made from ``specs`` (no real query)."""
+        allowed = frozenset(s.id for s in specs)
+        kw = {} if prior is None else {"prior": prior}
+        return calibrate(
+            specs,
+            lambda texts, vecs: self.pools(texts, vecs, allowed),
+            self.phrases.fields,
+            self.phrases.idf,
+            embed=lambda texts: self._embed_all(
+                [" ".join(words(t)[:QUERY_EMBED_WORDS]) or t for t in texts], cache=False
+            ),
+            **kw,
+        )
+
+    def run(self, query: Query, allowed: Set[str]) -> Retrieval:
+        """Retrieve for the whole request and, when it asks for several tasks, for each."""
+        parts = split_intents(query.text, self.splitter) if self.settings.multi_intent else []
+        parts = parts if len(parts) > 1 else []
+        # the encoder runs beside BM25 (ONNX Runtime releases the GIL)
+        pending = self._embed_async([query.text, *parts]) if self.settings.dense else None
+        lex = self._lex(query.terms, allowed)
+        vectors = pending.result() if pending is not None else None
+        vector = vectors[0] if vectors is not None else None
+        out = self._once(query, query.terms, vector, allowed, lex)
+        if self.settings.reformulate and out.low_confidence:
+            out = self._reformulate(query, vector, allowed, out)
+        if parts:
+            out = self._per_intent(query, parts, vectors, allowed, out)
+        return out
+
+    def _per_intent(
+        self,
+        query: Query,
+        parts: Sequence[str],
+        vectors: Sequence[Vector] | None,
+        allowed: Set[str],
+        whole: Retrieval,
+    ) -> Retrieval:
+        """Rank each task on its own, then merge so every task is represented early."""
+        kept = set(query.terms)  # frequent-term pruning as decided for the whole request
+        rankings: list[list[str]] = []
+        by_id = {c.id: c for c in whole.candidates}
+        for i, part in enumerate(parts):
+            sub = Query(part, tuple(t for t in terms(part) if t in kept), (), ())
+            vec = vectors[i + 1] if vectors is not None else None
+            got = self._once(sub, sub.terms, vec, allowed)
+            rankings.append([c.id for c in got.candidates])
+            for c in got.candidates:
+                by_id.setdefault(c.id, c)
+        order = interleave([c.id for c in whole.candidates], rankings)
+        whole.candidates = [by_id[t] for t in order]
+        whole.intents = list(parts)
+        return whole
+
+    def _embed_async(self, texts: Sequence[str]) -> Future[list[Vector]]:
+        done: Future[list[Vector]] = Future()
+        keys = [" ".join(words(t)[:QUERY_EMBED_WORDS]) or t[:QUERY_EMBED_WORDS] for t in texts]
+        cached = [_QUERY_VECTORS.get((self.embedder.model_id, k)) for k in keys]
+        if all(v is not None for v in cached):
+            done.set_result([v for v in cached if v is not None])
+            return done
+        return _pool().submit(self._embed_all, keys)
+
+    def _embed_all(self, keys: Sequence[str], cache: bool = True) -> list[Vector]:
+        vectors = list(self.embedder.embed(list(keys)))
+        if cache:
+            for key, vec in zip(keys, vectors, strict=True):
+                _QUERY_VECTORS.put((self.embedder.model_id, key), vec)
+        return vectors
+
     def _embed(self, text: str) -> Vector:
-        vector: Vector = self.embedder.embed([" ".join(words(text)) or text])[0]
-        return vector
+        return self._embed_async([text]).result()[0]
 
     def _once(
-        self, query: Query, query_terms: Sequence[str], vector: Vector | None, allowed: Set[str]
+        self,
+        query: Query,
+        query_terms: Sequence[str],
+        vector: Vector | None,
+        allowed: Set[str],
+        lex: Hits | None = None,
     ) -> Retrieval:
-        lex = self._lex(query_terms, allowed)
+        if lex is None:
+            lex = self._lex(query_terms, allowed)
         dense = self._dense(vector, allowed, lex.ids)
         weight = self.settings.dense_weight if self.settings.lexical else 1.0
         if not self.settings.dense:
             weight = 0.0
         elif self.settings.lexical:
             weight = _dense_weight(query, lex, self.settings)
-        cands = _fuse(lex, dense, weight, self.settings)
+        ranker = self.learned_ranker()
+        if ranker is not None:
+            ranked, conf = ranker.rank(query_terms, lex, dense)
+            cands = [Candidate(t, lexical=lx, dense=d, fused=f) for t, f, lx, d in ranked]
+        else:
+            cands = _fuse(lex, dense, weight, self.settings)
+            conf = _confidence(cands, self.settings.dense)
         _add_votes(cands, self._learned(vector, allowed))
-        conf = _confidence(cands, self.settings.dense)
         return Retrieval(
             cands,
             conf,

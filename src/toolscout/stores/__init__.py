@@ -1,6 +1,36 @@
 """Storage: the store protocols (``stores.base``) and their implementations.
 
-Core code imports only :mod:`toolscout.stores.base`. A concrete backend
-(``stores.memory``, ``stores.sqlite``, ``stores.postgres``) is chosen in one
-place, :func:`toolscout.stores.open_store`, and imported lazily there.
+Core code imports only :mod:`toolscout.stores.base`. A concrete backend is chosen
+in one place, :func:`open_store`, and imported lazily there.
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolscout.stores.base import Store
+
+
+def open_store(target: str | Path) -> Store:
+    """The store ``target`` names.
+
+    ``":memory:"`` or ``"memory:"``: the in-memory reference store;
+    ``"postgresql://..."``: PostgreSQL + pgvector (the ``postgres`` extra);
+    anything else: a SQLite file at that path.
+    """
+    text = str(target)
+    if text in (":memory:", "memory:"):
+        from toolscout.stores.memory import MemoryStore
+
+        return MemoryStore()
+    if text.startswith(("postgresql://", "postgres://")):
+        from toolscout.stores.postgres import PostgresStore
+
+        store: Store = PostgresStore(text)
+        return store
+    from toolscout.stores.sqlite import SQLiteStore
+
+    return SQLiteStore(target)
+
+
+__all__ = ["Store", "open_store"]

@@ -219,6 +219,17 @@ class SQLiteStore:
                 self._db.execute("ROLLBACK")
                 raise
 
+    def snapshot(self, dest: str | Path) -> Path:
+        """A consistent copy of this file (SQLite's backup API); the store stays open."""
+        target = Path(dest)
+        with self._lock:
+            dst = sqlite3.connect(str(target))
+            try:
+                self._db.backup(dst)
+            finally:
+                dst.close()
+        return target
+
     def schema_version(self) -> int:
         with self._lock:
             return int(self._db.execute("PRAGMA user_version").fetchone()[0])

@@ -1,16 +1,26 @@
-"""The discovery log: what was asked, what was shown, what was then called.
+"""The discovery log: what was asked, what was shown, what was then executed.
 
 Writes go through a queue to one background thread, so logging never blocks
-discovery. From the log come the false-negative report (a tool was called that
-the preceding discovery did not show) and the usage-learned aliases (queries
-after which a tool was called successfully).
+discovery. Every row carries the caller's tenant and, when the surface knows
+it, the conversation, so the false-negative report can tell a miss (a tool was
+executed that the preceding discovery did not show) and a second search (the
+same conversation searched again before the call).
+
+What is kept of the query text is a setting: ``"text"`` keeps it; ``"hash"``
+keeps a keyed SHA-256 of its normalised form (repeats can be counted, the text
+cannot be read back); ``"none"`` keeps neither, and the report still counts.
+Rows are pruned by age with ``prune`` (or ``retention_days`` at open); deleted
+pages are zeroed (``secure_delete``) so pruned text does not linger in the file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import queue
+import secrets
 import sqlite3
 import threading
 import time
@@ -20,25 +30,71 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_SCHEMA = """
+from toolscout.errors import ConfigError
+
+#: what the log may keep of a query
+QUERY_LOG_MODES = ("text", "hash", "none")
+#: a discovery below this confidence counts as low-confidence when the caller does not say
+LOW_CONFIDENCE = 0.45
+
+_DISCOVERIES = """
 CREATE TABLE IF NOT EXISTS discoveries (
     id TEXT PRIMARY KEY,
     ts REAL NOT NULL,
     subject TEXT NOT NULL,
     tenant TEXT NOT NULL,
-    query TEXT NOT NULL,
+    conversation TEXT,
+    query TEXT,
+    query_hash TEXT,
     shown TEXT NOT NULL,
     confidence REAL NOT NULL,
+    low INTEGER NOT NULL DEFAULT 0,
     latency_ms REAL NOT NULL
-);
+)"""
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS log_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+{_DISCOVERIES};
 CREATE TABLE IF NOT EXISTS calls (
     ts REAL NOT NULL,
     discovery_id TEXT,
     tool_id TEXT NOT NULL,
-    ok INTEGER NOT NULL
+    ok INTEGER NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'call',
+    subject TEXT,
+    tenant TEXT,
+    conversation TEXT
 );
-CREATE INDEX IF NOT EXISTS calls_tool ON calls(tool_id);
+CREATE TABLE IF NOT EXISTS accepted_aliases (
+    id TEXT PRIMARY KEY,
+    ts REAL NOT NULL,
+    tool_id TEXT NOT NULL,
+    alias TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    source TEXT NOT NULL,
+    evidence TEXT NOT NULL
+);
 """
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS discoveries_ts ON discoveries(ts);
+CREATE INDEX IF NOT EXISTS discoveries_conv ON discoveries(tenant, conversation, ts);
+CREATE INDEX IF NOT EXISTS calls_tool ON calls(tool_id);
+CREATE INDEX IF NOT EXISTS calls_ts ON calls(ts);
+"""
+
+# columns added after the first version of the log (older files are upgraded in place)
+_UPGRADES = {
+    "discoveries": (
+        ("conversation", "TEXT"),
+        ("query_hash", "TEXT"),
+        ("low", "INTEGER NOT NULL DEFAULT 0"),
+    ),
+    "calls": (
+        ("kind", "TEXT NOT NULL DEFAULT 'call'"),
+        ("subject", "TEXT"),
+        ("tenant", "TEXT"),
+        ("conversation", "TEXT"),
+    ),
+}
 
 _STOP = object()
 
@@ -51,18 +107,133 @@ class FalseNegative:
     example_queries: tuple[str, ...]
 
 
-class DiscoveryLog:
-    """Append-only log of discoveries and the tool calls that followed them."""
+@dataclass(frozen=True, slots=True)
+class DiscoveryRow:
+    """One logged discovery, as the report reads it."""
 
-    def __init__(self, path: str | Path) -> None:
+    id: str
+    ts: float
+    subject: str
+    tenant: str
+    conversation: str | None
+    query: str | None  # None unless query text is kept
+    query_hash: str | None  # None with query_log="none"
+    shown: tuple[str, ...]
+    confidence: float
+    low: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """A tool executed (``kind="call"``) or named right by feedback (``"feedback"``)."""
+
+    ts: float
+    discovery_id: str | None
+    tool_id: str
+    ok: bool
+    kind: str
+    subject: str | None
+    tenant: str | None
+    conversation: str | None
+
+
+def normalise_query(query: str) -> str:
+    return " ".join(query.split()).casefold()
+
+
+class DiscoveryLog:
+    """Append-only log of discoveries and the executions and feedback that followed them."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        query_log: str = "text",
+        retention_days: float | None = None,
+    ) -> None:
+        if query_log not in QUERY_LOG_MODES:
+            raise ConfigError(
+                f"query_log must be one of {', '.join(QUERY_LOG_MODES)}, got {query_log!r}"
+            )
+        if retention_days is not None and retention_days <= 0:
+            raise ConfigError(f"retention_days must be positive, got {retention_days}")
         self.path = str(path)
+        self.query_log = query_log
+        self.retention_days = retention_days
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA secure_delete=ON")
+        self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
+        self._upgrade()
+        self._db.executescript(_INDEXES)
+        self._key = self._hash_key()
+        self._enforce_mode()
         self._lock = threading.Lock()
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=100_000)
         self._thread: threading.Thread | None = None
+        self._writes = 0
+        if retention_days is not None:
+            self.prune(retention_days)
 
+    def _upgrade(self) -> None:
+        for table, columns in _UPGRADES.items():
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            for name, decl in columns:
+                if name not in have:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+        # the first version required query text; a NOT NULL column cannot be relaxed in place
+        info = {row[1]: row[3] for row in self._db.execute("PRAGMA table_info(discoveries)")}
+        if info.get("query"):
+            cols = "id, ts, subject, tenant, conversation, query, query_hash, shown, confidence, " \
+                   "low, latency_ms"  # fmt: skip
+            self._db.executescript(
+                "BEGIN;"
+                "ALTER TABLE discoveries RENAME TO discoveries_v1;"
+                f"{_DISCOVERIES};"
+                f"INSERT INTO discoveries ({cols}) SELECT {cols} FROM discoveries_v1;"
+                "DROP TABLE discoveries_v1;"
+                "COMMIT;"
+            )
+
+    def _enforce_mode(self) -> None:
+        """Rows written under a laxer setting are brought down to this one."""
+        if self.query_log == "text":
+            return
+        rows = self._db.execute(
+            "SELECT id, query FROM discoveries WHERE query IS NOT NULL"
+            + (" OR query_hash IS NOT NULL" if self.query_log == "none" else "")
+        ).fetchall()
+        if not rows:
+            return
+        self._db.execute("BEGIN")
+        for did, query in rows:
+            digest = self.query_hash(query) if self.query_log == "hash" and query else None
+            self._db.execute(
+                "UPDATE discoveries SET query = NULL, query_hash = coalesce(?, "
+                + ("query_hash" if self.query_log == "hash" else "NULL")
+                + ") WHERE id = ?",
+                (digest, did),
+            )
+        self._db.execute("COMMIT")
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _hash_key(self) -> bytes:
+        """A random key per database file, so query hashes are not a public dictionary."""
+        row = self._db.execute("SELECT value FROM log_meta WHERE key = 'hash_key'").fetchone()
+        if row is not None:
+            return bytes.fromhex(str(row[0]))
+        key = secrets.token_bytes(32)
+        self._db.execute("INSERT OR IGNORE INTO log_meta VALUES ('hash_key', ?)", (key.hex(),))
+        row = self._db.execute("SELECT value FROM log_meta WHERE key = 'hash_key'").fetchone()
+        return bytes.fromhex(str(row[0]))
+
+    def query_hash(self, query: str) -> str:
+        """The keyed digest this log stores for ``query`` in "hash" (and "text") mode."""
+        digest = hmac.new(self._key, normalise_query(query).encode(), hashlib.sha256)
+        return digest.hexdigest()[:32]
+
+    # -- writing -----------------------------------------------------------------
     def _writer(self) -> None:
         while True:
             item = self._queue.get()
@@ -81,6 +252,11 @@ class DiscoveryLog:
             self._thread.start()
         with contextlib.suppress(queue.Full):  # drop rather than block
             self._queue.put_nowait((sql, params))
+        self._writes += 1
+        if self.retention_days is not None and self._writes % 1000 == 0:
+            cutoff = time.time() - self.retention_days * 86400
+            for table in ("discoveries", "calls"):
+                self._put(f"DELETE FROM {table} WHERE ts < ?", (cutoff,))
 
     def record_discovery(
         self,
@@ -90,27 +266,112 @@ class DiscoveryLog:
         shown: Sequence[str],
         confidence: float,
         latency_ms: float,
+        *,
+        conversation: str | None = None,
+        low_confidence: bool | None = None,
     ) -> str:
+        """Log one discovery; returns its id (the one executions and feedback link to)."""
         did = uuid.uuid4().hex
+        text = " ".join(query.split()) if self.query_log == "text" else None
+        digest = self.query_hash(query) if self.query_log != "none" else None
+        low = confidence < LOW_CONFIDENCE if low_confidence is None else low_confidence
         self._put(
-            "INSERT INTO discoveries VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT INTO discoveries (id, ts, subject, tenant, conversation, query, query_hash,"
+            " shown, confidence, low, latency_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
                 did,
                 time.time(),
                 subject,
                 tenant,
-                query,
+                conversation,
+                text,
+                digest,
                 json.dumps(list(shown)),
                 confidence,
+                int(low or not shown),
                 latency_ms,
             ),
         )
         return did
 
-    def record_call(self, tool_id: str, *, discovery_id: str | None, ok: bool) -> None:
+    def record_call(
+        self,
+        tool_id: str,
+        *,
+        discovery_id: str | None,
+        ok: bool,
+        subject: str | None = None,
+        tenant: str | None = None,
+        conversation: str | None = None,
+    ) -> None:
+        """Log an execution; linked to ``discovery_id`` it becomes a miss if not shown there."""
+        self._event("call", tool_id, discovery_id, ok, subject, tenant, conversation)
+
+    def record_feedback(
+        self,
+        discovery_id: str,
+        tool_id: str,
+        *,
+        subject: str | None = None,
+        tenant: str | None = None,
+        conversation: str | None = None,
+    ) -> None:
+        """Log that ``tool_id`` was the right tool for ``discovery_id`` (explicit feedback)."""
+        self._event("feedback", tool_id, discovery_id, True, subject, tenant, conversation)
+
+    def _event(
+        self,
+        kind: str,
+        tool_id: str,
+        discovery_id: str | None,
+        ok: bool,
+        subject: str | None,
+        tenant: str | None,
+        conversation: str | None,
+    ) -> None:
         self._put(
-            "INSERT INTO calls VALUES (?,?,?,?)", (time.time(), discovery_id, tool_id, int(ok))
+            "INSERT INTO calls (ts, discovery_id, tool_id, ok, kind, subject, tenant, conversation)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            (time.time(), discovery_id, tool_id, int(ok), kind, subject, tenant, conversation),
         )
+
+    def record_accepted(
+        self,
+        alias_id: str,
+        tool_id: str,
+        alias: str,
+        tenant: str,
+        evidence: dict[str, Any],
+        source: str = "usage-report",
+    ) -> None:
+        """Remember that an alias was written into a card, where it came from and why."""
+        self.flush()
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO accepted_aliases VALUES (?,?,?,?,?,?,?)",
+                (alias_id, time.time(), tool_id, alias, tenant, source, json.dumps(evidence)),
+            )
+
+    def accepted(self) -> list[dict[str, Any]]:
+        """Every accepted alias with its source and evidence, oldest first."""
+        rows = self._rows(
+            "SELECT id, ts, tool_id, alias, tenant, source, evidence FROM accepted_aliases"
+            " ORDER BY ts"
+        )
+        keys = ("id", "ts", "tool_id", "alias", "tenant", "source", "evidence")
+        return [{**dict(zip(keys, r, strict=True)), "evidence": json.loads(r[6])} for r in rows]
+
+    def prune(self, older_than_days: float) -> int:
+        """Delete discoveries and events older than ``older_than_days``; returns rows removed."""
+        if older_than_days < 0:
+            raise ConfigError(f"a retention period must not be negative, got {older_than_days}")
+        cutoff = time.time() - older_than_days * 86400
+        self.flush()
+        with self._lock:
+            n = self._db.execute("DELETE FROM discoveries WHERE ts < ?", (cutoff,)).rowcount
+            n += self._db.execute("DELETE FROM calls WHERE ts < ?", (cutoff,)).rowcount
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(n)
 
     def flush(self) -> None:
         if self._thread is not None:
@@ -124,15 +385,51 @@ class DiscoveryLog:
         with self._lock:
             self._db.close()
 
+    # -- reading -----------------------------------------------------------------
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         self.flush()
         with self._lock:
             return self._db.execute(sql, params).fetchall()
 
+    def discoveries(self, since: float = 0.0, until: float | None = None) -> list[DiscoveryRow]:
+        """Discoveries logged in ``[since, until)``, oldest first."""
+        rows = self._rows(
+            "SELECT id, ts, subject, tenant, conversation, query, query_hash, shown, confidence,"
+            " low FROM discoveries WHERE ts >= ? AND ts < ? ORDER BY ts, rowid",
+            (since, until if until is not None else float("inf")),
+        )
+        return [
+            DiscoveryRow(
+                str(r[0]),
+                float(r[1]),
+                str(r[2]),
+                str(r[3]),
+                r[4],
+                r[5],
+                r[6],
+                tuple(json.loads(r[7])),
+                float(r[8]),
+                bool(r[9]),
+            )
+            for r in rows
+        ]
+
+    def events(self, since: float = 0.0, until: float | None = None) -> list[EventRow]:
+        """Executions and feedback logged in ``[since, until)``, oldest first."""
+        rows = self._rows(
+            "SELECT ts, discovery_id, tool_id, ok, kind, subject, tenant, conversation FROM calls"
+            " WHERE ts >= ? AND ts < ? ORDER BY ts, rowid",
+            (since, until if until is not None else float("inf")),
+        )
+        return [
+            EventRow(float(r[0]), r[1], str(r[2]), bool(r[3]), str(r[4]), r[5], r[6], r[7])
+            for r in rows
+        ]
+
     def false_negatives(self, limit: int = 20) -> list[FalseNegative]:
         """Tools that were called after a discovery that did not show them, worst first."""
         rows = self._rows(
-            "SELECT c.tool_id, d.shown, d.query FROM calls c"
+            "SELECT c.tool_id, d.shown, coalesce(d.query, d.query_hash, '') FROM calls c"
             " JOIN discoveries d ON d.id = c.discovery_id"
         )
         stats: dict[str, list[Any]] = {}
@@ -141,26 +438,40 @@ class DiscoveryLog:
             entry[1] += 1
             if tool_id not in json.loads(shown):
                 entry[0] += 1
-                if len(entry[2]) < 3:
+                if len(entry[2]) < 3 and query:
                     entry[2].append(query)
         out = [FalseNegative(t, m, c, tuple(q)) for t, (m, c, q) in stats.items() if m]
         out.sort(key=lambda f: (-f.misses, f.tool_id))
         return out[:limit]
 
-    def learned_pairs(self, min_count: int = 1) -> list[tuple[str, str, int]]:
-        """(tool id, query, times) for queries after which the tool was called successfully."""
+    def learned_pairs(
+        self, min_count: int = 1, *, tenant: str | None = None
+    ) -> list[tuple[str, str, int]]:
+        """(tool id, query, times) for queries after which the tool was called successfully.
+
+        Only query text can be learned from: with query_log "hash" or "none" this is empty.
+        With ``tenant``, only that tenant's usage (one tenant's phrasing must not steer
+        another's shortlists).
+        """
+        where = " AND d.tenant = ?" if tenant is not None else ""
+        params: tuple[Any, ...] = (tenant, min_count) if tenant is not None else (min_count,)
         rows = self._rows(
             "SELECT c.tool_id, d.query, count(*) FROM calls c"
-            " JOIN discoveries d ON d.id = c.discovery_id WHERE c.ok = 1"
+            " JOIN discoveries d ON d.id = c.discovery_id"
+            f" WHERE c.ok = 1 AND c.kind = 'call' AND d.query IS NOT NULL{where}"
             " GROUP BY c.tool_id, d.query HAVING count(*) >= ? ORDER BY c.tool_id, count(*) DESC",
-            (min_count,),
+            params,
         )
         return [(str(t), str(q), int(n)) for t, q, n in rows]
+
+    def tenants(self) -> list[str]:
+        """Every tenant with discoveries in the log."""
+        return [str(r[0]) for r in self._rows("SELECT DISTINCT tenant FROM discoveries")]
 
     def stats(self) -> dict[str, float]:
         ((n, conf, lat),) = self._rows(
             "SELECT count(*), coalesce(avg(confidence), 0), coalesce(avg(latency_ms), 0)"
             " FROM discoveries"
         )
-        (calls,) = self._rows("SELECT count(*) FROM calls")[0]
+        (calls,) = self._rows("SELECT count(*) FROM calls WHERE kind = 'call'")[0]
         return {"discoveries": n, "mean_confidence": conf, "mean_latency_ms": lat, "calls": calls}

@@ -1,0 +1,200 @@
+"""Discovery as a pipeline of plain functions: entitle → retrieve → select → inject.
+
+Each stage takes what the previous one returned. Only :func:`entitle` reads the
+policy and it never reads the query; :func:`retrieve` and :func:`select` work on
+ids and scores and never touch schemas; :func:`inject` renders the schemas of
+the selected ids only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from toolscout.discovery import inject as rendering
+from toolscout.discovery.search import Candidate, Query, Retrieval, parse_query
+from toolscout.discovery.search import select as select_candidates
+from toolscout.discovery.shortlist import ScoredTool, Shortlist, TokenReport, Trace
+from toolscout.errors import ConfigError, FormatError
+from toolscout.policy import Entitlement, Principal
+from toolscout.settings import SearchSettings
+
+if TYPE_CHECKING:
+    from toolscout.discovery.catalog import Catalog
+
+#: the most tools one discovery may return
+MAX_K = 10
+
+
+class GrantIssuer(Protocol):
+    def issue(self, principal: Principal, tool_ids: Sequence[str]) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What retrieval and selection chose, before any schema is read."""
+
+    tier: rendering.Tier
+    chosen: list[Candidate]
+    confidence: float
+    low_confidence: bool
+    retrieval: Retrieval | None
+
+
+def entitle(catalog: Catalog, principal: Principal) -> Entitlement:
+    """Stage 1: the cards ``principal`` may use (the policy only; never the query)."""
+    return catalog.entitle(principal)
+
+
+def retrieve(
+    catalog: Catalog, query: Query, ent: Entitlement, settings: SearchSettings
+) -> Retrieval:
+    """Stage 2: hybrid ranking over the entitled ids only."""
+    return catalog.retriever(settings).run(query, ent.ids)
+
+
+def select(
+    catalog: Catalog,
+    query: Query,
+    ent: Entitlement,
+    *,
+    k: int,
+    fmt: str,
+    settings: SearchSettings,
+    tier: rendering.Tier | str | None,
+    token_budget: int | None,
+) -> Selection:
+    """Stages 2–3: the tier rule, then retrieval and a redundancy-aware top-``k``."""
+    chosen_tier = rendering.choose_tier(len(ent.ids), tier)
+    if chosen_tier is rendering.Tier.ALL:
+        return Selection(chosen_tier, [Candidate(c.id) for c in ent.allowed], 1.0, False, None)
+    retrieval = retrieve(catalog, query, ent, settings)
+    exact = catalog.phrases().find(query.text, ent.ids) if settings.exact_hits else {}
+    confidence = 1.0 if exact else retrieval.confidence
+    chosen = select_candidates(
+        retrieval.candidates,
+        exact,
+        k,
+        dedupe=settings.dedupe,
+        card_vectors=lambda ids: catalog.store.card_vectors(ids, catalog.embedder.model_id),
+        token_cost=lambda tid: catalog.schema_tokens(tid, fmt),
+        token_budget=token_budget,
+    )
+    if not chosen:
+        confidence = 0.0
+    if chosen_tier is rendering.Tier.GROUPS:
+        chosen = group_expand(catalog, chosen, ent)
+    low = confidence < settings.confidence_threshold
+    return Selection(chosen_tier, chosen, confidence, low, retrieval)
+
+
+def group_expand(
+    catalog: Catalog, chosen: Sequence[Candidate], ent: Entitlement
+) -> list[Candidate]:
+    """GROUPS tier: every entitled tool of the groups the best candidates belong to."""
+    cards = {c.id: c for c in ent.allowed}
+    groups = [cards[c.id].group for c in chosen if c.id in cards and cards[c.id].group]
+    if not groups:
+        return list(chosen)
+    wanted = set(groups)
+    members = [c for c in ent.allowed if c.group in wanted]
+    scored = {c.id: c for c in chosen}
+    rank = {c.id: i for i, c in enumerate(chosen)}
+    expanded = [scored.get(m.id) or Candidate(m.id) for m in members]
+    expanded += [c for c in chosen if c.id not in {m.id for m in members}]
+    # the shortlisted tools first, in their order; the rest of their groups after
+    return sorted(expanded, key=lambda c: rank.get(c.id, len(rank)))
+
+
+def inject(
+    catalog: Catalog, chosen: Sequence[Candidate], principal: Principal, fmt: str
+) -> tuple[tuple[dict[str, Any], ...], dict[str, str], TokenReport]:
+    """Stage 4: the selected tools' schemas in ``fmt``, their names, and the token figures."""
+    specs = catalog.specs_of([c.id for c in chosen])
+    names = catalog.names()
+    schemas = tuple(rendering.render(specs, fmt, names))
+    tokens = TokenReport(
+        catalog=catalog.entitled_tokens(principal, fmt),
+        injected=rendering.schema_tokens(specs, fmt, names) if specs else 0,
+    )
+    return schemas, {names[s.id]: s.id for s in specs}, tokens
+
+
+def discover(
+    catalog: Catalog,
+    query: str,
+    principal: Principal,
+    *,
+    k: int = 3,
+    fmt: str = "openai",
+    settings: SearchSettings | None = None,
+    tier: rendering.Tier | str | None = None,
+    token_budget: int | None = None,
+    grants: GrantIssuer | None = None,
+) -> Shortlist:
+    """entitle → retrieve → select → inject, for one query and one trusted principal."""
+    start = time.perf_counter()
+    if fmt not in rendering.FORMATS:
+        raise FormatError(fmt, rendering.FORMATS)
+    if not 1 <= k <= MAX_K:
+        raise ConfigError(f"k must be between 1 and {MAX_K}, got {k}")
+    cfg = settings or catalog.settings
+    ent = entitle(catalog, principal)
+    df, n_docs = catalog.store.document_frequency()
+    parsed = parse_query(query, df, n_docs, cfg)
+    sel = select(
+        catalog, parsed, ent, k=k, fmt=fmt, settings=cfg, tier=tier, token_budget=token_budget
+    )
+    schemas, names, tokens = inject(catalog, sel.chosen, principal, fmt)
+    cards = {c.id: c for c in ent.allowed}
+    tools = tuple(
+        ScoredTool(c.id, cards[c.id].name, c.fused, c.lexical, c.dense, c.exact)
+        for c in sel.chosen
+        if c.id in cards
+    )
+    grant = grants.issue(principal, [t.id for t in tools]) if grants is not None else None
+    latency = (time.perf_counter() - start) * 1000
+    did = None
+    if catalog.log is not None:
+        did = catalog.log.record_discovery(
+            principal.subject,
+            principal.tenant,
+            parsed.text,
+            [t.id for t in tools],
+            sel.confidence,
+            latency,
+        )
+    # how many tools policy hid, and why, is for administrators only
+    admin = catalog.policy.admin_scope in catalog.policy.effective_scopes(principal)
+    return Shortlist(
+        query=parsed.text,
+        tier=sel.tier,
+        format=fmt,
+        tools=tools,
+        schemas=schemas,
+        confidence=sel.confidence,
+        low_confidence=sel.low_confidence,
+        filtered_by_policy=ent.filtered if admin else None,
+        policy_reasons={r.value: n for r, n in ent.denied.items()} if admin else {},
+        tokens=tokens,
+        reformulations=tuple(sel.retrieval.reformulations) if sel.retrieval else (),
+        grant=grant,
+        discovery_id=did,
+        latency_ms=latency,
+        trace=_trace(sel.retrieval, parsed),
+        names=names,
+    )
+
+
+def _trace(retrieval: Retrieval | None, parsed: Query) -> Trace:
+    if retrieval is None:
+        return Trace(dropped_terms=parsed.dropped)
+    return Trace(
+        tuple(retrieval.lexical_ids),
+        tuple(retrieval.dense_ids),
+        tuple(c.id for c in retrieval.candidates[:10]),
+        retrieval.dense_weight,
+        parsed.dropped,
+    )

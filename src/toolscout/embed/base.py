@@ -1,0 +1,40 @@
+"""The ``Embedder`` seam and the helpers every embedder shares."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    @property
+    def model_id(self) -> str:
+        """Names the model; vectors from different models are never mixed."""
+        ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One row per text, each of unit length."""
+        ...
+
+
+def normalise(vectors: npt.NDArray[Any]) -> Vectors:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    out: Vectors = (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return out
+
+
+def text_hash(model_id: str, text: str) -> str:
+    """Cache key of one embedded text: unchanged text under the same model is never re-embedded."""
+    return hashlib.sha256(f"{model_id}\x00{text}".encode()).hexdigest()

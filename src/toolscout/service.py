@@ -1,0 +1,374 @@
+"""``Toolscout``: the one object that holds the loop discover → the model's call → execute.
+
+Built from one :class:`~toolscout.settings.Settings`, it owns the catalog (the
+single owner of tools and policy), the token verifier, the executors, the audit
+log and the discovery log. Every surface — CLI, MCP gateway, HTTP API, SDK
+adapters — is a thin layer over it.
+
+A ``caller`` is either a bearer token (verified on every call) or, for trusted
+in-process use, a :class:`~toolscout.policy.Principal`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolscout.cards import CapabilityCard, ToolSpec
+from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.inject import Tier
+from toolscout.discovery.search import Reformulator
+from toolscout.discovery.shortlist import IndexReport, Shortlist
+from toolscout.embed.base import Embedder
+from toolscout.errors import ConfigError, GatewayError, TokenError, UnknownToolError
+from toolscout.executors.base import Executor
+from toolscout.gateway.audit import AuditLog
+from toolscout.gateway.auth import TokenVerifier
+from toolscout.gateway.core import Gateway
+from toolscout.gateway.grants import GrantSigner
+from toolscout.gateway.limits import Limits
+from toolscout.gateway.result import ExecutionResult
+from toolscout.policy import PolicyConfig, Principal, Reason
+from toolscout.settings import Settings
+from toolscout.stores.base import Store
+
+Caller = str | Principal
+
+#: discoveries remembered in memory to link executions to them
+REMEMBERED_DISCOVERIES = 10_000
+#: refusal reasons a caller sees as ``unknown_tool``: it may not learn that the tool exists
+HIDDEN_REASONS = frozenset({Reason.TENANT.value, Reason.UNKNOWN_TOOL.value})
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    subject: str
+    tenant: str
+    shown: frozenset[str]
+    names: Mapping[str, str]
+
+
+class _NoVerifier:
+    """Stands in when no token verification is configured: every token is refused."""
+
+    def verify(self, token: str) -> Principal:
+        raise TokenError(
+            "this toolscout has no token verifier configured (Settings.jwt_key or jwt_jwks)",
+            reason="token_verifier_missing",
+        )
+
+
+class Toolscout:
+    """Discovery and execution over one catalog, for verified or trusted callers."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        settings: Settings | None = None,
+        verifier: TokenVerifier | None = None,
+        executors: Executor | Mapping[str, Executor] | None = None,
+        audit: AuditLog | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.catalog = catalog
+        self.verifier: TokenVerifier = verifier or _NoVerifier()
+        self.grants = (
+            GrantSigner(self.settings.grants_secret.encode())
+            if self.settings.grants_secret
+            else None
+        )
+        self.audit = audit or AuditLog(":memory:")
+        self.gateway = Gateway(
+            catalog,
+            None,
+            self.verifier,
+            executors if executors is not None else {},
+            self.audit,
+            limits=limits,
+            grants=self.grants,
+            strict=self.settings.strict,
+            allow_unknown_params=self.settings.allow_unknown_params,
+            timeout_s=self.settings.timeout_s,
+        )
+        self._seen: OrderedDict[str, _Seen] = OrderedDict()
+        self._last: dict[tuple[str, str, str], str] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        target: str | Path | Settings | None = None,
+        *,
+        store: Store | None = None,
+        embedder: Embedder | None = None,
+        verifier: TokenVerifier | None = None,
+        executors: Executor | Mapping[str, Executor] | None = None,
+        audit: AuditLog | None = None,
+        limits: Limits | None = None,
+        policy: PolicyConfig | None = None,
+        reformulator: Reformulator | None = None,
+    ) -> Toolscout:
+        """Everything from one ``Settings`` (or a catalog path); keywords override its parts."""
+        settings = target if isinstance(target, Settings) else Settings(db=target)
+        catalog = _open_catalog(settings, store, embedder, policy, reformulator)
+        if verifier is None and (settings.jwt_key or settings.jwt_jwks):
+            from toolscout.gateway.auth import JWTVerifier
+
+            verifier = JWTVerifier(
+                key=settings.jwt_key,
+                jwks=settings.jwt_jwks,
+                algorithms=settings.jwt_algorithms,
+                issuer=settings.jwt_issuer,
+                audience=settings.jwt_audience,
+            )
+        if audit is None:
+            audit = _open_audit(settings)
+        return cls(
+            catalog,
+            settings=settings,
+            verifier=verifier,
+            executors=executors,
+            audit=audit,
+            limits=limits,
+        )
+
+    # -- lifecycle ---------------------------------------------------------------
+    def close(self) -> None:
+        self.gateway.close()
+        self.audit.close()
+        self.catalog.close()
+
+    async def aclose(self) -> None:
+        await self.gateway.aclose()
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Toolscout:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- callers -----------------------------------------------------------------
+    def verify(self, token: str) -> Principal:
+        """The principal a bearer token proves (raises :class:`TokenError`)."""
+        return self.verifier.verify(token)
+
+    def principal(self, caller: Caller) -> Principal:
+        if isinstance(caller, Principal):
+            return caller
+        if isinstance(caller, str):
+            return self.verify(caller)
+        raise ConfigError(f"a caller is a bearer token or a Principal, not {type(caller).__name__}")
+
+    def entitled(self, caller: Caller) -> list[CapabilityCard]:
+        """The cards the caller may use, in catalog order."""
+        return list(self.catalog.entitle(self.principal(caller)).allowed)
+
+    def schema(self, caller: Caller, tool_id: str, fmt: str = "openai") -> dict[str, Any]:
+        """One tool's schema for a caller entitled to it; unknown and forbidden look the same."""
+        principal = self.principal(caller)
+        resolved = self.catalog.resolve(tool_id)
+        if resolved is None:
+            raise UnknownToolError(tool_id)
+        return self.catalog.schema(resolved, principal, fmt)
+
+    # -- indexing ----------------------------------------------------------------
+    def add(self, specs: Iterable[ToolSpec], *, replace_all: bool = False) -> IndexReport:
+        """Index tools (trusted, administrative use; surfaces check the admin scope first)."""
+        return self.catalog.add(specs, replace_all=replace_all)
+
+    # -- discovery ---------------------------------------------------------------
+    def discover(
+        self,
+        caller: Caller,
+        query: str,
+        *,
+        k: int = 3,
+        fmt: str = "openai",
+        tier: Tier | str | None = None,
+        token_budget: int | None = None,
+        conversation: str | None = None,
+    ) -> Shortlist:
+        """The shortlist for ``query``: entitled tools only, schemas rendered in ``fmt``."""
+        principal = self.principal(caller)
+        shortlist = self.catalog.discover(
+            query,
+            principal,
+            k=k,
+            fmt=fmt,
+            tier=tier,
+            token_budget=token_budget,
+            grants=self.grants,
+            conversation=conversation,
+        )
+        if shortlist.discovery_id is not None:
+            self._remember(principal, shortlist, conversation or "")
+        return shortlist
+
+    async def adiscover(self, caller: Caller, query: str, **options: Any) -> Shortlist:
+        """:meth:`discover` off the event loop (it is CPU-bound: the query embedding)."""
+        return await asyncio.to_thread(self.discover, caller, query, **options)
+
+    def _remember(self, principal: Principal, shortlist: Shortlist, conversation: str) -> None:
+        did = shortlist.discovery_id
+        assert did is not None
+        seen = _Seen(principal.subject, principal.tenant, frozenset(shortlist.ids),
+                     dict(shortlist.names))  # fmt: skip
+        with self._lock:
+            self._seen[did] = seen
+            self._last[(principal.subject, principal.tenant, conversation)] = did
+            while len(self._seen) > REMEMBERED_DISCOVERIES:
+                old, gone = self._seen.popitem(last=False)
+                key = (gone.subject, gone.tenant)
+                self._last = {k: v for k, v in self._last.items() if v != old or k[:2] != key}
+
+    def feedback(self, discovery_id: str, tool_id: str) -> None:
+        """Record which tool was finally the right one after a discovery."""
+        if self.catalog.log is not None:
+            self.catalog.log.record_feedback(discovery_id, tool_id)
+
+    # -- execution ---------------------------------------------------------------
+    def _tool_id(self, name: str, discovery_id: str | None) -> str:
+        if not isinstance(name, str):
+            return repr(name)
+        if discovery_id is not None:
+            seen = self._seen.get(discovery_id)
+            if seen is not None and name in seen.names:
+                return seen.names[name]
+        return self.catalog.resolve(name) or name
+
+    async def aexecute(
+        self,
+        caller: Caller,
+        name: str,
+        arguments: Any,
+        *,
+        discovery_id: str | None = None,
+        grant: str | None = None,
+        conversation: str | None = None,
+    ) -> ExecutionResult:
+        """Run the tool the model called ``name`` (any rendering of it, or its id).
+
+        Every check of the gateway runs and every attempt is audited; a refusal or a
+        failure comes back as a result with ``status`` and ``reason``, not an exception.
+        """
+        tool_id = self._tool_id(name, discovery_id)
+        try:
+            result = await self.gateway.execute(caller, tool_id, arguments, grant=grant)
+        except GatewayError as exc:
+            result = self._failed(exc, name, tool_id, caller)
+        did = discovery_id or self._last_discovery(result.principal, conversation)
+        result = _with(result, name=name if isinstance(name, str) else repr(name),
+                       discovery_id=did)  # fmt: skip
+        ran = result.ok or result.status == "error"  # executed (refusals never reached a tool)
+        if self.catalog.log is not None and result.tool_id is not None and ran:
+            self.catalog.log.record_call(result.tool_id, discovery_id=did, ok=result.ok)
+        return result
+
+    def execute(
+        self,
+        caller: Caller,
+        name: str,
+        arguments: Any,
+        *,
+        discovery_id: str | None = None,
+        grant: str | None = None,
+        conversation: str | None = None,
+    ) -> ExecutionResult:
+        """:meth:`aexecute` for synchronous callers (on the gateway's background loop)."""
+        return self.gateway._run(
+            self.aexecute(
+                caller,
+                name,
+                arguments,
+                discovery_id=discovery_id,
+                grant=grant,
+                conversation=conversation,
+            )
+        )
+
+    def _failed(
+        self, exc: GatewayError, name: str, tool_id: str, caller: Caller
+    ) -> ExecutionResult:
+        from toolscout.errors import PolicyDenied
+
+        refused = not _is_execution_failure(exc)
+        reason, message = exc.reason, str(exc)
+        known = isinstance(exc, PolicyDenied) and reason not in HIDDEN_REASONS
+        if isinstance(exc, PolicyDenied) and not known:
+            reason, message = Reason.UNKNOWN_TOOL.value, f"{str(name)[:256]}: no such tool"
+        principal = caller if isinstance(caller, Principal) else None
+        if principal is None and isinstance(caller, str) and not isinstance(exc, TokenError):
+            try:
+                principal = self.verifier.verify(caller)
+            except GatewayError:
+                principal = None
+        return ExecutionResult(
+            tool_id=tool_id if known or not isinstance(exc, PolicyDenied) else None,
+            value=None,
+            principal=principal,
+            latency_ms=0.0,
+            overhead_ms=0.0,
+            audit_id=exc.audit_id or 0,
+            status="refused" if refused else "error",
+            reason=reason,
+            message=message,
+        )
+
+    def _last_discovery(self, principal: Principal | None, conversation: str | None) -> str | None:
+        if principal is None:
+            return None
+        return self._last.get((principal.subject, principal.tenant, conversation or ""))
+
+
+def _is_execution_failure(exc: GatewayError) -> bool:
+    from toolscout.errors import ExecutorError
+
+    return isinstance(exc, ExecutorError)
+
+
+def _with(result: ExecutionResult, **changes: Any) -> ExecutionResult:
+    from dataclasses import replace
+
+    return replace(result, **changes)
+
+
+def _open_catalog(
+    settings: Settings,
+    store: Store | None,
+    embedder: Embedder | None,
+    policy: PolicyConfig | None,
+    reformulator: Reformulator | None,
+) -> Catalog:
+    if store is None:
+        return Catalog.open(
+            settings.catalog_target(),
+            embedder=embedder,
+            policy=policy,
+            settings=settings.search,
+            log=settings.log,
+            reformulator=reformulator,
+        )
+    from toolscout.embed import default_embedder
+
+    return Catalog(
+        store,
+        embedder=embedder or default_embedder(),
+        policy=policy,
+        settings=settings.search,
+        reformulator=reformulator,
+    )
+
+
+def _open_audit(settings: Settings) -> AuditLog:
+    return AuditLog(settings.audit_target())
+
+
+__all__ = ["Caller", "Toolscout"]
