@@ -172,7 +172,7 @@ def test_committed_openapi_document_is_current(client: Any) -> None:
 # -- over a real socket ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server(demo_db: Path) -> Iterator[str]:
-    proc, url = start_server("--db", str(demo_db))
+    proc, url = start_server("--db", str(demo_db), "--dry-run")
     yield url
     stop(proc)
 
@@ -184,7 +184,9 @@ def test_served_over_a_socket_with_a_token_and_refused_without(server: str) -> N
            "unauthorized")  # fmt: skip
     r = httpx.post(f"{server}/v1/execute", json={"name": "orders.find_order",
                    "arguments": {"order_id": "94218"}}, headers=ALICE)  # fmt: skip
-    assert r.status_code == 200 and r.json()["tool_id"] == "orders.find_order"
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "ok" and r.json()["tool_id"] == "orders.find_order"
+    assert r.json()["value"]["arguments"] == {"order_id": "94218"}
 
 
 def test_serve_refuses_bad_options_in_one_line(tmp_path: Path) -> None:

@@ -21,18 +21,24 @@ ENV_JWT_KEY = "TOOLSCOUT_JWT_KEY"
 ENV_AUDIT_KEY = "TOOLSCOUT_AUDIT_KEY"
 ENV_MAX_BODY = "TOOLSCOUT_MAX_BODY"
 ENV_AUDIT = "TOOLSCOUT_SERVE_AUDIT"
+ENV_DRY_RUN = "TOOLSCOUT_SERVE_DRY_RUN"
 
 
 def build_service(
-    target: str, *, jwt_key: str, audit_key: str | None = None, audit: str | None = None
+    target: str,
+    *,
+    jwt_key: str,
+    audit_key: str | None = None,
+    audit: str | None = None,
+    dry_run: bool = False,
 ) -> Any:
     """A ``Toolscout`` over ``target`` (a SQLite path or a PostgreSQL DSN)."""
-    from toolscout import Settings, Toolscout
+    from toolscout import DryRunExecutor, Settings, Toolscout
 
     settings = Settings(
         db=target, jwt_key=jwt_key, audit_key=audit_key or jwt_key, audit_path=audit or None
     )
-    return Toolscout.open(settings)
+    return Toolscout.open(settings, executors=DryRunExecutor() if dry_run else None)
 
 
 def app_from_environment() -> Any:
@@ -48,6 +54,7 @@ def app_from_environment() -> Any:
         jwt_key=key,
         audit_key=os.environ.get(ENV_AUDIT_KEY),
         audit=os.environ.get(ENV_AUDIT),
+        dry_run=os.environ.get(ENV_DRY_RUN) == "1",
     )
     max_body = int(os.environ.get(ENV_MAX_BODY, str(MAX_BODY)))
     return create_app(service, max_body=max_body, close_on_shutdown=True)
@@ -68,6 +75,10 @@ def serve(
             "--audit", help="Audit log file (default: beside --db; needed with --postgres)."
         ),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Bind every tool to an executor that echoes the call."),
+    ] = False,
     workers: Annotated[int, typer.Option(help="uvicorn worker processes.", min=1, max=64)] = 1,
     jwt_key: Annotated[
         str | None,
@@ -104,6 +115,7 @@ def serve(
     os.environ[ENV_JWT_KEY] = jwt_key
     if audit is not None:
         os.environ[ENV_AUDIT] = str(audit)
+    os.environ[ENV_DRY_RUN] = "1" if dry_run else "0"
     # open once in this process, so a bad store or key fails here with one line
     build_service(target, jwt_key=jwt_key, audit=str(audit) if audit else None).close()
     uvicorn.run(

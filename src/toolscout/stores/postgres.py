@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence, Set
 from contextlib import contextmanager
 from importlib import resources
@@ -85,6 +86,7 @@ class PostgresStore:
         ann_threshold: int = DEFAULT_ANN_THRESHOLD,
         ef_search: int = 100,
         exact_below: int = 3000,
+        recheck_ms: float = 1.0,
         pool_size: int = 4,
     ) -> None:
         try:
@@ -99,6 +101,10 @@ class PostgresStore:
         self.ann_threshold = ann_threshold
         self.ef_search = ef_search
         self.exact_below = exact_below
+        self.recheck_s = recheck_ms / 1000.0
+        self._gen_lock = threading.Lock()
+        self._gen_seen: tuple[float, int] = (-1e9, -1)
+        self._gen_conn: Any = None
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 self._migrate(conn)
@@ -156,17 +162,50 @@ class PostgresStore:
 
     def close(self) -> None:
         with self._lock:
+            if self._gen_conn is not None:
+                self._gen_conn.close()
             self._pool.close()
             self._mirror.close()
 
     # -- the mirror ---------------------------------------------------------------
     def generation(self) -> int:
-        """The committed generation in PostgreSQL; the mirror catches up when it moved."""
-        with self._conn() as conn:
-            gen = int(conn.execute("SELECT generation FROM toolscout_state").fetchone()[0])
+        """The committed generation in PostgreSQL; the mirror catches up when it moved.
+
+        Asked of the database on every call, except that calls within ``recheck_ms``
+        of the last answer share it (one discovery asks several times within a
+        millisecond; a change made elsewhere is seen by this process's next request)."""
+        now = time.monotonic()
+        with self._gen_lock:
+            at, gen = self._gen_seen
+            if now - at > self.recheck_s:
+                gen = self._ask_generation()
+                self._gen_seen = (time.monotonic(), gen)
         if gen != self._seen:
             self.sync()
         return gen
+
+    def _wrote(self) -> None:
+        """After a committed write here: forget the shared answer, catch the mirror up."""
+        with self._gen_lock:
+            self._gen_seen = (-1e9, -1)
+        self.sync()
+
+    def _ask_generation(self) -> int:
+        """One prepared query on a connection kept for it (reconnects once if it broke)."""
+        psycopg = self._psycopg
+        for attempt in (1, 2):
+            try:
+                if self._gen_conn is None or self._gen_conn.closed:
+                    self._gen_conn = psycopg.connect(self.dsn, autocommit=True)
+                row = self._gen_conn.execute(
+                    "SELECT generation FROM toolscout_state", prepare=True
+                ).fetchone()
+                return int(row[0])
+            except psycopg.Error as exc:
+                self._gen_conn = None
+                if attempt == 2:
+                    raise StoreError(f"PostgreSQL: {_one_line(exc)}") from None
+        raise AssertionError("unreachable")
 
     def sync(self) -> int:
         """Bring the in-memory mirror up to the committed generation; returns it."""
@@ -246,7 +285,7 @@ class PostgresStore:
             self._upsert(tools, vectors, model_id, replace_all, counts)
         except _NothingChanged:
             return UpsertStats(0, 0, counts[2], 0, 0)
-        self.sync()
+        self._wrote()
         added, updated, unchanged, removed = counts
         return UpsertStats(added, updated, unchanged, removed, len(vectors))
 
@@ -377,7 +416,7 @@ class PostgresStore:
                     raise _NothingChanged
         except _NothingChanged:
             return 0
-        self.sync()
+        self._wrote()
         return n
 
     # -- cards and schemas ---------------------------------------------------------
@@ -561,6 +600,7 @@ class PostgresStore:
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, str(value)),
             )
+        self._wrote()
 
     def learned_add(self, pairs: Sequence[tuple[str, str, int]]) -> None:
         if not pairs:

@@ -1,0 +1,253 @@
+"""Load: ``wrk`` against ``toolscout serve`` on 127.0.0.1, discover and execute.
+
+    python benchmarks/load.py [--seconds 60] [--workers 2] [--connections 16] [--postgres]
+
+Builds the bundled demo catalog (205 tools, its policy) in a temporary SQLite file
+(or, with ``--postgres``, in a database on the test suite's embedded PostgreSQL),
+starts ``toolscout serve --workers N --dry-run`` and drives it with ``wrk``
+(Debian package ``wrk``) for ``--seconds`` per endpoint: ``POST /v1/discover`` over
+a rotation of realistic requests from five principals of two tenants, then
+``POST /v1/execute`` of entitled tools. Reports requests/s, latency percentiles,
+non-2xx responses and socket errors, and the server processes' RSS sampled every
+5 s (memory must stay flat after warm-up). Writes ``benchmarks/results/load.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+KEY = "load-benchmark-key-0123456789abcdef012345"
+
+PRINCIPALS = [
+    ("alice@acme", "acme", ["support_agent"]),
+    ("bob@acme", "acme", ["billing_admin"]),
+    ("carol@acme", "acme", ["engineer"]),
+    ("dan@acme", "acme", ["dba"]),
+    ("erin@globex", "globex", ["support_agent"]),
+]
+QUERIES = [
+    "where is order 94218",
+    "refund invoice INV-1024",
+    "kill the stuck job",
+    "restart the payments pod in staging",
+    "who is on call for the database",
+    "open a ticket for the broken checkout page",
+    "send a message to the support channel",
+    "look up the customer with email jane@example.com",
+    "what changed in the last deploy",
+    "cancel my subscription",
+    "show failed logins for user 5512",
+    "create a pull request for the hotfix branch",
+    "how much did we bill acme last month",
+    "run a query on the orders table",
+    "change the shipping address of order 1182",
+    "page the infra team about high latency",
+]
+
+LUA = """
+local bodies = {%s}
+local tokens = {%s}
+local i = 0
+request = function()
+  i = i + 1
+  local n = (i %% #bodies) + 1
+  local t = (i %% #tokens) + 1
+  return wrk.format("POST", "%s", {["Content-Type"] = "application/json",
+    ["Authorization"] = "Bearer " .. tokens[t]}, bodies[n])
+end
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def lua_string(text: str) -> str:
+    return "[==[" + text + "]==]"
+
+
+def build_catalog(target: str, audit: str) -> None:
+    from toolscout import Settings, Toolscout
+    from toolscout.loader import demo_catalog_dir, read_catalog, read_policy
+
+    with Toolscout.open(Settings(db=target, jwt_key=KEY, audit_path=audit)) as ts:
+        ts.catalog.set_policy(read_policy(demo_catalog_dir() / "policy.yaml"))
+        ts.catalog.add(read_catalog([demo_catalog_dir()]))
+
+
+def rss_mb(pid: int) -> float:
+    """RSS of a process and its children (uvicorn workers), in MiB."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
+        return sum(p.memory_info().rss for p in procs) / 2**20
+    except psutil.Error:
+        return 0.0
+
+
+def run_wrk(url: str, path: str, bodies: list[str], tokens: list[str], args: Any) -> dict[str, Any]:
+    script = LUA % (
+        ", ".join(lua_string(b) for b in bodies),
+        ", ".join(lua_string(t) for t in tokens),
+        path,
+    )
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(script)
+    cmd = ["wrk", "-t", str(args.threads), "-c", str(args.connections), "-d",
+           f"{args.seconds}s", "--timeout", "10s", "--latency", "-s", f.name, url]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    os.unlink(f.name)
+    return parse_wrk(proc.stdout)
+
+
+def _ms(text: str) -> float:
+    value, unit = re.match(r"([\d.]+)(\w+)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}[unit]
+
+
+def parse_wrk(out: str) -> dict[str, Any]:
+    pct = dict(re.findall(r"^\s+(\d+)%\s+([\d.]+\w+)", out, re.M))
+    total = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return {
+        "requests": int(total.group(1)) if total else 0,
+        "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+        "p50_ms": _ms(pct["50"]),
+        "p90_ms": _ms(pct["90"]),
+        "p99_ms": _ms(pct["99"]),
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+        "socket_errors": sum(int(x) for x in sock.groups()) if sock else 0,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--postgres", action="store_true")
+    args = ap.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed: apt-get install wrk")
+    from toolscout.gateway.auth import issue_token
+
+    tokens = [issue_token(subject=s, key=KEY, tenant=t, roles=r, ttl_seconds=3600)
+              for s, t, r in PRINCIPALS]  # fmt: skip
+    work = Path(tempfile.mkdtemp(prefix="load-"))
+    server_pg = None
+    if args.postgres:
+        from pg_fixture import PostgresServer
+
+        server_pg = PostgresServer()
+        target = server_pg.new_database()
+        store_args = ["--postgres", target, "--audit", str(work / "audit.db")]
+    else:
+        target = str(work / "demo.db")
+        store_args = ["--db", target]
+    build_catalog(target, str(work / "audit.db"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "toolscout", "serve", "--port", str(port), "--jwt-key", KEY,
+         "--workers", str(args.workers), "--dry-run", *store_args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit("the server did not start")
+            time.sleep(0.3)
+        # warm every worker (model load, caches) before measuring
+        hdr = {"Authorization": f"Bearer {tokens[0]}"}
+        for q in QUERIES * 4:
+            httpx.post(f"{url}/v1/discover", json={"query": q}, headers=hdr, timeout=30)
+        t0 = time.monotonic()
+
+        def sample() -> None:
+            while not stop.is_set():
+                samples.append((round(time.monotonic() - t0, 1), round(rss_mb(server.pid), 1)))
+                stop.wait(5)
+
+        threading.Thread(target=sample, daemon=True).start()
+        discover = run_wrk(
+            url, "/v1/discover", [json.dumps({"query": q, "k": 3}) for q in QUERIES], tokens, args
+        )
+        print("discover", json.dumps(discover), flush=True)
+        calls = [("orders.find_order", {"order_id": "94218"})]
+        execute = run_wrk(
+            url,
+            "/v1/execute",
+            [json.dumps({"name": n, "arguments": a}) for n, a in calls],
+            tokens[:1],
+            args,
+        )
+        print("execute", json.dumps(execute), flush=True)
+        check = httpx.post(
+            f"{url}/v1/execute",
+            json={"name": calls[0][0], "arguments": calls[0][1]},
+            headers=hdr,
+            timeout=30,
+        ).json()
+        if check["status"] != "ok":
+            raise SystemExit(f"execute did not succeed: {check}")
+    finally:
+        stop.set()
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        if server_pg is not None:
+            server_pg.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    result = {
+        "store": "postgres" if args.postgres else "sqlite",
+        "workers": args.workers,
+        "connections": args.connections,
+        "seconds_per_endpoint": args.seconds,
+        "cpus": os.cpu_count(),
+        "load_avg_1m_after": round(os.getloadavg()[0], 1),
+        "discover": discover,
+        "execute": execute,
+        "rss_mb_samples": samples,
+    }
+    out = ROOT / "benchmarks" / "results" / f"load_{result['store']}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "rss_mb_samples"}))
+    print("rss MiB over time:", samples)
+
+
+if __name__ == "__main__":
+    main()
