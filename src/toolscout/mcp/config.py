@@ -165,6 +165,9 @@ class GatewayConfig:
     #: the admin scope of the policy (privileged tools need it explicitly)
     admin_scope: str | None = None
     roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: calls per second per principal (0: off) and the burst, for the gateway's rate limit
+    rate_per_second: float | None = None
+    burst: int | None = None
 
     def server(self, name: str) -> ServerConfig:
         for s in self.servers:
@@ -362,7 +365,8 @@ def parse_config(data: Any, *, base: Path | None = None) -> GatewayConfig:
     known = {
         "db", "mode", "principal", "jwt_key", "jwt_key_file", "jwt_issuer", "jwt_audience",
         "resource_url", "authorization_servers", "timeout_s", "connect_timeout_s",
-        "max_result_bytes", "dynamic_limit", "k", "admin_scope", "roles",
+        "max_result_bytes", "dynamic_limit", "k", "admin_scope", "roles", "rate_per_second",
+        "burst",
     }  # fmt: skip
     _known("toolscout", gw, known)
     mode = gw.get("mode", "auto")
@@ -420,6 +424,14 @@ def parse_config(data: Any, *, base: Path | None = None) -> GatewayConfig:
         k=int(_number("toolscout.k", gw.get("k"), 5, low=1, high=10)),
         admin_scope=gw.get("admin_scope"),
         roles={str(r): _scopes(f"toolscout.roles.{r}", v) for r, v in roles.items()},
+        rate_per_second=(
+            _number("toolscout.rate_per_second", gw["rate_per_second"], 0, low=0, high=1e6)
+            if "rate_per_second" in gw
+            else None
+        ),
+        burst=int(_number("toolscout.burst", gw["burst"], 1, low=1, high=1e6))
+        if "burst" in gw
+        else None,
     )
 
 

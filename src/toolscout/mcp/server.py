@@ -181,7 +181,20 @@ class MCPGateway:
         if cfg.admin_scope or cfg.roles:
             admin = {"admin_scope": cfg.admin_scope} if cfg.admin_scope else {}
             policy = PolicyConfig(roles=dict(cfg.roles), **admin)
-        return Toolscout.open(settings, executors={"*": self.upstreams}, policy=policy)
+        limits = None
+        if cfg.rate_per_second is not None or cfg.burst is not None:
+            from toolscout.gateway.limits import Limits
+
+            base = Limits()
+            limits = Limits(
+                rate_per_second=(
+                    cfg.rate_per_second if cfg.rate_per_second is not None else base.rate_per_second
+                ),
+                burst=cfg.burst if cfg.burst is not None else base.burst,
+            )
+        return Toolscout.open(
+            settings, executors={"*": self.upstreams}, policy=policy, limits=limits
+        )
 
     def _build_server(self) -> Server[Any]:
         from mcp.server.lowlevel import Server

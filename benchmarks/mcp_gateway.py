@@ -1,0 +1,281 @@
+"""The MCP gateway: forwarding overhead per call, and search_tools over 500 upstream tools.
+
+1. **Forwarding overhead.** One SDK-written upstream (``tests/mcp_upstream_app.py``,
+   tool ``echo``) is called by the SDK ``Client`` directly and through
+   ``toolscout mcp serve`` (direct mode, so the client calls ``app_echo``
+   itself), alternating call by call so both see the same machine load. Over
+   stdio (client ─stdio→ gateway ─stdio→ upstream vs client ─stdio→ upstream) and
+   over streamable HTTP (bearer token per request, verified by the gateway).
+   The overhead is the gateway's p50/p99 minus the direct one; every gateway call
+   also ran the policy re-check, argument validation and the audit append.
+2. **search_tools latency.** Ten upstreams over stdio with 50 tools each (500
+   tools), fronted in process; the client calls ``search_tools`` for 200
+   generated task descriptions. Also the start-up time to list and index them.
+
+Writes ``benchmarks/results/mcp.json`` and prints a table. (Not ``benchmarks/mcp.py``:
+a module named ``mcp`` there would shadow the SDK when run as a script and
+make ruff treat the SDK as first-party everywhere.)
+
+Run: ``.venv/bin/python benchmarks/mcp_gateway.py [--calls N] [--queries N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "mcp.json"
+APP = ROOT / "tests" / "mcp_upstream_app.py"
+TOOLSCOUT = str(Path(sys.executable).parent / "toolscout")
+SECRET = "benchmark-secret-0123456789abcdef-0123456789"
+TOPICS = ["billing", "crm", "support", "shop", "logistics", "legal", "hr", "devops", "docs", "it"]
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summary(samples: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(percentile(samples, 0.50), 3),
+        "p99_ms": round(percentile(samples, 0.99), 3),
+        "mean_ms": round(sum(samples) / len(samples), 3),
+        "n": len(samples),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+async def timed(call: Callable[[], Awaitable[Any]]) -> float:
+    t0 = time.perf_counter()
+    result = await call()
+    elapsed = (time.perf_counter() - t0) * 1000
+    if getattr(result, "is_error", False):
+        raise RuntimeError(f"call failed: {result.content}")
+    return elapsed
+
+
+async def side_by_side(direct: Any, gateway: Any, calls: int) -> dict[str, Any]:
+    """Alternate direct and gateway calls of the same tool; warm both up first."""
+    d: list[float] = []
+    g: list[float] = []
+    for i in range(calls + 20):
+        text = f"ping {i}"
+        one = await timed(lambda t=text: direct.call_tool("echo", {"text": t}))  # type: ignore[misc]
+        two = await timed(lambda t=text: gateway.call_tool("app_echo", {"text": t}))  # type: ignore[misc]
+        if i >= 20:
+            d.append(one)
+            g.append(two)
+    ds, gs = summary(d), summary(g)
+    return {
+        "direct": ds,
+        "gateway": gs,
+        "overhead_p50_ms": round(gs["p50_ms"] - ds["p50_ms"], 3),
+        "overhead_p99_ms": round(gs["p99_ms"] - ds["p99_ms"], 3),
+    }
+
+
+def gateway_config(tmp: Path, servers: dict[str, Any], **extra: Any) -> Path:
+    path = tmp / f"servers-{len(list(tmp.iterdir()))}.json"
+    gateway = {
+        "mode": "direct",
+        "principal": {"subject": "bench"},
+        "connect_timeout_s": 120,
+        "rate_per_second": 0,  # the benchmark's own call rate is not what is measured
+    }
+    path.write_text(json.dumps({"mcpServers": servers, "toolscout": {**gateway, **extra}}))
+    return path
+
+
+async def bench_stdio(tmp: Path, calls: int) -> dict[str, Any]:
+    from mcp import Client, StdioServerParameters
+
+    app = {"command": sys.executable, "args": [str(APP), "--stdio"], "toolscout": {"scopes": []}}
+    config = gateway_config(tmp, {"app": app})
+    upstream = StdioServerParameters(command=sys.executable, args=[str(APP), "--stdio"])
+    via = StdioServerParameters(command=TOOLSCOUT, args=["mcp", "serve", "--config", str(config)])
+    async with (
+        Client(upstream, read_timeout_seconds=120) as direct,
+        Client(via, read_timeout_seconds=120) as gateway,
+    ):
+        return await side_by_side(direct, gateway, calls)
+
+
+async def bench_http(tmp: Path, calls: int) -> dict[str, Any]:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from toolscout.gateway.auth import issue_token
+
+    up_port, gw_port = free_port(), free_port()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(APP), "--port", str(up_port)], stderr=subprocess.DEVNULL
+        )
+    ]
+    try:
+        wait_port(up_port)
+        app = {"url": f"http://127.0.0.1:{up_port}/mcp", "toolscout": {"scopes": []}}
+        config = gateway_config(tmp, {"app": app}, jwt_key=SECRET)
+        procs.append(
+            subprocess.Popen(
+                [
+                    TOOLSCOUT,
+                    "mcp",
+                    "serve",
+                    "--config",
+                    str(config),
+                    "--transport",
+                    "http",
+                    "--port",
+                    str(gw_port),
+                ],
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        wait_port(gw_port)
+        token = issue_token(subject="bench", key=SECRET, ttl_seconds=3600)
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            Client(f"http://127.0.0.1:{up_port}/mcp") as direct,
+            httpx2.AsyncClient(headers=headers, timeout=120) as http,
+            Client(
+                streamable_http_client(f"http://127.0.0.1:{gw_port}/mcp", http_client=http)
+            ) as gateway,  # fmt: skip
+        ):
+            return await side_by_side(direct, gateway, calls)
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+
+
+def queries(n: int, seed: int = 7) -> list[str]:
+    sys.path.insert(0, str(APP.parent))
+    from mcp_upstream_app import NOUNS, VERBS
+
+    rng = random.Random(seed)
+    phrasing = ["{v} the {n} in {t}", "I need to {v} {n} ({t})", "{t}: {v} all {n}",
+                "can you {v} our {t} {n}"]  # fmt: skip
+    out = []
+    for _ in range(n):
+        noun = rng.choice(NOUNS[:5]).replace("_", " ")
+        out.append(rng.choice(phrasing).format(v=rng.choice(VERBS), n=noun, t=rng.choice(TOPICS)))
+    return out
+
+
+async def bench_search(n_queries: int) -> dict[str, Any]:
+    from mcp import Client
+
+    from toolscout.mcp.config import parse_config
+    from toolscout.mcp.server import MCPGateway
+
+    servers = {
+        topic: {
+            "command": sys.executable,
+            "args": [str(APP), "--stdio", "--many", "45", "--topic", topic],
+            "toolscout": {"scopes": []},
+        }
+        for topic in TOPICS
+    }
+    cfg = parse_config(
+        {
+            "mcpServers": servers,
+            "toolscout": {
+                "mode": "meta",
+                "principal": {"subject": "bench"},
+                "connect_timeout_s": 300,
+                "rate_per_second": 0,
+            },
+        }
+    )
+    gateway = MCPGateway(cfg)
+    try:
+        t0 = time.perf_counter()
+        async with gateway.running():
+            startup = time.perf_counter() - t0
+            n_tools = len(gateway.ts.catalog)
+            async with Client(gateway.server) as client:
+                qs = queries(n_queries + 10)
+                for q in qs[:10]:  # warm-up: the query embedder, caches
+                    await client.call_tool("search_tools", {"query": q, "k": 5})
+                samples = [
+                    await timed(lambda q=q: client.call_tool("search_tools", {"query": q, "k": 5}))  # type: ignore[misc]
+                    for q in qs[10:]
+                ]
+        return {
+            "servers": len(servers),
+            "tools": n_tools,
+            "startup_list_and_index_s": round(startup, 2),
+            "search_tools": summary(samples),
+        }
+    finally:
+        gateway.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=300, help="measured calls per transport")
+    parser.add_argument("--queries", type=int, default=200, help="measured search_tools calls")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        stdio = asyncio.run(bench_stdio(tmp, args.calls))
+        http = asyncio.run(bench_http(tmp, args.calls))
+    search = asyncio.run(bench_search(args.queries))
+    result = {
+        "benchmark": "mcp gateway",
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_1m": round(os.getloadavg()[0], 2),
+        },
+        "forwarding": {"stdio": stdio, "http": http},
+        "search": search,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{'transport':<10}{'direct p50':>12}{'gateway p50':>13}{'overhead p50':>14}"
+          f"{'direct p99':>12}{'gateway p99':>13}{'overhead p99':>14}")  # fmt: skip
+    for name, r in (("stdio", stdio), ("http", http)):
+        print(f"{name:<10}{r['direct']['p50_ms']:>12.2f}{r['gateway']['p50_ms']:>13.2f}"
+              f"{r['overhead_p50_ms']:>14.2f}{r['direct']['p99_ms']:>12.2f}"
+              f"{r['gateway']['p99_ms']:>13.2f}{r['overhead_p99_ms']:>14.2f}")  # fmt: skip
+    s = search["search_tools"]
+    print(f"search_tools over {search['tools']} tools / {search['servers']} servers: "
+          f"p50 {s['p50_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms; "
+          f"start-up {search['startup_list_and_index_s']} s")  # fmt: skip
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
