@@ -69,3 +69,17 @@ def test_bad_queries_file_names_file_and_line(runner: CliRunner, tmp_path: Path)
     assert lines == [
         f"error: {bad}:2: invalid JSON: Expecting property name enclosed in double quotes"
     ]
+
+
+def test_no_gold_id_in_the_catalog_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        '{"id": "q1", "query": "pay my bill", "gold": ["other:billing.pay"]}\n'
+        '{"id": "q2", "query": "send a message", "gold": ["other:chat.send"]}\n'
+    )
+    args = ["eval", "--tools", str(EVAL / "tools.jsonl"), "--queries", str(queries)]
+    result = runner.invoke(app, [*args, "--no-progress"])
+    assert result.exit_code == 2
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {queries}: none of the 2 queries")
+    assert "'other:billing.pay'" in lines[0]

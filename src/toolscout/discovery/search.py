@@ -393,12 +393,9 @@ class Retriever:
             out.append((q.terms, lex, self._dense(vec, allowed, lex.ids)))
         return out
 
-    def calibrate(
-        self, specs: Sequence[ToolSpec], prior: tuple[float, ...] | None = None
-    ) -> Calibration:
+    def calibrate(self, specs: Sequence[ToolSpec]) -> Calibration:
         """Fit this catalog's ranker on pseudo-queries made from ``specs`` (no real query)."""
         allowed = frozenset(s.id for s in specs)
-        kw = {} if prior is None else {"prior": prior}
         return calibrate(
             specs,
             lambda texts, vecs: self.pools(texts, vecs, allowed),
@@ -407,7 +404,7 @@ class Retriever:
             embed=lambda texts: self._embed_all(
                 [" ".join(words(t)[:QUERY_EMBED_WORDS]) or t for t in texts], cache=False
             ),
-            **kw,
+            start=self.settings.ranker_prior,
         )
 
     def run(self, query: Query, allowed: Set[str]) -> Retrieval:

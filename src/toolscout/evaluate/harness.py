@@ -132,9 +132,9 @@ class Outcome:
     ranked: tuple[str, ...]
     ms: float
     low_confidence: bool | None = None  # None: the strategy has no notion of confidence
-    confidence: float | None = None
     trace: Trace | None = None  # None for naive
     matched: frozenset[str] = frozenset()  # naive: every id that scored above zero
+    confidence: float | None = None
 
 
 def discover_once(
@@ -153,8 +153,8 @@ def discover_once(
         tuple(shortlist.ids),
         ms,
         shortlist.low_confidence,
-        shortlist.confidence,
         shortlist.trace,
+        confidence=shortlist.confidence,
     )
 
 

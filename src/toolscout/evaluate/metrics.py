@@ -18,6 +18,7 @@ import math
 import resource
 import sys
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 #: the k of the fixed-depth metrics
 COMPLETE_K = 5
@@ -90,3 +91,36 @@ def peak_rss_mb() -> float:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     scale = 1024 * 1024 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
     return round(peak / scale, 1)
+
+
+#: a confidence decile is judged only when it holds at least this share of the queries
+RELIABILITY_MIN_SHARE = 0.05
+
+
+def reliability(pairs: Sequence[tuple[float, bool]]) -> dict[str, Any]:
+    """How well confidence predicts that the top tool is right, decile by decile.
+
+    ``pairs`` are (confidence, top tool is a gold tool) per query. Each decile
+    [0, 0.1), ..., [0.9, 1.0] reports its query count, mean confidence and share
+    right; ``max_gap`` is the largest |confidence - share right| over the deciles
+    holding at least :data:`RELIABILITY_MIN_SHARE` of the queries, ``ece`` the
+    count-weighted mean gap over all deciles.
+    """
+    bins: list[list[tuple[float, bool]]] = [[] for _ in range(10)]
+    for conf, right in pairs:
+        bins[min(max(int(conf * 10), 0), 9)].append((conf, right))
+    rows = []
+    max_gap = ece = 0.0
+    for i, cell in enumerate(bins):
+        if not cell:
+            continue
+        mean = sum(c for c, _ in cell) / len(cell)
+        acc = sum(1 for _, r in cell if r) / len(cell)
+        gap = abs(mean - acc)
+        ece += gap * len(cell) / len(pairs)
+        if len(cell) >= RELIABILITY_MIN_SHARE * len(pairs):
+            max_gap = max(max_gap, gap)
+        rows.append(
+            {"decile": i, "n": len(cell), "confidence": round(mean, 3), "right": round(acc, 3)}
+        )
+    return {"deciles": rows, "max_gap": round(max_gap, 3), "ece": round(ece, 3)}

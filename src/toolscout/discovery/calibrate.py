@@ -1,0 +1,471 @@
+"""Per-catalog calibration: a small ranker fitted on pseudo-queries made from the catalog alone.
+
+No evaluation query is ever seen here. At index time :func:`pseudo_queries`
+writes, for a seeded sample of tools, text *about* each tool that is not its
+indexed text verbatim: its summary with the name's words masked and half its
+words dropped, its parameter descriptions, its aliases. Each pseudo-query is
+run through the same two retrievers the product uses (BM25 and dense), and
+every candidate of the pool gets a few cheap features (:data:`FEATURES`). A
+conditional logit (softmax over the pool plus a "none of these" option) is
+fitted with numpy (:func:`fit`), so the catalog itself decides how much to
+trust each signal: a catalog whose descriptions embed poorly leans lexical, one
+whose names are opaque leans dense.
+
+The same model gives the confidence: the probability that the top candidate is
+the right tool, out of the pool *and* the "none" option. Nonsense (text whose
+words are not in the catalog and whose vector is close to nothing) comes out
+low because the none option wins. A final Platt step (:data:`PLATT`) maps the
+pseudo-query probability onto real requests; its two numbers are the only
+constants chosen on evaluation data, leave-one-set-out (docs/benchmarks.md).
+
+:class:`Calibration` is what is stored with the catalog (JSON in the store's
+meta); :func:`stale` says when the catalog changed enough to fit again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from toolscout.cards import CapabilityCard, ToolSpec
+from toolscout.discovery.lexical import terms, words
+from toolscout.stores.base import Hits, Vector
+
+Matrix = npt.NDArray[np.float64]
+
+#: the features of one (query, candidate) pair, in column order
+FEATURES: tuple[str, ...] = (
+    "lexical",  # BM25 / best BM25 of the query (0 when not in the lexical pool)
+    "lexical_rank",  # 1 / (1 + rank) in the lexical pool, 0 when absent
+    "cosine",  # dense cosine to the card (or alias) vector
+    "cosine_norm",  # cosine min-max normalised over the pool
+    "cosine_gap",  # cosine minus the pool's best cosine (<= 0)
+    "name",  # idf share of the tool's name terms found in the query
+    "summary",  # idf share of the query's terms found in the summary
+    "dense_rank",  # 1 / (1 + rank) in the dense pool, 0 when absent
+    "both",  # lexical x normalised cosine: both signals agree
+)
+#: bump when features or pseudo-queries change: stored calibrations of another version refit
+VERSION = 1
+#: tools sampled for pseudo-queries (bounded: index time stays flat at 100k tools)
+SAMPLE_TOOLS = 200
+#: candidates per retriever in calibration (as many as the query-time pool)
+POOL = 50
+SEED = 20261130
+#: refit when this share of the catalog's tools were added, changed or removed since the fit
+REFIT_SHARE = 0.1
+#: L2 penalty and steps of the fit
+L2 = 0.3
+STEPS = 300
+#: Platt scaling of the pseudo-query probability onto real requests: conf = σ(a·logit(p) + b)
+PLATT: tuple[float, float] = (1.139, 0.469)
+#: the prior weights, used before a catalog is calibrated (or when it is too small to fit):
+#: the conditional logit fitted on the five dev sets' queries (benchmarks/quality.py, which
+#: also refits them with each set held out and reports both)
+PRIOR: tuple[float, ...] = (2.774, -0.021, 3.405, 1.962, 4.084, 0.824, 1.842, 0.363, -1.014)
+PRIOR_NONE = 4.443
+#: fewer tools than this: the prior is kept (too few pseudo-queries to fit 9 numbers)
+MIN_TOOLS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Ranker weights fitted for one catalog, and how they were fitted."""
+
+    weights: tuple[float, ...] = PRIOR
+    none_bias: float = PRIOR_NONE
+    #: the prior the fit started from and was shrunk towards
+    prior: tuple[float, ...] = PRIOR
+    prior_none: float = PRIOR_NONE
+    version: int = VERSION
+    fingerprint: str = ""
+    n_tools: int = 0
+    n_pseudo: int = 0
+    seconds: float = 0.0
+    #: pseudo-query recall@5 of each single signal and of the fitted ranker
+    pseudo_recall: dict[str, float] = field(default_factory=dict)
+    fitted: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str) -> Calibration | None:
+        """A stored calibration, or None when it is unreadable or of another version."""
+        try:
+            d = json.loads(raw)
+            if d.get("version") != VERSION or len(d.get("weights", ())) != len(FEATURES):
+                return None
+            for key in ("weights", "prior"):
+                d[key] = tuple(float(w) for w in d[key])
+            if len(d["prior"]) != len(FEATURES):
+                return None
+            return cls(**d)
+        except (ValueError, TypeError, AttributeError):
+            return None
+
+    def describe(self) -> str:
+        """One line for the index report and ``eval``."""
+        if not self.fitted:
+            return f"calibration: prior weights ({self.n_tools} tools, too few to fit)"
+        lean = self.lean()
+        recall = ", ".join(f"{k} {v:.2f}" for k, v in self.pseudo_recall.items())
+        return (
+            f"calibration: {self.n_pseudo} pseudo-queries over {self.n_tools} tools in "
+            f"{self.seconds:.1f}s; leans {lean}; pseudo recall@5 {recall}"
+        )
+
+    def weights_over(self, prior: Sequence[float] | None) -> tuple[tuple[float, ...], float]:
+        """The weights with this catalog's adjustment applied over another prior (or its own).
+
+        ``prior`` holds one weight per feature and, last, the none option's bias.
+        """
+        if prior is None:
+            return self.weights, self.none_bias
+        pw, pb = prior[: len(FEATURES)], prior[len(FEATURES)]
+        w = tuple(p + (a - b) for p, a, b in zip(pw, self.weights, self.prior, strict=True))
+        return w, pb + (self.none_bias - self.prior_none)
+
+    def lean(self) -> str:
+        w = dict(zip(FEATURES, self.weights, strict=True))
+        lex = abs(w["lexical"]) + abs(w["lexical_rank"])
+        dense = abs(w["cosine"]) + abs(w["cosine_norm"]) + abs(w["cosine_gap"])
+        ratio = dense / max(lex + dense, 1e-9)
+        return "dense" if ratio > 0.65 else "lexical" if ratio < 0.35 else "balanced"
+
+
+# -- the field texts the overlap features read -------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FieldTerms:
+    """Per tool: the stemmed terms of its name and summary (cards only, no schemas)."""
+
+    name: Mapping[str, frozenset[str]]
+    summary: Mapping[str, frozenset[str]]
+
+    @classmethod
+    def of(cls, cards: Iterable[CapabilityCard]) -> FieldTerms:
+        name: dict[str, frozenset[str]] = {}
+        summary: dict[str, frozenset[str]] = {}
+        for card in cards:
+            name[card.id] = frozenset(terms(card.name))
+            summary[card.id] = frozenset(terms(card.summary))
+        return cls(name, summary)
+
+
+def _param_texts(spec: ToolSpec) -> list[str]:
+    props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, Mapping) else {}
+    out: list[str] = []
+    if isinstance(props, Mapping):
+        for pname, pschema in props.items():
+            out.append(str(pname))
+            if isinstance(pschema, Mapping) and isinstance(pschema.get("description"), str):
+                out.append(pschema["description"])
+    return out
+
+
+def idf_of(df: Mapping[str, int], n_docs: int) -> Callable[[str], float]:
+    def idf(term: str) -> float:
+        return math.log(1 + (n_docs + 1) / (df.get(term, 0) + 0.5))
+
+    return idf
+
+
+def features(
+    query_terms: Sequence[str],
+    lex: Hits,
+    dense: Hits,
+    fields: FieldTerms,
+    idf: Callable[[str], float],
+) -> tuple[list[str], Matrix]:
+    """The candidate pool (lexical ∪ dense ids) and its feature matrix, one row a candidate."""
+    ids = list(dict.fromkeys([*lex.ids, *dense.ids]))
+    x = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
+    if not ids:
+        return ids, x
+    row = {t: i for i, t in enumerate(ids)}
+    top = lex.scores[0] if lex.scores and lex.scores[0] > 0 else 1.0
+    for r, (tid, s) in enumerate(zip(lex.ids, lex.scores, strict=True)):
+        x[row[tid], 0] = s / top
+        x[row[tid], 1] = 1.0 / (1 + r)
+    cos = np.full(len(ids), np.nan)
+    for r, (tid, s) in enumerate(zip(dense.ids, dense.scores, strict=True)):
+        cos[row[tid]] = s
+        if r < POOL:
+            x[row[tid], 7] = 1.0 / (1 + r)
+    if np.isfinite(cos).any():
+        lo, hi = float(np.nanmin(cos)), float(np.nanmax(cos))
+        cos = np.where(np.isfinite(cos), cos, lo)
+        x[:, 2] = cos
+        x[:, 3] = (cos - lo) / (hi - lo) if hi > lo else 1.0
+        x[:, 4] = cos - hi
+    x[:, 8] = x[:, 0] * x[:, 3]
+    q = set(query_terms)
+    weights = {t: idf(t) for t in q}
+    total = sum(weights.values()) or 1.0
+    for i, tid in enumerate(ids):
+        name = fields.name.get(tid, frozenset())
+        if name:
+            x[i, 5] = sum(idf(t) for t in name & q) / sum(idf(t) for t in name)
+        x[i, 6] = sum(weights[t] for t in q & fields.summary.get(tid, frozenset())) / total
+    return ids, x
+
+
+def scores(x: Matrix, weights: Sequence[float]) -> npt.NDArray[np.float64]:
+    out: npt.NDArray[np.float64] = x @ np.asarray(weights, dtype=np.float64)
+    return out
+
+
+def top_probability(s: npt.NDArray[np.float64], none_bias: float) -> float:
+    """P(the best-scored candidate is right) under the softmax with the none option."""
+    if not len(s):
+        return 0.0
+    m = max(float(s.max()), none_bias)
+    z = float(np.exp(s - m).sum()) + math.exp(none_bias - m)
+    return math.exp(float(s.max()) - m) / z
+
+
+def platt(p: float, a: float = PLATT[0], b: float = PLATT[1]) -> float:
+    """The pseudo-query probability mapped onto real requests (clipped logit, then σ)."""
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return 1.0 / (1.0 + math.exp(-(a * math.log(p / (1 - p)) + b)))
+
+
+# -- pseudo-queries ------------------------------------------------------------------------
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class Pseudo:
+    text: str
+    tool_id: str | None  # None: no tool is right (a mixture of several tools' words)
+    kind: str
+
+
+def pseudo_queries(specs: Sequence[ToolSpec], seed: int = SEED) -> list[Pseudo]:
+    """Text about each sampled tool that is not its indexed text verbatim (seeded)."""
+    rng = random.Random(seed)
+    sample = list(specs)
+    if len(sample) > SAMPLE_TOOLS:
+        sample = rng.sample(sample, SAMPLE_TOOLS)
+    out: list[Pseudo] = []
+    for spec in sample:
+        masked = set(words(spec.card.name)) | set(words(spec.id))
+        summary = [w for w in spec.card.summary.split() if _bare(w) not in masked]
+        if len(summary) >= 4:
+            keep = sorted(rng.sample(range(len(summary)), max(3, len(summary) // 2)))
+            out.append(Pseudo(" ".join(summary[i] for i in keep), spec.id, "summary"))
+        params = [p for p in _param_texts(spec) if _bare(p) not in masked]
+        described = [p for p in params if len(p.split()) > 1]
+        if described:
+            text = " ".join(rng.sample(described, min(2, len(described))))
+            out.append(Pseudo(_masked(text, masked), spec.id, "params"))
+        for alias in spec.card.aliases[:2]:
+            out.append(Pseudo(alias, spec.id, "alias"))
+    # mixtures of words from unrelated tools: no tool is right, so the none option learns
+    n_none = max(len(out) // 8, 4)
+    for _ in range(n_none):
+        picks = rng.sample(list(specs), min(3, len(specs)))
+        bag = [w for s in picks for w in s.card.summary.split()]
+        rng.shuffle(bag)
+        out.append(Pseudo(" ".join(bag[:8]) or "nothing", None, "none"))
+    return out
+
+
+def _bare(word: str) -> str:
+    return " ".join(words(word))
+
+
+def _masked(text: str, masked: Set[str]) -> str:
+    return " ".join(w for w in text.split() if _bare(w) not in masked)
+
+
+# -- the fit -------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Example:
+    x: Matrix
+    target: int  # row of the right tool in x, or -1: none of the pool
+
+
+def fit(
+    examples: Sequence[Example],
+    *,
+    l2: float = L2,
+    steps: int = STEPS,
+    prior: Sequence[float] = PRIOR,
+    prior_none: float = PRIOR_NONE,
+    start: Sequence[float] | None = None,
+    start_none: float | None = None,
+) -> tuple[tuple[float, ...], float]:
+    """Conditional logit over each pool plus a none option, by Adam on the mean log-loss,
+    shrunk towards ``prior`` (L2 on the difference)."""
+    w = np.asarray(prior if start is None else start, dtype=np.float64).copy()
+    centre = np.asarray(prior, dtype=np.float64)
+    b = float(prior_none if start_none is None else start_none)
+    xs = [e.x for e in examples if len(e.x)]
+    targets = [e.target for e in examples if len(e.x)]
+    if not xs:
+        return tuple(float(v) for v in w), b
+    sizes = np.array([len(x) for x in xs])
+    stacked = np.vstack(xs)
+    owner = np.repeat(np.arange(len(xs)), sizes)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    tgt = np.array(targets)
+    has = tgt >= 0
+    tgt_rows = offsets[has] + tgt[has]
+    params = np.concatenate([w, [b]])
+    m = np.zeros_like(params)
+    v = np.zeros_like(params)
+    lr, beta1, beta2 = 0.05, 0.9, 0.999
+    n = len(xs)
+    for step in range(1, steps + 1):
+        w, b = params[:-1], params[-1]
+        s = stacked @ w
+        mx = np.maximum(np.maximum.reduceat(s, offsets), b)
+        e = np.exp(s - mx[owner])
+        e_none = np.exp(b - mx)
+        z = np.add.reduceat(e, offsets) + e_none
+        p = e / z[owner]
+        p_none = e_none / z
+        # gradient of the mean negative log-likelihood
+        grad_w = (p[:, None] * stacked).sum(axis=0) - stacked[tgt_rows].sum(axis=0)
+        grad_b = p_none.sum() - float((~has).sum())
+        grad = np.concatenate([grad_w, [grad_b]]) / n
+        grad[:-1] += l2 * (params[:-1] - centre)
+        m = beta1 * m + (1 - beta1) * grad
+        v = beta2 * v + (1 - beta2) * grad**2
+        mhat = m / (1 - beta1**step)
+        vhat = v / (1 - beta2**step)
+        params = params - lr * mhat / (np.sqrt(vhat) + 1e-8)
+    return tuple(float(x) for x in params[:-1]), float(params[-1])
+
+
+def fingerprint(specs: Sequence[ToolSpec]) -> str:
+    """A digest of the catalog's ids and indexed texts (order-independent)."""
+    h = hashlib.sha256()
+    for key in sorted(f"{s.id}\x1f{s.card.name}\x1f{s.card.summary}" for s in specs):
+        h.update(key.encode())
+        h.update(b"\x1e")
+    return h.hexdigest()[:16]
+
+
+def stale(cal: Calibration | None, n_tools: int, changed: int) -> bool:
+    """Fit again? When there is none, it is of another version, or enough tools changed."""
+    if cal is None or cal.version != VERSION:
+        return True
+    return changed > REFIT_SHARE * max(cal.n_tools, n_tools, 1)
+
+
+Retrieve = Callable[[Sequence[str], Sequence[Vector]], list[tuple[Sequence[str], Hits, Hits]]]
+
+
+def calibrate(
+    specs: Sequence[ToolSpec],
+    retrieve: Retrieve,
+    fields: FieldTerms,
+    idf: Callable[[str], float],
+    *,
+    embed: Callable[[Sequence[str]], Sequence[Vector]],
+    seed: int = SEED,
+    start: Sequence[float] | None = None,
+) -> Calibration:
+    """Fit the ranker for this catalog from its own pseudo-queries.
+
+    ``retrieve(texts, vectors)`` runs each pseudo-query through the product's
+    lexical and dense retrievers and returns (query terms, lexical hits, dense hits).
+    ``start`` is the prior (one weight per feature, then the none bias; default: shipped).
+    """
+    began = time.perf_counter()
+    prior = PRIOR if start is None else tuple(float(w) for w in start[: len(FEATURES)])
+    prior_none = PRIOR_NONE if start is None else float(start[len(FEATURES)])
+    if len(specs) < MIN_TOOLS:
+        return Calibration(
+            prior, prior_none, prior, prior_none, n_tools=len(specs), fingerprint=fingerprint(specs)
+        )
+    pseudo = pseudo_queries(specs, seed)
+    texts = [p.text for p in pseudo]
+    vectors = embed(texts)
+    runs = retrieve(texts, vectors)
+    examples: list[Example] = []
+    singles: dict[str, list[float]] = {"bm25": [], "dense": [], "ranker": []}
+    for p, (qterms, lex, dense) in zip(pseudo, runs, strict=True):
+        ids, x = features(qterms, lex, dense, fields, idf)
+        target = ids.index(p.tool_id) if p.tool_id is not None and p.tool_id in ids else -1
+        examples.append(Example(x, target))
+    # hold out every 5th example to report the fitted ranker's pseudo recall honestly
+    train = [e for i, e in enumerate(examples) if i % 5]
+    weights, none_bias = fit(train, prior=prior, prior_none=prior_none)
+    for i, (p, (_, lex, dense), ex) in enumerate(zip(pseudo, runs, examples, strict=True)):
+        if p.tool_id is None or i % 5:
+            continue
+        singles["bm25"].append(float(p.tool_id in lex.ids[:5]))
+        singles["dense"].append(float(p.tool_id in dense.ids[:5]))
+        hit = ex.target >= 0 and ex.target in np.argsort(-scores(ex.x, weights))[:5]
+        singles["ranker"].append(float(hit))
+    weights, none_bias = fit(
+        examples, prior=prior, prior_none=prior_none, start=weights, start_none=none_bias,
+        steps=STEPS // 3,
+    )  # fmt: skip
+    return Calibration(
+        weights=weights,
+        none_bias=none_bias,
+        prior=prior,
+        prior_none=prior_none,
+        fingerprint=fingerprint(specs),
+        n_tools=len(specs),
+        n_pseudo=len(pseudo),
+        seconds=round(time.perf_counter() - began, 3),
+        pseudo_recall={k: round(sum(v) / max(len(v), 1), 3) for k, v in singles.items()},
+        fitted=True,
+    )
+
+
+# -- the ranker discovery uses -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Ranker:
+    """Scores a retrieval pool with the catalog's weights; the confidence comes with it."""
+
+    weights: tuple[float, ...]
+    none_bias: float
+    fields: FieldTerms
+    idf: Callable[[str], float]
+    platt: tuple[float, float] = PLATT
+
+    @classmethod
+    def of(
+        cls,
+        cards: Iterable[CapabilityCard],
+        df: Mapping[str, int],
+        n_docs: int,
+        calibration: Calibration | None,
+        *,
+        prior: Sequence[float] | None = None,
+        platt: tuple[float, float] | None = None,
+    ) -> Ranker:
+        cal = calibration or Calibration()
+        w, b = cal.weights_over(prior)
+        return cls(w, b, FieldTerms.of(cards), idf_of(df, n_docs), platt or PLATT)
+
+    def rank(
+        self, query_terms: Sequence[str], lex: Hits, dense: Hits
+    ) -> tuple[list[tuple[str, float, float, float]], float]:
+        """(id, score relative to the best in (0, 1], lexical, cosine) best first, and the
+        calibrated probability that the first is right."""
+        ids, x = features(query_terms, lex, dense, self.fields, self.idf)
+        if not ids:
+            return [], 0.0
+        s = scores(x, self.weights)
+        order = np.argsort(-s, kind="stable")
+        best = float(s[order[0]])
+        ranked = [
+            (ids[i], math.exp(float(s[i]) - best), float(x[i, 0]), float(x[i, 2])) for i in order
+        ]
+        return ranked, platt(top_probability(s, self.none_bias), *self.platt)
