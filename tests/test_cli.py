@@ -55,7 +55,7 @@ def test_search_json(db: Path) -> None:
     data = json.loads(proc.stdout)
     assert data["tools"][0]["id"] == "weather.get_forecast"
     assert set(data["tools"][0]) >= {"id", "score", "lexical", "dense", "confidence"}
-    assert data["filtered_by_policy"] == 0
+    assert data["names"][data["schemas"][0]["function"]["name"]] == "weather.get_forecast"
     assert 0 < data["tokens"]["injected"] < data["tokens"]["catalog"]
     assert data["schemas"][0]["type"] == "function"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -56,7 +57,9 @@ def friendly(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except ToolscoutError as exc:
-            raise fail(str(exc)) from None
+            raise fail(" ".join(str(exc).split())) from None
+        except sqlite3.Error as exc:
+            raise fail(_sqlite_message(exc)) from None
         except OSError as exc:
             raise fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
         except KeyboardInterrupt:
@@ -65,19 +68,40 @@ def friendly(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _sqlite_message(exc: sqlite3.Error) -> str:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return f"the database is locked by another writer ({text}); nothing was changed, try again"
+    if "readonly" in text or "read-only" in text:
+        return f"the database is read-only ({text}); nothing was changed"
+    if "malformed" in text or "not a database" in text:
+        return f"the database is corrupted ({text}); restore it from a backup"
+    return f"database error: {text}"
+
+
 def _db(db: Path | None) -> Path:
     from toolscout.settings import default_db_path
 
     return db if db is not None else default_db_path()
 
 
-def _open(db: Path | None, *, must_exist: bool = True) -> Any:
+def _is_file(path: Path) -> bool:
+    text = str(path)
+    return text not in (":memory:", "memory:") and "://" not in text
+
+
+def _open(db: Path | None, *, write: bool = False) -> Any:
+    """A :class:`~toolscout.Toolscout` over the catalog at ``--db``, after checks that
+    never change the file (cli/dbfile.py). Its audit log is in memory: these commands
+    execute nothing."""
+    from toolscout.cli.dbfile import check_readable, check_writable
     from toolscout.discovery.catalog import Catalog
+    from toolscout.service import Toolscout
 
     path = _db(db)
-    if must_exist and not path.exists():
-        raise fail(f"no catalog at {path}; run `toolscout index CATALOG --db {path}` first")
-    return Catalog.open(path)
+    if _is_file(path):
+        (check_writable if write else check_readable)(path)
+    return Toolscout(Catalog.open(path))
 
 
 def _split(value: str | None) -> list[str]:
@@ -96,48 +120,202 @@ def index(
         Path | None,
         typer.Option(help="Policy YAML (roles, admin_scope) to store with the catalog."),
     ] = None,
+    replace_policy: Annotated[
+        bool,
+        typer.Option(
+            "--replace-policy",
+            help="Store the policy.yaml found beside the catalog, replacing the stored one.",
+        ),
+    ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(help="Refuse tools with quality problems instead of indexing with a warning."),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            help="Accept changes to another source's tools and widened tenants, scopes or risk."
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Validate and index catalogs (one transaction; unchanged tools are not re-embedded)."""
+    from toolscout.imports import import_warnings, plan_import
+
+    path = _db(db)
+    specs = _read_specs(catalog_paths, strict=strict)
+    wanted, source = _policy_wanted(catalog_paths, policy, replace_policy)
+    with _open(db, write=True) as ts:
+        catalog = ts.catalog
+        stored = catalog.policy
+        action = _policy_action(
+            stored, wanted, source, explicit=policy is not None or replace_policy
+        )
+        plan = plan_import({s.id: s for s in catalog.specs()}, specs, force=force)
+        warnings = import_warnings(specs)
+        report = _add(catalog, specs, warnings, replace=replace, quiet=as_json)
+        if wanted is not None and action == "stored":
+            catalog.set_policy(wanted)
+    if as_json:
+        out.print(
+            json.dumps(
+                _index_json(path, specs, plan, report, warnings, action, source),
+                indent=2,
+                ensure_ascii=False,
+            ),
+            markup=False,
+        )
+        return
+    _print_index(path, specs, plan, report, warnings, action, source)
+
+
+def _read_specs(paths: Sequence[Path], *, strict: bool) -> list[Any]:
+    from toolscout.loader import read_catalog
+
+    return read_catalog(paths, strict=strict)
+
+
+def _add(
+    catalog: Any, specs: Sequence[Any], warnings: Sequence[Any], *, replace: bool, quiet: bool
+) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from toolscout.loader import read_catalog, read_policy
-
-    specs = read_catalog(catalog_paths)
-    pol = read_policy(policy) if policy else _policy_beside(catalog_paths)
-    catalog = _open(db, must_exist=False)
-    with (
-        catalog,
-        Progress(
-            TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), console=err, transient=True
-        ) as bar,
-    ):
+    with Progress(
+        TextColumn("embedding"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err,
+        transient=True,
+        disable=quiet,
+    ) as bar:
         task = bar.add_task("embed", total=None)
-        report = catalog.add(
+        return catalog.add(
             specs,
             replace_all=replace,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
+            warnings=[str(w) for w in warnings],
         )
-        if pol is not None:
-            catalog.set_policy(pol)
+
+
+def _policy_wanted(
+    paths: Sequence[Path], explicit: Path | None, replace_policy: bool
+) -> tuple[Any, str]:
+    """(the policy this import would store, where it came from) or (None, "")."""
+    from toolscout.loader import read_policy
+
+    if explicit is not None:
+        return read_policy(explicit), str(explicit)
+    for p in paths:
+        candidate = (p if p.is_dir() else p.parent) / "policy.yaml"
+        if candidate.is_file():
+            return read_policy(candidate), str(candidate)
+    if replace_policy:
+        raise fail("--replace-policy: no policy.yaml beside the catalog; use --policy FILE")
+    return None, ""
+
+
+def _policy_action(stored: Any, wanted: Any, source: str, *, explicit: bool) -> str:
+    """What happens to the stored policy: none, unchanged, stored; or a refusal.
+
+    A policy.yaml found beside the catalog replaces a stored, different policy only
+    when asked (``--replace-policy`` or ``--policy FILE``); a catalog without a
+    policy adopts it."""
+    from toolscout.policy import PolicyConfig
+
+    if wanted is None:
+        return "none"
+    if wanted == stored:
+        return "unchanged"
+    if explicit or stored == PolicyConfig():
+        return "stored"
+    raise fail(
+        f"{source} differs from the policy stored in the catalog; nothing was changed: "
+        "pass --replace-policy to store it, or --policy FILE to store another"
+    )
+
+
+def _index_json(
+    path: Path,
+    specs: Sequence[Any],
+    plan: Any,
+    report: Any,
+    warnings: Sequence[Any],
+    action: str,
+    source: str,
+) -> dict[str, Any]:
+    from collections import Counter
+
+    s = report.stats
+    return {
+        "db": str(path),
+        "tools": len(specs),
+        "added": s.added,
+        "updated": s.updated,
+        "unchanged": s.unchanged,
+        "removed": s.removed,
+        "embedded": s.embedded,
+        "seconds": round(report.seconds, 3),
+        "calibration": report.calibration or None,
+        "changes": plan.to_dict(),
+        "policy": {"action": action, "from": source or None},
+        "warning_counts": dict(Counter(w.kind.value for w in warnings)),
+        "warnings": [w.to_dict() for w in warnings],
+        "notes": _notes(report, warnings),
+    }
+
+
+def _print_index(
+    path: Path,
+    specs: Sequence[Any],
+    plan: Any,
+    report: Any,
+    warnings: Sequence[Any],
+    action: str,
+    source: str,
+) -> None:
+    from toolscout.imports import summarise_warnings
+
     s = report.stats
     out.print(
-        f"indexed {len(specs)} tools into {_db(db)}: {s.added} added, {s.updated} updated, "
+        f"indexed {len(specs)} tools into {path}: {s.added} added, {s.updated} updated, "
         f"{s.unchanged} unchanged, {s.removed} removed; {s.embedded} texts embedded "
         f"in {report.seconds:.1f}s",
         markup=False,
     )
-    for warning in report.warnings[:20]:
-        err.print(f"warning: {warning}", markup=False)
+    if report.calibration:
+        out.print(report.calibration, markup=False)
+    for change in plan.updated[:10]:
+        out.print(f"  updated {change}", markup=False)
+    if len(plan.updated) > 10:
+        out.print(f"  … and {len(plan.updated) - 10} more updated (--json lists them)")
+    for change in plan.forced:
+        out.print(
+            f"forced: {change.tool_id}: " + "; ".join(str(c) for c in change.protected),
+            markup=False,
+        )
+    if action == "stored":
+        out.print(f"policy: stored {source} with the catalog", markup=False)
+    elif action == "unchanged":
+        out.print(f"policy: {source} is the stored policy (unchanged)", markup=False)
+    for line in summarise_warnings(warnings):
+        err.print(f"warning: {line}", markup=False)
+    if warnings:
+        err.print(
+            f"warning: {len(warnings)} quality warning(s) in all; --json lists every one, "
+            "--strict refuses them",
+            markup=False,
+        )
+    notes = _notes(report, warnings)
+    for note in notes[:5]:
+        err.print(f"warning: {note}", markup=False)
+    if len(notes) > 5:
+        err.print(f"warning: … and {len(notes) - 5} more (--json lists them)")
 
 
-def _policy_beside(paths: Sequence[Path]) -> Any:
-    from toolscout.loader import read_policy
-
-    for p in paths:
-        candidate = (p if p.is_dir() else p.parent) / "policy.yaml"
-        if candidate.is_file():
-            return read_policy(candidate)
-    return None
+def _notes(report: Any, warnings: Sequence[Any]) -> list[str]:
+    """The report's other warnings (oversized cards, ...): import warnings are summarised."""
+    mine = {str(w) for w in warnings}
+    return [w for w in report.warnings if w not in mine]
 
 
 @app.command()
@@ -163,14 +341,56 @@ def search(
     """Shortlist the tools a principal may use for a query, with their schemas."""
     from toolscout.policy import Principal
 
+    _check_text(query=query, scopes=scopes, tenant=tenant, roles=roles, subject=subject)
     principal = Principal.of(subject, tenant, _split(scopes), _split(roles))
-    with _open(db) as catalog:
-        result = catalog.discover(query, principal, k=k, fmt=fmt, tier=tier)
+    with _open(db) as ts:
+        _check_entitled(ts.catalog, principal)
+        result = ts.discover(principal, query, k=k, fmt=fmt, tier=tier)
     if as_json:
         data = result.to_dict()
         out.print(json.dumps(data, indent=2, ensure_ascii=False), markup=False)
         return
     _print_shortlist(result)
+
+
+def _check_text(**values: str | None) -> None:
+    """Arguments are text: invalid UTF-8 in argv (kept as lone surrogates) is refused."""
+    for name, value in values.items():
+        if value is None:
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = value[exc.start]
+            shown = f"0x{ord(bad) - 0xDC00:02x}" if 0xDC80 <= ord(bad) <= 0xDCFF else repr(bad)
+            label = f"the {name.replace('_', ' ')}" if name in ("query", "tool_id") else f"--{name}"
+            raise fail(f"{label} is not valid UTF-8 text (byte {shown})") from None
+
+
+def _check_entitled(catalog: Any, principal: Any) -> None:
+    """Nothing entitled is an error that says why, not an empty table."""
+    total = len(catalog)
+    if total == 0:
+        raise fail("the catalog has no tools; run `toolscout index CATALOG` first")
+    ent = catalog.entitle(principal)
+    if ent.allowed:
+        return
+    reasons = ", ".join(f"{n} {reason.value}" for reason, n in sorted(ent.denied.items()))
+    known = sorted(catalog.policy.roles)
+    unknown = sorted(set(principal.roles) - set(known))
+    if not principal.scopes and not principal.roles:
+        why = "no --scopes or --roles were given"
+    elif unknown:
+        why = f"role(s) {', '.join(unknown)} are not in the policy"
+    else:
+        why = "the given scopes and roles cover none of them"
+    if principal.tenant == "" and "tenant_mismatch" in reasons:
+        why += " and no --tenant was given"
+    roles = f" (policy roles: {', '.join(known)})" if known else ""
+    raise fail(
+        f"nothing is entitled for this caller: all {total} tools are filtered by policy "
+        f"({reasons}); {why}{roles}"
+    )
 
 
 def _print_shortlist(result: Any) -> None:
@@ -190,8 +410,10 @@ def _print_shortlist(result: Any) -> None:
         )
     out.print(table)
     conf = f"confidence {result.confidence:.2f}" + (" (LOW)" if result.low_confidence else "")
+    hidden = result.filtered_by_policy
+    filtered = f" · {hidden} tools filtered by policy" if hidden is not None else ""
     out.print(
-        f"tier {result.tier.value} · {conf} · {result.filtered_by_policy} tools filtered by policy"
+        f"tier {result.tier.value} · {conf}{filtered}"
         f" · tokens injected {result.tokens.injected} vs {result.tokens.catalog} for the whole "
         f"entitled catalog ({result.tokens.saved} saved)",
         markup=False,
@@ -206,10 +428,19 @@ def schema(
     tool_id: Annotated[str, typer.Argument(help="The tool id.")],
     db: DbOption = None,
     fmt: FormatOption = "openai",
+    scopes: Annotated[
+        str | None, typer.Option(help="Comma-separated scopes of the caller.")
+    ] = None,
+    tenant: Annotated[str, typer.Option(help="The caller's tenant.")] = "",
+    roles: Annotated[str | None, typer.Option(help="Comma-separated roles.")] = None,
 ) -> None:
-    """Print one tool's schema rendered for a model API."""
-    with _open(db) as catalog:
-        rendered = catalog.schema(tool_id, fmt)
+    """Print one tool's schema rendered for a model API (if the caller may use the tool)."""
+    from toolscout.policy import Principal
+
+    _check_text(tool_id=tool_id, scopes=scopes, tenant=tenant, roles=roles)
+    principal = Principal.of("cli", tenant, _split(scopes), _split(roles))
+    with _open(db) as ts:
+        rendered = ts.schema(principal, tool_id, fmt)
     out.print(json.dumps(rendered, indent=2, ensure_ascii=False), markup=False)
 
 
@@ -222,9 +453,14 @@ def demo(
     k: Annotated[int, typer.Option("-k", help="Shortlist size.")] = 3,
 ) -> None:
     """Index the bundled catalog and run scripted requests for several principals."""
-    from toolscout.cli.demo import run_demo
+    from toolscout.cli.dbfile import check_writable
+    from toolscout.cli.demo import demo_db_path, run_demo
 
-    run_demo(db, k=k, console=out)
+    path = demo_db_path(db)
+    if _is_file(path):
+        check_writable(path)
+
+    run_demo(path, k=k, console=out)
 
 
 def _register_modules() -> None:

@@ -85,10 +85,15 @@ def build(db: Path, console: Console) -> Catalog:
     return catalog
 
 
-def run_demo(db: Path | None, *, k: int = 3, console: Console) -> None:
+def demo_db_path(db: Path | None) -> Path:
+    """``--db``, or ``toolscout-demo.db`` beside the default catalog."""
     from toolscout.settings import default_db_path
 
-    path = db or default_db_path().with_name("toolscout-demo.db")
+    return db or default_db_path().with_name("toolscout-demo.db")
+
+
+def run_demo(db: Path | None, *, k: int = 3, console: Console) -> None:
+    path = demo_db_path(db)
     with build(path, console) as catalog:
         for scene in SCENES:
             ent = catalog.entitle(scene.principal)
