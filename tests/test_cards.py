@@ -47,7 +47,8 @@ def test_make_spec_fills_defaults_and_normalises() -> None:
     [
         ({"summary": "x"}, "id", "missing"),
         ({"id": "a.b", "summary": 42}, "summary", "must be a string"),
-        ({"id": "bad id", "summary": "x"}, "id", "without spaces"),
+        ({"id": "bad\tid", "summary": "x"}, "id", "printable"),
+        ({"id": "bad\nid", "summary": "x"}, "id", "printable"),
         ({"id": "a.b", "summary": "x", "risk": "scary"}, "risk", "not one of"),
         ({"id": "a.b", "summary": "x", "scopes": ["billing:*"]}, "scopes", "concrete"),
         ({"id": "a.b", "summary": "x", "scopes": "billing write"}, "scopes", "concrete"),

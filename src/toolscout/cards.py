@@ -28,7 +28,11 @@ CARD_TOKEN_WARN = 60
 #: parameters named in a summary derived for a tool published without a description
 DERIVED_SUMMARY_PARAMS = 6
 
-_ID_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,200}$")
+#: printable, no leading/trailing space; inner spaces are allowed: real catalogs name REST
+#: endpoints "spotify:GET /me/albums" and APIs "A Bíblia Digital"
+_ID_RE = re.compile(
+    r"^(?=.{1,200}$)[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f\x85\u2028\u2029]*[^\s\x00-\x1f\x7f])?$"
+)
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.*-]+)*$")
 _WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
@@ -250,7 +254,9 @@ def make_spec(
         raise CardError(str(data.get("name", "?")), "id", "missing or empty")
     tool_id = raw_id.strip()
     if not _ID_RE.match(tool_id):
-        raise CardError(tool_id, "id", "must be 1-200 printable characters without spaces")
+        raise CardError(
+            tool_id, "id", "must be 1-200 printable characters, not starting or ending in space"
+        )
     known = {
         "id",
         "name",
