@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from toolscout.cards import CapabilityCard, ToolSpec, check_unique
 from toolscout.discovery import inject
+from toolscout.discovery.calibrate import Calibration, stale
 from toolscout.discovery.lexical import terms, words
-from toolscout.discovery.search import PhraseIndex, Reformulator, Retriever
+from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Reformulator, Retriever
 from toolscout.discovery.shortlist import IndexReport, Shortlist
 from toolscout.embed.base import Embedder, normalise, text_hash
 from toolscout.errors import UnknownToolError
@@ -336,8 +337,26 @@ class Catalog:
             tools, vectors, model_id=self.embedder.model_id, replace_all=replace_all
         )
         self.refresh()
+        calibration = self.calibrate(stats.added + stats.updated + stats.removed)
         found = (*warnings, *self._size_warnings(batch))
-        return IndexReport(stats, time.perf_counter() - start, tuple(found))
+        return IndexReport(stats, time.perf_counter() - start, tuple(found), calibration.describe())
+
+    def calibrate(self, changed: int | None = None) -> Calibration:
+        """The ranker's calibration for this catalog, fitted again when it is missing, of
+        another version, or ``changed`` tools (None: always) are enough to make it stale."""
+        raw = self.store.meta(CALIBRATION_META)
+        old = Calibration.from_json(raw) if raw else None
+        pending = int(self.store.meta(CALIBRATION_META + ".changed") or 0) + (changed or 0)
+        specs = self.specs()
+        if old is not None and changed is not None and not stale(old, len(specs), pending):
+            self.store.set_meta(CALIBRATION_META + ".changed", str(pending))
+            return old
+        cal = self.retriever(self.settings).calibrate(specs)
+        self.store.set_meta(CALIBRATION_META, cal.to_json())
+        self.store.set_meta(CALIBRATION_META + ".changed", "0")
+        index = self.phrases()
+        index.calibration, index.calibration_read = cal, True
+        return cal
 
     def _indexed(
         self, batch: Sequence[ToolSpec], learned: Mapping[str, Sequence[str]]

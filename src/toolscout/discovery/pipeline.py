@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolscout.discovery import inject as rendering
+from toolscout.discovery.groups import expand_groups
 from toolscout.discovery.search import Candidate, Query, Retrieval, parse_query
 from toolscout.discovery.search import select as select_candidates
 from toolscout.discovery.shortlist import ScoredTool, Shortlist, TokenReport, Trace
@@ -73,6 +74,8 @@ def select(
     retrieval = retrieve(catalog, query, ent, settings)
     exact = catalog.phrases().find(query.text, ent.ids) if settings.exact_hits else {}
     confidence = 1.0 if exact else retrieval.confidence
+    # a request that clearly asks for more tasks than k gets one tool per task (budget allowing)
+    k = min(max(k, len(retrieval.intents)), MAX_K)
     chosen = select_candidates(
         retrieval.candidates,
         exact,
@@ -85,27 +88,15 @@ def select(
     if not chosen:
         confidence = 0.0
     if chosen_tier is rendering.Tier.GROUPS:
-        chosen = group_expand(catalog, chosen, ent)
+        chosen = expand_groups(
+            chosen,
+            {c.id: c.group for c in ent.allowed},
+            [c.id for c in ent.allowed],
+            token_cost=lambda tid: catalog.schema_tokens(tid, fmt),
+            token_budget=token_budget,
+        )
     low = confidence < settings.confidence_threshold
     return Selection(chosen_tier, chosen, confidence, low, retrieval)
-
-
-def group_expand(
-    catalog: Catalog, chosen: Sequence[Candidate], ent: Entitlement
-) -> list[Candidate]:
-    """GROUPS tier: every entitled tool of the groups the best candidates belong to."""
-    cards = {c.id: c for c in ent.allowed}
-    groups = [cards[c.id].group for c in chosen if c.id in cards and cards[c.id].group]
-    if not groups:
-        return list(chosen)
-    wanted = set(groups)
-    members = [c for c in ent.allowed if c.group in wanted]
-    scored = {c.id: c for c in chosen}
-    rank = {c.id: i for i, c in enumerate(chosen)}
-    expanded = [scored.get(m.id) or Candidate(m.id) for m in members]
-    expanded += [c for c in chosen if c.id not in {m.id for m in members}]
-    # the shortlisted tools first, in their order; the rest of their groups after
-    return sorted(expanded, key=lambda c: rank.get(c.id, len(rank)))
 
 
 def inject(

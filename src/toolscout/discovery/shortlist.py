@@ -114,3 +114,5 @@ class IndexReport:
     stats: UpsertStats
     seconds: float
     warnings: tuple[str, ...] = ()
+    #: the catalog's ranker calibration, in one line (discovery/calibrate.py)
+    calibration: str = ""
