@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -74,24 +75,38 @@ def test_dead_server_does_not_hold_up_startup() -> None:
                 "crash": {"command": "false"},
                 "time": {"command": py_server("mcp-server-time")},
             },
-            "toolscout": {"connect_timeout_s": 3},
+            "toolscout": {"connect_timeout_s": 120},
         }
+    )
+    mute_socket = socket.socket()  # accepts connections, never answers
+    mute_socket.bind(("127.0.0.1", 0))
+    mute_socket.listen(8)
+    mute_url = f"http://127.0.0.1:{mute_socket.getsockname()[1]}/mcp"
+    hangs = parse_config(
+        {"mcpServers": {"mute": {"url": mute_url}}, "toolscout": {"connect_timeout_s": 1}}
     )
 
     async def scenario() -> None:
         ups = Upstreams(cfg)
+        mute = Upstreams(hangs)
         try:
-            t0 = time.monotonic()
-            await ups.start()
-            assert time.monotonic() - t0 < 6
+            await ups.start()  # the dead ones fail at once: no waiting for them
             assert ups.servers["time/"].state == "up"
             gone = ups.servers["gone/"]
             assert gone.state != "up" and gone.tools == {}
-            assert gone.last_error  # why it is down, for `mcp inspect`
+            assert "ConnectError" in gone.last_error  # why it is down, for `mcp inspect`
+            t0 = time.monotonic()
+            await mute.start()  # a server that never answers: bounded by connect_timeout_s
+            assert time.monotonic() - t0 < 10
+            assert mute.servers["mute/"].state != "up"
         finally:
             await ups.aclose()
+            await mute.aclose()
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    finally:
+        mute_socket.close()
 
 
 def test_http_upstream_faults_and_changes() -> None:

@@ -468,11 +468,11 @@ class MCPGateway:
             ]
             gone = [tid for tid in current if tid not in new]
             embedded = 0
-            if changed:
-                report = catalog.add(changed)
+            if changed:  # embedding is CPU work: off the event loop, like discovery
+                report = await asyncio.to_thread(catalog.add, changed)
                 embedded = report.stats.embedded
             if gone:
-                catalog.remove(gone)
+                await asyncio.to_thread(catalog.remove, gone)
                 for state in self._callers.values():
                     for tid in gone:
                         state.dynamic.pop(tid, None)

@@ -301,10 +301,11 @@ class Upstream:
             async with asyncio.timeout(self.connect_timeout_s):
                 await stack.enter_async_context(client)
                 self._client = client
-                await self._relist(force=True)
+                wires = await self._fetch()
             self.state = "up"
             self.connects += 1
             self.last_error = ""
+            await self._apply(wires)
             watcher = asyncio.get_running_loop().create_task(self._listen(client))
             stack.callback(watcher.cancel)
             await self._watch()
@@ -341,12 +342,13 @@ class Upstream:
                 changed.cancel()
             if self._broken.is_set():
                 raise ConnectionError(self.last_error or "the connection broke")
-            force = self._changed.is_set()
             self._changed.clear()
             async with asyncio.timeout(self.timeout_s):
-                await self._relist(force=force)
+                wires = await self._fetch()
+            await self._apply(wires)
 
-    async def _relist(self, *, force: bool) -> None:
+    async def _fetch(self) -> list[dict[str, Any]]:
+        """The upstream's tools in wire form (every page)."""
         client = self._client
         wires: list[dict[str, Any]] = []
         cursor = None
@@ -358,11 +360,12 @@ class Upstream:
             cursor = page.next_cursor
             if cursor is None:
                 break
+        return wires
+
+    async def _apply(self, wires: list[dict[str, Any]]) -> None:
+        """New cards if the list changed, then ``on_tools`` (outside any time-out: it indexes)."""
         digest = hashlib.sha256(json.dumps(wires, sort_keys=True).encode()).hexdigest()
-        if digest == self._digest and not force and self.listed.is_set():
-            return
-        first = not self.listed.is_set()
-        if digest != self._digest or first:
+        if digest != self._digest or not self.listed.is_set():
             tools, warnings = specs_from_tools(self.config, wires)
             self.tools = {t.spec.id: t for t in tools}
             self.warnings = warnings
