@@ -3,7 +3,8 @@
 Run: ``python tests/mcp_upstream_app.py --port 8123 [--stdio] [--many N --topic T]``.
 Tools: ``echo`` (read-only), ``slow`` (sleeps), ``big`` (a large result), ``fail``
 (an isError result), ``add_tool`` (publishes a new tool and announces
-``tools/list_changed``), and with ``--many`` N generated tools about ``--topic``.
+``tools/list_changed``), and with ``--many`` N generated tools about ``--topic``;
+a resource ``note://<topic>/readme`` and a prompt ``summarise``.
 """
 
 from __future__ import annotations
@@ -81,6 +82,16 @@ def build(topic: str, many: int) -> MCPServer:
         server.add_tool(added, name=name, description=description, annotations=read_only)
         await ctx.notify_tools_changed()
         return f"added {name}"
+
+    @server.resource(f"note://{topic}/readme", name="readme", mime_type="text/plain")
+    def readme() -> str:
+        """What this server is for."""
+        return f"the {topic} upstream"
+
+    @server.prompt()
+    def summarise(subject: str) -> str:
+        """Ask for a summary of a subject."""
+        return f"Summarise {subject} in three sentences."
 
     for i in range(many):
         verb, noun = VERBS[i % len(VERBS)], NOUNS[(i // len(VERBS)) % len(NOUNS)]

@@ -34,6 +34,7 @@ from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.auth import issue_token
 from toolscout.mcp.config import parse_config
 from toolscout.mcp.server import MCPGateway
+from toolscout.policy import Principal
 from toolscout.settings import Settings
 
 TOOLSCOUT = str(Path(sys.executable).parent / "toolscout")
@@ -301,6 +302,19 @@ def test_list_changed_faults_and_dynamic_list(tmp_path: Path) -> None:
             assert big.is_error and "refused" in _text(big)
             audit = gateway.ts.audit.read(subject="dev")
             assert any(r.tool_id == "app/big" and r.decision == "denied" for r in audit)
+            # resources and prompts pass through, namespaced, under the server's scopes
+            resources = (await client.list_resources()).resources
+            assert [(r.name, str(r.uri)) for r in resources] == [
+                ("app/readme", "note://test/readme")
+            ]
+            note = await client.read_resource("note://test/readme")
+            assert note.contents[0].text == "the test upstream"  # type: ignore[union-attr]
+            prompts = [p.name for p in (await client.list_prompts()).prompts]
+            assert prompts == ["app/summarise"]
+            prompt = await client.get_prompt("app/summarise", {"subject": "MCP"})
+            assert "Summarise MCP" in prompt.messages[0].content.text  # type: ignore[union-attr]
+            stranger = Principal.of("stranger", scopes=["time:read"])
+            assert [u.name for u in gateway.servers_for(stranger)] == ["time"]
             # the upstream dies: its tools fail naming it, the others keep answering
             stop(proc)
             down = await client.call_tool("call_tool", {"name": "app_echo",

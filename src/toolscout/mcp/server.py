@@ -17,7 +17,10 @@ so standard clients find the issuer); over stdio, the principal fixed in the
 config. Every search goes through ``Toolscout.adiscover`` (entitle first) and
 every call through ``Toolscout.aexecute`` (policy re-check, argument
 validation, audit, the discovery link), so a caller can never run a tool it is
-not entitled to, whatever name it guesses: unknown and forbidden look the same.
+not entitled to, whatever name it guesses.
+
+Upstream resources and prompts are passed through, named ``<server>/<name>``, to
+callers the same policy function allows the server's own scopes and tenants.
 """
 
 from __future__ import annotations
@@ -210,6 +213,10 @@ class MCPGateway:
             ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
 
@@ -452,6 +459,91 @@ class MCPGateway:
         if result.ok:
             return _text_result(result.value)
         return _text_result(f"{result.status} ({result.reason}): {result.message}", error=True)
+
+    # -- resources and prompts: passed through, namespaced, under the server's scopes ----
+    def _caller(self, ctx: Any) -> Principal:
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import INVALID_REQUEST
+
+        try:
+            return self._principal(ctx)
+        except TokenError as exc:
+            raise MCPError(INVALID_REQUEST, f"refused: {exc}") from None
+
+    def servers_for(self, principal: Principal) -> list[Upstream]:
+        """The upstreams whose resources and prompts ``principal`` may use: the same policy
+        function as for tools, over the server-wide scopes and tenants (read risk)."""
+        from toolscout.cards import CapabilityCard
+        from toolscout.policy import decide_scopes
+
+        policy = self.ts.catalog.policy
+        granted = policy.effective_scopes(principal)
+        out = []
+        for up in self.upstreams.servers.values():
+            sp = up.config.policy
+            card = CapabilityCard(up.config.prefix + "*", up.name, up.name, sp.scopes, sp.tenants)
+            if decide_scopes(granted, principal.tenant, card, policy.admin_scope).allowed:
+                out.append(up)
+        return out
+
+    async def _list_resources(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import ListResourcesResult, Resource
+
+        seen: set[str] = set()
+        resources = []
+        for up in self.servers_for(self._caller(ctx)):
+            for r in up.resources:
+                if r["uri"] not in seen:
+                    seen.add(r["uri"])
+                    named = {**r, "name": up.config.prefix + str(r.get("name", ""))}
+                    resources.append(Resource.model_validate(named))
+        return ListResourcesResult(resources=resources)
+
+    async def _read_resource(self, ctx: Any, params: Any) -> Any:
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import INVALID_PARAMS, ReadResourceResult
+
+        uri = str(params.uri)
+        for up in self.servers_for(self._caller(ctx)):
+            if any(r["uri"] == uri for r in up.resources):
+                wire = await self._forward(up, f"resource {uri}", lambda c: c.read_resource(uri))
+                return ReadResourceResult.model_validate(wire)
+        raise MCPError(INVALID_PARAMS, f"unknown resource {uri}")
+
+    async def _list_prompts(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import ListPromptsResult, Prompt
+
+        prompts = [
+            Prompt.model_validate({**p, "name": up.config.prefix + str(p["name"])})
+            for up in self.servers_for(self._caller(ctx))
+            for p in up.prompts
+        ]
+        return ListPromptsResult(prompts=prompts)
+
+    async def _get_prompt(self, ctx: Any, params: Any) -> Any:
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import INVALID_PARAMS, GetPromptResult
+
+        name = str(params.name)
+        up = self.upstreams.owner(name)
+        if up is not None and up in self.servers_for(self._caller(ctx)):
+            bare = name[len(up.config.prefix) :]
+            if any(p["name"] == bare for p in up.prompts):
+                args = dict(params.arguments or {})
+                wire = await self._forward(up, f"prompt {name}", lambda c: c.get_prompt(bare, args))
+                return GetPromptResult.model_validate(wire)
+        raise MCPError(INVALID_PARAMS, f"unknown prompt {name}")
+
+    @staticmethod
+    async def _forward(up: Upstream, what: str, send: Any) -> dict[str, Any]:
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import INTERNAL_ERROR
+
+        try:
+            wire = await up.request(what, send)
+        except ToolscoutError as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc)) from None
+        return {k: v for k, v in wire.items() if k not in ("_meta", "resultType")}
 
     # -- catalog upkeep ---------------------------------------------------------------
     async def _on_tools(self, up: Upstream) -> None:

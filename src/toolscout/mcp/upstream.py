@@ -212,6 +212,9 @@ class Upstream:
         self.last_error = ""
         self.connects = 0
         self.tools: dict[str, UpstreamTool] = {}
+        #: the upstream's resources and prompts (wire form), passed through by the gateway
+        self.resources: list[dict[str, Any]] = []
+        self.prompts: list[dict[str, Any]] = []
         self.warnings: list[str] = []
         self.listed = asyncio.Event()
         #: set once the first attempt to connect and list has ended, either way
@@ -302,6 +305,7 @@ class Upstream:
                 await stack.enter_async_context(client)
                 self._client = client
                 wires = await self._fetch()
+                await self._fetch_extras()
             self.state = "up"
             self.connects += 1
             self.last_error = ""
@@ -345,6 +349,7 @@ class Upstream:
             self._changed.clear()
             async with asyncio.timeout(self.timeout_s):
                 wires = await self._fetch()
+                await self._fetch_extras()
             await self._apply(wires)
 
     async def _fetch(self) -> list[dict[str, Any]]:
@@ -361,6 +366,22 @@ class Upstream:
             if cursor is None:
                 break
         return wires
+
+    async def _fetch_extras(self) -> None:
+        """Resources and prompts, when the upstream offers them (a failure is only logged)."""
+        from mcp import MCPError
+
+        client = self._client
+        caps = client.server_capabilities
+        try:
+            if caps.resources is not None:
+                page = await client.list_resources()
+                self.resources = [_wire(r) for r in page.resources]
+            if caps.prompts is not None:
+                page = await client.list_prompts()
+                self.prompts = [_wire(p) for p in page.prompts]
+        except MCPError as exc:
+            log.info("%s: cannot list resources or prompts: %s", self.label, exc)
 
     async def _apply(self, wires: list[dict[str, Any]]) -> None:
         """New cards if the list changed, then ``on_tools`` (outside any time-out: it indexes)."""
@@ -383,6 +404,44 @@ class Upstream:
             tool_id=tool,
             reason=UPSTREAM_UNAVAILABLE,
         )
+
+    async def request(self, what: str, send: Callable[[Any], Awaitable[Any]]) -> dict[str, Any]:
+        """One pass-through request (a resource read, a prompt): its result as a wire dict."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        client = self._client
+        if client is None or self.state != "up":
+            raise self.unavailable(what, self.last_error or self.state)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                result = await send(client)
+        except TimeoutError:
+            raise ExecutorError(
+                f"upstream {self.label} did not answer {what} within {self.timeout_s:g}s",
+                tool_id=what,
+                reason=UPSTREAM_TIMEOUT,
+            ) from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._broken.set()
+                raise self.unavailable(what, "the connection closed") from None
+            raise ExecutorError(
+                f"upstream {self.label} refused {what}: {exc}", tool_id=what, reason=TOOL_FAILED
+            ) from None
+        except Exception as exc:
+            self.last_error = _describe(exc)
+            self._broken.set()
+            raise self.unavailable(what, self.last_error) from None
+        wire = _wire(result)
+        size = len(json.dumps(wire, separators=(",", ":")).encode())
+        if size > self.max_result_bytes:
+            raise ExecutorError(
+                f"{what} is {size} bytes, over the gateway's cap of {self.max_result_bytes}",
+                tool_id=what,
+                reason=RESPONSE_TOO_LARGE,
+            )
+        return wire
 
     async def call(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Run one tool; the MCP ``CallToolResult`` as a wire dict, or ExecutorError."""
@@ -434,6 +493,11 @@ class Upstream:
                 reason=TOOL_FAILED,
             )
         return wire
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    out: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return out
 
 
 def _describe(exc: BaseException) -> str:
