@@ -70,7 +70,10 @@ def select(
     """Stages 2–3: the tier rule, then retrieval and a redundancy-aware top-``k``."""
     chosen_tier = rendering.choose_tier(len(ent.ids), tier)
     if chosen_tier is rendering.Tier.ALL:
-        return Selection(chosen_tier, [Candidate(c.id) for c in ent.allowed], 1.0, False, None)
+        everything = [Candidate(c.id) for c in ent.allowed]
+        # every entitled tool is shown; nothing entitled is no match, not a sure one
+        confidence = 1.0 if everything else 0.0
+        return Selection(chosen_tier, everything, confidence, not everything, None)
     retrieval = retrieve(catalog, query, ent, settings)
     exact = catalog.phrases().find(query.text, ent.ids) if settings.exact_hits else {}
     confidence = 1.0 if exact else retrieval.confidence

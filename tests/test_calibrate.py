@@ -1,0 +1,195 @@
+"""Per-catalog calibration: pseudo-queries, the fit, storage, and honest confidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from support import embedder, spec
+from toolscout.discovery.calibrate import (
+    FEATURES,
+    PRIOR,
+    PRIOR_NONE,
+    VERSION,
+    Calibration,
+    Example,
+    fit,
+    platt,
+    pseudo_queries,
+    stale,
+    top_probability,
+)
+from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.lexical import words
+from toolscout.discovery.search import CALIBRATION_META
+from toolscout.policy import Principal
+
+SUBJECTS = [
+    ("weather.forecast", "Weather forecast for a city: rain, temperature and wind by day."),
+    ("weather.alerts", "Severe weather warnings issued for a region."),
+    ("currency.convert", "Convert an amount of money between two currencies at today's rate."),
+    ("stocks.quote", "Latest share price and daily change of a listed company."),
+    ("maps.directions", "Driving, walking or transit directions between two addresses."),
+    ("maps.geocode", "Latitude and longitude of a street address."),
+    ("mail.send", "Send an email message to one or more recipients."),
+    ("mail.search", "Search the mailbox for messages matching sender or subject."),
+    ("calendar.create_event", "Create a calendar event with attendees and a time slot."),
+    ("calendar.free_busy", "Find free time slots shared by several people."),
+    ("files.upload", "Upload a document to cloud storage and get a share link."),
+    ("files.search", "Find stored documents by name or content."),
+    ("tickets.open", "Open a support ticket describing a customer's problem."),
+    ("tickets.close", "Close a resolved support ticket with a resolution note."),
+    ("orders.track", "Where a customer's parcel is and when it will arrive."),
+    ("orders.refund", "Refund a customer's order payment in full or in part."),
+    ("hr.leave_request", "Request days of annual leave or sick leave."),
+    ("hr.payslip", "Download an employee's monthly payslip."),
+    ("db.query", "Run a read-only SQL query against the analytics warehouse."),
+    ("db.backup", "Start a backup of a production database."),
+    ("translate.text", "Translate a passage of text into another language."),
+    ("news.headlines", "Top news headlines for a country or topic."),
+    ("music.play", "Play a song, album or playlist on a speaker."),
+    ("recipes.find", "Find cooking recipes by ingredient or dish name."),
+    ("fitness.log_run", "Log a running workout with distance and time."),
+    ("taxi.book", "Book a taxi ride from a pick-up point to a destination."),
+    ("flights.search", "Search flights between two airports on a date."),
+    ("hotels.book", "Reserve a hotel room for some nights."),
+    ("crm.contact", "Look up a customer's contact record and history."),
+    ("invoices.create", "Create an invoice for a customer with line items."),
+    ("chat.post", "Post a message to a team chat channel."),
+    ("git.open_pr", "Open a pull request from a branch in a code repository."),
+    ("cloud.restart_vm", "Restart a virtual machine instance in the cloud."),
+    ("monitor.alerts", "List firing monitoring alerts for a service."),
+    ("docs.summarise", "Summarise a long document into key points."),
+]
+
+
+def _specs() -> list:  # type: ignore[type-arg]
+    out = []
+    for tid, summary in SUBJECTS:
+        params = {
+            "type": "object",
+            "properties": {"target": {"type": "string", "description": f"what {summary[:30]}"}},
+        }
+        out.append(spec(tid, summary, parameters=params))
+    return out
+
+
+def test_pseudo_queries_are_seeded_and_mask_the_name() -> None:
+    specs = _specs()
+    first, again = pseudo_queries(specs), pseudo_queries(specs)
+    assert first == again  # deterministic
+    assert first != pseudo_queries(specs, seed=1)
+    kinds = {p.kind for p in first}
+    assert {"summary", "params", "none"} <= kinds
+    by_id = {s.id: s for s in specs}
+    for p in first:
+        if p.tool_id is None:
+            continue
+        name_words = set(words(by_id[p.tool_id].card.name))
+        assert not name_words & set(words(p.text)), p  # never the tool's own name
+        assert p.text != by_id[p.tool_id].card.summary  # never its indexed text verbatim
+
+
+def test_fit_learns_which_feature_points_at_the_right_tool() -> None:
+    rng = np.random.default_rng(0)
+    examples = []
+    for _ in range(200):
+        x = rng.random((20, len(FEATURES)))
+        target = int(rng.integers(20))
+        x[target, 2] += 1.0  # only "cosine" tells the right tool apart
+        examples.append(Example(x, target))
+    zero = tuple(0.0 for _ in FEATURES)
+    w, _ = fit(examples, prior=zero, prior_none=0.0, l2=1e-4, steps=300)
+    assert w[2] == max(w) and w[2] > 1.0
+
+
+def test_none_option_learns_when_no_candidate_is_right() -> None:
+    rng = np.random.default_rng(1)
+    examples = [Example(rng.random((10, len(FEATURES))), -1) for _ in range(100)]
+    _, b = fit(examples, l2=1e-3, steps=200)
+    assert b > PRIOR_NONE  # "none of these" became more likely
+
+
+def test_probabilities_and_platt() -> None:
+    assert top_probability(np.array([]), 0.0) == 0.0
+    p = top_probability(np.array([5.0, 0.0, 0.0]), 0.0)
+    assert 0.9 < p < 1.0
+    assert top_probability(np.array([0.0, 0.0]), 10.0) < 0.01  # none dominates
+    assert platt(0.5, 1.0, 0.0) == pytest.approx(0.5)
+    assert platt(0.2, 1.0, 1.0) > 0.2
+
+
+def test_calibration_round_trips_and_refuses_other_versions() -> None:
+    cal = Calibration(n_tools=3, fitted=True, pseudo_recall={"bm25": 0.5})
+    assert Calibration.from_json(cal.to_json()) == cal
+    assert (
+        Calibration.from_json(cal.to_json().replace(f'"version": {VERSION}', '"version": 0'))
+        is None
+    )
+    assert Calibration.from_json("not json") is None
+    assert Calibration.from_json('{"version": 1, "weights": [1]}') is None
+
+
+def test_weights_over_another_prior_keep_the_catalog_adjustment() -> None:
+    shifted = tuple(w + 1.0 for w in PRIOR)
+    cal = Calibration(weights=shifted, none_bias=PRIOR_NONE + 0.5)
+    zero = (0.0,) * len(FEATURES) + (0.0,)
+    w, b = cal.weights_over(zero)
+    assert w == pytest.approx((1.0,) * len(FEATURES)) and b == pytest.approx(0.5)
+    assert cal.weights_over(None) == (shifted, PRIOR_NONE + 0.5)
+
+
+def test_stale() -> None:
+    cal = Calibration(n_tools=100, fitted=True)
+    assert stale(None, 100, 0)
+    assert not stale(cal, 100, 10)
+    assert stale(cal, 100, 11)
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    cat = Catalog.open(tmp_path_factory.mktemp("cal") / "c.db", embedder=embedder(), log=False)
+    report = cat.add(_specs())
+    assert "pseudo-queries over 35 tools" in report.calibration
+    return cat
+
+
+def test_calibration_is_stored_deterministic_and_not_refit_without_change(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    stored = Calibration.from_json(catalog.store.meta(CALIBRATION_META) or "")
+    assert stored is not None and stored.fitted and stored.n_pseudo > 35
+    again = catalog.add(_specs())  # nothing changed: the stored calibration is kept
+    assert Calibration.from_json(catalog.store.meta(CALIBRATION_META) or "") == stored
+    assert again.calibration == stored.describe()
+    with Catalog.open(tmp_path / "other.db", embedder=embedder(), log=False) as other:
+        other.add(_specs())
+        twin = Calibration.from_json(other.store.meta(CALIBRATION_META) or "")
+    assert twin is not None and twin.weights == stored.weights  # seeded: same catalog, same fit
+
+
+@pytest.mark.parametrize(
+    "nonsense",
+    ["🙂🙃🎉🔥🙂", '"); DROP TABLE tools; --', "x" * 8000, "qwzx vbnm plkj"],
+)
+def test_nonsense_gets_low_confidence(catalog: Catalog, nonsense: str) -> None:
+    got = catalog.discover(nonsense, Principal.of("u", scopes=["*"]), k=3)
+    assert got.confidence < 0.2 and got.low_confidence, (nonsense[:20], got.confidence)
+
+
+def test_a_clear_request_is_confident(catalog: Catalog) -> None:
+    got = catalog.discover("will it rain in Oslo tomorrow", Principal.of("u", scopes=["*"]), k=3)
+    assert got.ids[0] == "weather.forecast"
+    assert got.confidence > 0.5 and not got.low_confidence
+
+
+def test_nothing_entitled_is_not_confident(tmp_path: Path) -> None:
+    from toolscout.policy import PolicyConfig
+
+    with Catalog.open(tmp_path / "p.db", embedder=embedder(), log=False) as cat:
+        cat.add([spec("a.one", "First tool.", scopes=["admin:x"])])
+        cat.set_policy(PolicyConfig())
+        got = cat.discover("first tool", Principal.of("u", scopes=[]), k=3)
+        assert got.ids == [] and got.confidence == 0.0 and got.low_confidence
