@@ -86,7 +86,11 @@ def test_delete_and_rescope_are_refused_by_both_on_the_next_call(
     )
     assert r.json()["removed"] == 1
     rescoped = {**SEED[1], "scopes": ["crm:read"]}
-    r = httpx.post(f"{b}/v1/catalog/import", json={"tools": [rescoped]}, headers=ADMIN, timeout=60)
+    body = {"tools": [rescoped]}
+    r = httpx.post(f"{b}/v1/catalog/import", json=body, headers=ADMIN, timeout=60)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "import_refused"
+    body["force"] = True  # a replaced scope is a protected change
+    r = httpx.post(f"{b}/v1/catalog/import", json=body, headers=ADMIN, timeout=60)
     assert r.json()["updated"] == 1
     for url in (a, b):
         gone = _execute(url, "ops.restart_service")

@@ -290,19 +290,25 @@ def create_app(
     @app.post(
         "/v1/catalog/import",
         response_model=m.ImportResponse,
-        responses=responses(400, 401, 403, 413, 422, 503),
+        responses=responses(400, 401, 403, 409, 413, 422, 503),
         tags=["catalog"],
     )
     def catalog_import(req: m.ImportRequest, principal: Admin) -> m.ImportResponse:
-        from toolscout.cards import make_spec
+        from toolscout.cards import check_unique, make_spec
+        from toolscout.imports import import_warnings, plan_import
 
         specs = []
         for i, record in enumerate(req.tools):
             try:
-                specs.append(make_spec(record, default_source="http"))
+                specs.append(make_spec(record, default_source="http", strict=req.strict))
             except CardError as exc:
                 raise APIError(400, "invalid_catalog", f"tools[{i}]: {exc}") from None
-        report = service.catalog.add(specs, replace_all=req.replace_all)
+        specs = check_unique(specs)
+        catalog = service.catalog
+        stored = catalog.specs_of([s.id for s in specs])
+        plan_import({s.id: s for s in stored}, specs, force=req.force)
+        warned = [str(w) for w in import_warnings(specs)]
+        report = catalog.add(specs, replace_all=req.replace_all, warnings=warned)
         s = report.stats
         return m.ImportResponse(
             added=s.added,

@@ -16,6 +16,7 @@ from toolscout.errors import (
     CatalogFileError,
     ConfigError,
     FormatError,
+    ImportRefused,
     QueryError,
     StoreError,
     TokenError,
@@ -53,6 +54,8 @@ def from_library(exc: ToolscoutError) -> APIError:
         return APIError(401, "unauthorized", str(exc) or "invalid token")
     if isinstance(exc, UnknownToolError):
         return APIError(404, "not_found", "unknown tool")
+    if isinstance(exc, ImportRefused):
+        return APIError(409, "import_refused", str(exc))
     if isinstance(exc, CardError | CatalogFileError):
         return APIError(400, "invalid_catalog", str(exc))
     if isinstance(exc, QueryError | FormatError | ConfigError):
@@ -69,6 +72,7 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "Missing or invalid bearer token",
         403: "The token lacks the admin scope",
         404: "Unknown tool (or not entitled: the same to the caller)",
+        409: "The import changes protected tools (another source's, or widens access)",
         413: "Request body too large",
         422: "Request body does not match the schema",
         503: "Store unavailable",

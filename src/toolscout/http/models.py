@@ -84,6 +84,11 @@ class ImportRequest(_Strict):
         description="Capability cards or tools.jsonl records; all validated before any is stored",
     )
     replace_all: bool = Field(False, description="Remove every stored tool not in this import")
+    force: bool = Field(
+        False,
+        description="Accept changes to another source's tools and widened tenants, scopes or risk",
+    )
+    strict: bool = Field(False, description="Refuse tools with quality problems (else: warnings)")
 
 
 class ImportResponse(BaseModel):
