@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/toolscout demo
+	$(BIN)/toolscout demo --db demo.db
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

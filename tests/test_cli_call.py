@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from test_cli import run
-from toolscout.gateway.audit import AuditLog
+from toolscout.gateway.audit import AuditLog, audit_path_for
 from toolscout.gateway.auth import issue_token
 
 KEY = "test-secret-0123456789abcdef0123456789abcdef"
@@ -53,7 +53,7 @@ def test_admin_tool_forged_and_expired_tokens_are_refused_and_audited(demo_db: P
     assert json.loads(allowed.stdout)["value"] == {
         "dry_run": True, "tool": "orders.find_order", "arguments": {"order_id": "94218"}
     }  # fmt: skip
-    log = AuditLog(demo_db)
+    log = AuditLog(audit_path_for(demo_db))  # the audit has its own file beside the catalog
     try:
         records = log.read()
         reasons = [r.reason for r in records if r.tool_id == "billing.issue_full_refund"]

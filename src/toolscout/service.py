@@ -368,7 +368,7 @@ def _open_catalog(
 
 
 def _open_audit(settings: Settings) -> AuditLog:
-    return AuditLog(settings.audit_target())
+    return AuditLog(settings.audit_target(), key=settings.audit_key)
 
 
 __all__ = ["Caller", "Toolscout"]

@@ -294,13 +294,10 @@ def call(
     A refusal prints ``refused: <reason>: <message>`` on stderr and exits with 3;
     the attempt is in the audit log either way.
     """
-    from toolscout.discovery.catalog import Catalog
-    from toolscout.errors import GatewayError
     from toolscout.executors.base import DryRunExecutor
-    from toolscout.gateway.audit import AuditLog
     from toolscout.gateway.auth import JWTVerifier
-    from toolscout.gateway.core import Gateway
-    from toolscout.settings import default_db_path
+    from toolscout.service import Toolscout
+    from toolscout.settings import Settings, default_db_path
 
     path = db if db is not None else default_db_path()
     if not path.exists():
@@ -322,16 +319,16 @@ def call(
     except ValueError as exc:
         _fail(str(exc))
     executors = {"*": DryRunExecutor()} if dry_run else {}
-    with Catalog.open(path, log=False) as catalog:
-        gateway = Gateway(catalog, catalog.policy, verifier, executors, AuditLog(path))
-        try:
-            result = gateway.execute_sync(token, tool_id, arguments, grant=grant)
-        except GatewayError as exc:
-            typer.echo(f"refused: {exc.reason}: {exc}", err=True)
-            raise typer.Exit(3) from None
-        finally:
-            gateway.close()
-            gateway.audit.close()
+    import os
+
+    # the audit chain's HMAC key, when the deployment keys it (as `toolscout audit` does)
+    settings = Settings(db=path, log=False, audit_key=os.environ.get("TOOLSCOUT_AUDIT_KEY"))
+    # the tool may be named as the model saw it in any format, or by its id
+    with Toolscout.open(settings, verifier=verifier, executors=executors) as service:
+        result = service.execute(token, tool_id, arguments, grant=grant)
+    if not result.ok:
+        typer.echo(f"{result.status}: {result.reason}: {result.message}", err=True)
+        raise typer.Exit(3)
     out = {
         "tool": result.tool_id,
         "subject": result.principal.subject if result.principal is not None else "",
