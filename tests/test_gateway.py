@@ -69,7 +69,7 @@ def test_allowed_call_runs_and_is_audited(tmp_path: Path) -> None:
     assert 0 <= result.overhead_ms <= result.latency_ms
     assert isinstance(ex, RecordingExecutor)
     assert ex.calls == [("billing.invoice.get", {"order_id": "o1"})]
-    (rec,) = audit.read()
+    (rec,) = audit.read(outcomes=True)
     assert (rec.subject, rec.tenant, rec.tool_id, rec.decision, rec.reason, rec.status) == (
         "alice", "acme", "billing.invoice.get", "allowed", "ok", "ok",
     )  # fmt: skip
@@ -153,7 +153,12 @@ def test_rate_limit(tmp_path: Path) -> None:
     err = refusal(gw, tok, "crm.lookup", {"order_id": "o"})
     assert isinstance(err, RateLimited) and err.reason == "rate_limited"
     run(gw.execute(token(sub="bob"), "crm.lookup", {"order_id": "o"}))
-    assert [r.decision for r in audit.read()] == ["allowed", "allowed", "denied", "allowed"]
+    assert [r.decision for r in audit.read(outcomes=True)] == [
+        "allowed",
+        "allowed",
+        "denied",
+        "allowed",
+    ]
 
 
 def test_unknown_parameter_names_it_and_lists_the_valid_ones(tmp_path: Path) -> None:
@@ -243,7 +248,7 @@ def test_strict_mode_needs_a_grant_covering_the_tool(tmp_path: Path) -> None:
     err = refusal(gw, tok, "billing.refund.full", {"order_id": "o"}, grant=grant_all)
     assert err.reason == "missing_scope"
     assert isinstance(ex, RecordingExecutor) and len(ex.calls) == 1
-    assert [r.decision for r in audit.read()].count("allowed") == 1
+    assert [r.decision for r in audit.read(outcomes=True)].count("allowed") == 1
 
 
 def test_non_strict_ignores_grants_and_strict_needs_a_signer(tmp_path: Path) -> None:
@@ -302,7 +307,7 @@ def test_executor_failures_are_typed_and_audited(tmp_path: Path) -> None:
     assert isinstance(err, ExecutorError) and err.reason == "executor_exception"
     err = refusal(gw, token(), "b", {"order_id": "o"})
     assert isinstance(err, ExecutorError) and err.reason == "no_executor"
-    assert [(r.decision, r.status) for r in audit.read()] == [
+    assert [(r.decision, r.status) for r in audit.read(outcomes=True)] == [
         ("error", "error"),
         ("error", "error"),
     ]
@@ -350,7 +355,13 @@ def test_python_tools_end_to_end_sync_wrapper(tmp_path: Path) -> None:
             gw.execute_sync(token(), "math.add", {"a": 1})
     finally:
         gw.close()
-    assert [r.decision for r in audit.read()] == ["allowed", "denied", "denied", "error", "denied"]
+    assert [r.decision for r in audit.read(outcomes=True)] == [
+        "allowed",
+        "denied",
+        "denied",
+        "error",
+        "denied",
+    ]
     assert audit.verify().ok
 
 

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,108 @@ def test_an_audit_log_written_with_a_key_keys_argument_digests(tmp_path: Path) -
         assert log.digest({"pin": "1234"}) != AuditLog(tmp_path / "b.db").digest({"pin": "1234"})
     finally:
         log.close()
+
+
+# --------------------------------------------------------------------------- audit before execution
+
+
+def test_the_attempt_is_audited_before_the_tool_runs(tmp_path: Path) -> None:
+    seen: list[int] = []
+
+    class Peeking(RecordingExecutor):
+        async def call(self, spec: Any, arguments: Any) -> Any:
+            seen.append(len(audit.read()))  # rows written before the tool ran
+            return await super().call(spec, arguments)
+
+    gw, _, audit = gateway(tmp_path, [INVOICE], Peeking())
+    result = ok(gw, token(), "billing.invoice", {})
+    assert seen == [1]
+    attempt, outcome = audit.read()
+    assert (attempt.kind, attempt.status, outcome.kind, outcome.ref) == (
+        "attempt", "started", "outcome", attempt.id,
+    )  # fmt: skip
+    assert result.audit_id == outcome.id and audit.verify().ok
+
+
+def test_a_write_locked_audit_log_refuses_the_call_and_runs_nothing(tmp_path: Path) -> None:
+    import sqlite3
+
+    from _gateway_kit import DictTools, verifier
+    from toolscout.gateway.core import Gateway
+    from toolscout.gateway.limits import Limits
+    from toolscout.policy import PolicyConfig
+
+    path = tmp_path / "tools.audit.db"
+    audit = AuditLog(path, timeout_s=0.2)
+    ex = RecordingExecutor()
+    gw = Gateway(DictTools([INVOICE]), PolicyConfig(), verifier(), ex, audit, limits=Limits())
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # a long writer (an index run) holds the lock
+    try:
+        err = refused(gw, token(), "billing.invoice", {})
+        assert err.reason == "audit_unavailable" and "not run" in str(err)
+        assert ex.calls == []
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert ok(gw, token(), "billing.invoice", {}).ok
+    assert len(ex.calls) == 1 and audit.verify().ok
+    audit.close()
+
+
+# --------------------------------------------------------------------------- slow sync tools
+
+
+def test_slow_sync_calls_of_one_principal_do_not_starve_others(tmp_path: Path) -> None:
+    from toolscout.executors.python import PythonExecutor
+    from toolscout.gateway.limits import Limits
+
+    release = threading.Event()
+    ex = PythonExecutor(workers=8, max_queue=8)
+
+    @ex.tool(id="slow.report")
+    def slow_report() -> str:
+        """Block until released."""
+        release.wait(10)
+        return "late"
+
+    @ex.tool(id="fast.lookup")
+    def fast_lookup() -> str:
+        """Answer at once."""
+        return "now"
+
+    limits = Limits(rate_per_second=1000, burst=1000, max_in_flight_per_principal=4)
+    gw, _, audit = gateway(tmp_path, ex.specs(), ex, timeout_s=0.3, limits=limits)
+    greedy = token(sub="greedy", tenant="acme")
+
+    async def flood() -> list[Any]:
+        return await asyncio.gather(
+            *(gw.execute(greedy, "slow.report", {}) for _ in range(40)), return_exceptions=True
+        )
+
+    async def scenario() -> tuple[list[Any], Any]:
+        outcomes = await flood()
+        other = await gw.execute(token(sub="bob", tenant="globex"), "fast.lookup", {})
+        return outcomes, other
+
+    try:
+        outcomes, other = run(scenario())
+        reasons = sorted(getattr(o, "reason", "ok") for o in outcomes)
+        assert reasons.count("executor_timeout") == 4
+        assert reasons.count("too_many_in_flight") == 36
+        assert other.value == "now"  # another tenant's sync tool still runs
+        timeouts = [r for r in audit.read(outcomes=True) if r.status == "timeout"]
+        assert len(timeouts) == 4 and all(
+            r.detail == "timed out; may still complete" for r in timeouts
+        )
+        # the 4 threads still run: greedy stays bounded until they end
+        assert ex.pending == 4
+        err = refused(gw, greedy, "fast.lookup", {})
+        assert err.reason == "too_many_in_flight"
+    finally:
+        release.set()
+    for _ in range(100):
+        if ex.pending == 0:
+            break
+        time.sleep(0.02)
+    assert ok(gw, greedy, "fast.lookup", {}).value == "now"

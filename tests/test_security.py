@@ -46,7 +46,7 @@ from _gateway_kit import (
 )
 from toolscout.cards import CapabilityCard, Risk, ToolSpec
 from toolscout.discovery.catalog import Catalog
-from toolscout.errors import GatewayError, GrantError, PolicyDenied, TokenError
+from toolscout.errors import GatewayError, GrantError, PolicyDenied, RateLimited, TokenError
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.auth import JWTVerifier
 from toolscout.gateway.core import Gateway
@@ -483,7 +483,8 @@ def test_forged_and_broken_tokens_are_refused_audited_and_run_nothing(
                       parameters=PARAMS)]  # fmt: skip
     ex = RecordingExecutor()
     audit = audit_log(tmp_path / "toolscout.db")
-    gw = Gateway(DictTools(specs), POLICY, verifier(), ex, audit)
+    every_one = Limits(unauthenticated_rate_per_second=0)  # record each: no throttle here
+    gw = Gateway(DictTools(specs), POLICY, verifier(), ex, audit, limits=every_one)
     cases = forged_tokens(rsa_public)
     for name, tok, reason in cases:
         with pytest.raises(TokenError) as err:
@@ -580,7 +581,7 @@ def test_injected_arguments_run_only_the_called_tool_verbatim(
     assert result.principal.roles == frozenset({"support_agent"})
     with pytest.raises(PolicyDenied):  # and the agent is exactly as entitled as before
         run(gw.execute(agent, FULL_REFUND, REFUND_ARGS))
-    assert [r.decision for r in audit.read()] == ["allowed", "denied"]
+    assert [r.decision for r in audit.read(outcomes=True)] == ["allowed", "denied"]
 
 
 @pytest.mark.parametrize(
@@ -679,3 +680,24 @@ def test_the_suite_ran_enough_generated_cases() -> None:
     if total == 0:
         pytest.skip("the property tests were not selected in this run")
     assert total >= 10_000, dict(CASE_COUNTS)
+
+
+def test_a_flood_of_bad_tokens_is_throttled_and_collapsed_in_the_audit(tmp_path: Path) -> None:
+    specs = [ToolSpec(CapabilityCard("orders.find", "find", "Find.", scopes=()), parameters=PARAMS)]
+    ex = RecordingExecutor()
+    audit = audit_log(tmp_path / "toolscout.db")
+    limits = Limits(unauthenticated_rate_per_second=0.001, unauthenticated_burst=3)
+    gw = Gateway(DictTools(specs), POLICY, verifier(), ex, audit, limits=limits)
+    reasons = []
+    for _ in range(40):
+        with pytest.raises((TokenError, RateLimited)) as err:
+            run(gw.execute("not-a-token", "orders.find", {"q": "x"}, client="10.0.0.9"))
+        reasons.append(err.value.reason)
+    assert reasons[:3] == ["token_malformed"] * 3
+    assert set(reasons[3:]) == {"unauthenticated_rate_limited"}
+    assert len(audit.read()) == 3  # 37 refused, counted, not written one by one
+    # another client is not throttled by this one; a valid token never is
+    with pytest.raises(TokenError):
+        run(gw.execute("not-a-token", "orders.find", {"q": "x"}, client="10.0.0.10"))
+    assert run(gw.execute(token(), "orders.find", {"q": "x"}, client="10.0.0.9")).ok
+    assert ex.calls == [("orders.find", {"q": "x"})]

@@ -235,6 +235,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE audit_log ADD COLUMN ref INTEGER NOT NULL DEFAULT 0")
     if "detail" not in cols:
         conn.execute("ALTER TABLE audit_log ADD COLUMN detail TEXT NOT NULL DEFAULT ''")
+    conn.execute("CREATE INDEX IF NOT EXISTS audit_log_ref ON audit_log (ref)")
 
 
 class AuditLog:
@@ -242,17 +243,20 @@ class AuditLog:
 
     ``key`` (at least 16 bytes, kept outside the database) keys the chain and the
     argument digests. A log created with a key refuses to be appended to without
-    it, or with another one.
+    it, or with another one. ``timeout_s`` is how long a write waits for a lock
+    held by another writer before it fails (and the call is refused).
     """
 
-    def __init__(self, path: str | Path, *, key: str | bytes | None = None) -> None:
+    def __init__(
+        self, path: str | Path, *, key: str | bytes | None = None, timeout_s: float = 10.0
+    ) -> None:
         self.path = Path(path)
         self._key = _key_bytes(key)
         try:
             if str(path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
-                str(path), check_same_thread=False, isolation_level=None, timeout=10.0
+                str(path), check_same_thread=False, isolation_level=None, timeout=timeout_s
             )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -454,10 +458,16 @@ class AuditLog:
         since: float | datetime | None = None,
         subject: str | None = None,
         limit: int | None = None,
+        *,
+        outcomes: bool = False,
     ) -> list[AuditRecord]:
-        """Records in id order; ``limit`` keeps the most recent ones."""
+        """Records in id order; ``limit`` keeps the most recent ones.
+
+        ``outcomes=True`` gives one row per attempt: refusals, outcomes, and the
+        attempt rows that have no outcome (running, or their outcome was lost).
+        """
         with self._lock:
-            return _read(self._conn, self.path, since, subject, limit)
+            return _read(self._conn, self.path, since, subject, limit, outcomes)
 
     def head(self) -> Head:
         """``(count, hash)`` of the last row: export it to catch truncation later."""
@@ -494,8 +504,13 @@ def _read(
     since: float | datetime | None,
     subject: str | None,
     limit: int | None,
+    outcomes: bool = False,
 ) -> list[AuditRecord]:
     where: list[str] = []
+    if outcomes:
+        where.append(
+            "NOT (kind = 'attempt' AND id IN (SELECT ref FROM audit_log WHERE kind = 'outcome'))"
+        )
     params: list[Any] = []
     if since is not None:
         where.append("ts >= ?")

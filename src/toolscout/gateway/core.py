@@ -9,9 +9,14 @@
 5. in strict mode, a discovery grant covering the tool (:mod:`toolscout.gateway.grants`),
 6. the arguments against the tool's JSON Schema (unknown parameters refused),
 
-then runs the executor under a time-out, and writes one audit record for every
-attempt, allowed or refused, with its reason code. Each refusal is a typed
-:class:`~toolscout.errors.GatewayError` carrying that code.
+then takes a place among the calls in flight (per principal and per tool),
+writes the audit *attempt* — and refuses to run the tool if that write fails —
+runs the executor under a time-out, and completes the audit record with the
+outcome. A refusal is one audit record with its reason code. Each refusal is a
+typed :class:`~toolscout.errors.GatewayError` carrying that code; what went
+wrong inside a tool is in the record's ``detail``, never in the caller's message.
+Callers whose token does not verify are throttled per client key; over that
+budget their attempts are counted, not recorded one by one.
 """
 
 from __future__ import annotations
@@ -31,12 +36,22 @@ from toolscout.errors import (
     ExecutorTimeout,
     GatewayError,
     PolicyDenied,
+    RateLimited,
+    StoreError,
+    TokenError,
 )
 from toolscout.executors.base import Executor
-from toolscout.gateway.audit import AuditLog, args_digest, canonical_json
+from toolscout.gateway.audit import AuditLog, canonical_json
 from toolscout.gateway.auth import TokenVerifier
 from toolscout.gateway.grants import GrantSigner
-from toolscout.gateway.limits import Limits, RateLimiter, check_argument_size
+from toolscout.gateway.limits import (
+    CURRENT_TICKET,
+    InFlight,
+    Limits,
+    RateLimiter,
+    Ticket,
+    check_argument_size,
+)
 from toolscout.gateway.result import ExecutionResult
 from toolscout.gateway.validation import ArgumentValidator
 from toolscout.policy import Decision, PolicyConfig, Principal, Reason, decide
@@ -53,6 +68,11 @@ NOT_AN_OBJECT = "arguments_not_object"
 NOT_JSON = "arguments_not_json"
 TIMEOUT = "executor_timeout"
 NO_EXECUTOR = "no_executor"
+AUDIT_UNAVAILABLE = "audit_unavailable"
+#: a caller whose tokens keep failing, over its budget: refused, counted, not recorded
+UNAUTHENTICATED_LIMITED = "unauthenticated_rate_limited"
+#: what the audit says of a call that timed out: its thread or upstream may still finish it
+TIMED_OUT = "timed out; may still complete"
 
 T = TypeVar("T")
 
@@ -113,6 +133,11 @@ class Gateway:
         self.allow_unknown_params = allow_unknown_params
         self.timeout_s = timeout_s
         self._rate = RateLimiter.from_limits(self.limits)
+        self._anonymous = RateLimiter.for_unauthenticated(self.limits)
+        self._in_flight = InFlight.from_limits(self.limits)
+        # client key -> unauthenticated attempts refused without an audit row of their own
+        self._unrecorded: dict[str, int] = {}
+        self._unrecorded_lock = threading.Lock()
         self.validator = ArgumentValidator(allow_unknown=allow_unknown_params)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -139,7 +164,7 @@ class Gateway:
 
         Raises the first refusal. Writes no audit record (:meth:`execute` does).
         """
-        principal, spec, digest, _ = self._authorize(token, tool_id, arguments, grant, [None])
+        principal, spec, digest, _ = self._authorize(token, tool_id, arguments, grant, [None], "")
         return principal, spec, digest
 
     def _authorize(
@@ -149,6 +174,7 @@ class Gateway:
         arguments: Any,
         grant: str | None,
         who: list[Principal | None],
+        client: str,
     ) -> tuple[Principal, ToolSpec, str, Mapping[str, Any]]:
         tool_id = tool_id if isinstance(tool_id, str) else repr(tool_id)
         if not isinstance(arguments, Mapping):
@@ -168,9 +194,9 @@ class Gateway:
             self.limits.max_argument_bytes,
             tool_id=tool_id,
         )
-        digest = args_digest(text)
+        digest = self.audit.digest(text)
         # a Principal is a trusted in-process caller; anything else is a token to verify
-        principal = token if isinstance(token, Principal) else self.verifier.verify(token)
+        principal = token if isinstance(token, Principal) else self._verify(token, tool_id, client)
         who[0] = principal
         self._rate.check(principal, tool_id=tool_id)
         spec = self.tools.spec(tool_id) if len(tool_id) <= MAX_TOOL_ID else None
@@ -192,38 +218,94 @@ class Gateway:
 
     # ------------------------------------------------------------------ execution
 
+    def _verify(self, token: str, tool_id: str, client: str) -> Principal:
+        """Verify the token; a caller whose tokens keep failing is throttled per client key."""
+        try:
+            return self.verifier.verify(token)
+        except TokenError:
+            try:
+                self._anonymous.check_key(("", client), client or "unauthenticated callers")
+            except RateLimited as limited:
+                raise RateLimited(
+                    str(limited), tool_id=tool_id, reason=UNAUTHENTICATED_LIMITED
+                ) from None
+            raise
+
+    def _unrecorded_note(self, client: str) -> str:
+        """Detail for the next recorded unauthenticated attempt: how many were not recorded."""
+        with self._unrecorded_lock:
+            skipped = self._unrecorded.pop(client, 0)
+        return (
+            f"{skipped} earlier unauthenticated attempts were refused unrecorded" if skipped else ""
+        )
+
     async def execute(
-        self, token: str | Principal, tool_id: str, arguments: Any, *, grant: str | None = None
+        self,
+        token: str | Principal,
+        tool_id: str,
+        arguments: Any,
+        *,
+        grant: str | None = None,
+        client: str = "",
     ) -> ExecutionResult:
-        """Run ``tool_id`` for the token's principal, or raise the typed refusal."""
+        """Run ``tool_id`` for the token's principal, or raise the typed refusal.
+
+        ``client`` identifies the connection (an address, a session) for throttling
+        callers whose token does not verify.
+        """
         start = time.perf_counter()
         who: list[Principal | None] = [None]
-        digest = ""
+        digest, detail = "", ""
         decision, reason, status = "denied", "", "refused"
         exec_ms = 0.0
         failure: GatewayError | None = None
+        attempt: int | None = None
+        ticket: Ticket | None = None
+        tool_text = tool_id if isinstance(tool_id, str) else repr(tool_id)
         try:
-            principal, spec, digest, args = self._authorize(token, tool_id, arguments, grant, who)
-            decision = "error"  # from here on, a failure is the executor's, not a refusal
+            principal, spec, digest, args = self._authorize(
+                token, tool_id, arguments, grant, who, client
+            )
+            ticket = self._in_flight.enter(principal, spec.id)
+            decision = "error"  # from here on, a failure is the gateway's or the executor's
             executor = self._executor(spec.id)
+            try:
+                attempt = self.audit.begin(
+                    subject=principal.subject,
+                    tenant=principal.tenant,
+                    tool_id=spec.id,
+                    args_digest=digest,
+                )
+            except StoreError as exc:
+                decision = "denied"  # nothing ran: a refusal
+                raise GatewayError(
+                    f"{spec.id}: the audit log cannot be written, so the call was not run",
+                    tool_id=spec.id,
+                    reason=AUDIT_UNAVAILABLE,
+                    detail=str(exc),
+                ) from None
             t0 = time.perf_counter()
+            context = CURRENT_TICKET.set(ticket)
             try:
                 async with asyncio.timeout(self.timeout_s) as scope:
                     value = await executor.call(spec, args)
             except TimeoutError:
                 if scope.expired():
                     raise ExecutorTimeout(
-                        f"{spec.id} did not answer within {self.timeout_s:g}s",
+                        f"{spec.id} did not answer within {self.timeout_s:g}s; it may still "
+                        "complete",
                         tool_id=spec.id,
                         reason=TIMEOUT,
+                        detail=TIMED_OUT,
                     ) from None
                 raise
             finally:
+                CURRENT_TICKET.reset(context)
                 exec_ms = (time.perf_counter() - t0) * 1000
             decision, reason, status = "allowed", "ok", "ok"
         except GatewayError as exc:
             failure = exc
-            reason = exc.reason
+            reason, detail = exc.reason, exc.detail
             status = "timeout" if isinstance(exc, ExecutorTimeout) else (
                 "error" if decision == "error" else "refused"
             )  # fmt: skip
@@ -233,34 +315,81 @@ class Gateway:
             raise
         except Exception as exc:
             status = "error"
+            detail = f"{type(exc).__name__}: {exc}"
             if decision != "error":  # a lookup or verifier fault: refused, and re-raised as is
                 reason = "internal_error"
                 raise
             reason = "executor_exception"
             failure = ExecutorError(
-                f"{str(tool_id)[:MAX_TOOL_ID]}: {type(exc).__name__}: {exc}",
-                tool_id=str(tool_id),
+                f"{tool_text[:MAX_TOOL_ID]}: the tool failed",
+                tool_id=tool_text,
                 reason=reason,
+                detail=detail,
             )
             raise failure from exc
         finally:
+            if ticket is not None:
+                ticket.release()
             latency = (time.perf_counter() - start) * 1000
-            principal_now = who[0]
-            record = self.audit.append(
-                subject=principal_now.subject if principal_now else "",
-                tenant=principal_now.tenant if principal_now else "",
-                tool_id=str(tool_id),
+            record_id = self._record(
+                attempt, who[0], tool_text, digest, decision, reason, status, latency, detail,
+                failure, client,
+            )  # fmt: skip
+            if failure is not None:
+                failure.audit_id = record_id
+        return ExecutionResult(
+            spec.id, value, principal, latency, max(0.0, latency - exec_ms), record_id or 0
+        )
+
+    def _record(
+        self,
+        attempt: int | None,
+        principal: Principal | None,
+        tool_id: str,
+        digest: str,
+        decision: str,
+        reason: str,
+        status: str,
+        latency: float,
+        detail: str,
+        failure: GatewayError | None,
+        client: str,
+    ) -> int | None:
+        """Complete the attempt, or write the refusal; the record's id (``None`` if none)."""
+        if attempt is not None:
+            try:
+                return self.audit.complete(
+                    attempt,
+                    status=status,
+                    reason=reason,
+                    latency_ms=latency,
+                    decision=decision if decision != "denied" else "error",
+                    detail=detail,
+                ).id
+            except StoreError:
+                return attempt  # the attempt row stays: a call that ran, outcome unrecorded
+        if failure is not None and failure.reason == UNAUTHENTICATED_LIMITED:
+            with self._unrecorded_lock:
+                self._unrecorded[client] = self._unrecorded.get(client, 0) + 1
+            return None
+        if isinstance(failure, TokenError):
+            detail = "; ".join(d for d in (detail, self._unrecorded_note(client)) if d)
+        try:
+            return self.audit.append(
+                subject=principal.subject if principal else "",
+                tenant=principal.tenant if principal else "",
+                tool_id=tool_id,
                 args_digest=digest,
                 decision=decision,
                 reason=reason,
                 latency_ms=latency,
                 status=status,
-            )
-            if failure is not None:
-                failure.audit_id = record.id
-        return ExecutionResult(
-            spec.id, value, principal, latency, max(0.0, latency - exec_ms), record.id
-        )
+                detail=detail,
+            ).id
+        except StoreError:
+            if failure is None:
+                raise
+            return None  # the refusal stands; nothing ran
 
     # ------------------------------------------------------------------ sync wrapper
 
@@ -280,10 +409,16 @@ class Gateway:
         return future.result()
 
     def execute_sync(
-        self, token: str | Principal, tool_id: str, arguments: Any, *, grant: str | None = None
+        self,
+        token: str | Principal,
+        tool_id: str,
+        arguments: Any,
+        *,
+        grant: str | None = None,
+        client: str = "",
     ) -> ExecutionResult:
         """:meth:`execute` for synchronous callers, on one background event loop."""
-        return self._run(self.execute(token, tool_id, arguments, grant=grant))
+        return self._run(self.execute(token, tool_id, arguments, grant=grant, client=client))
 
     async def aclose(self) -> None:
         """Close every executor's connections (on the running loop)."""
