@@ -121,7 +121,7 @@ def test_quality_on_the_fixture(report: dict[str, Any]) -> None:
 def _stable(report: dict[str, Any]) -> dict[str, Any]:
     """The report without timings and memory, which differ run to run."""
     strategies = {
-        name: {k: v for k, v in m.items() if k not in ("latency_ms", "peak_rss_mb")}
+        name: {k: v for k, v in m.items() if k not in ("latency_ms", "peak_rss_mb", "reliability")}
         for name, m in report["strategies"].items()
     }
     warm = {k: v for k, v in report["warm"].items() if k != "learn_seconds"}
@@ -139,6 +139,16 @@ def test_golden_markdown(report: dict[str, Any]) -> None:
         m["latency_ms"] = {"p50": 1.0, "p95": 2.0, "p99": 3.0}
         m["peak_rss_mb"] = 100.0
     _golden("fixture_table.md", markdown_table(fixed))
+
+
+def test_reliability_is_reported_for_strategies_with_confidence(report: dict[str, Any]) -> None:
+    strategies = report["strategies"]
+    assert strategies["naive"]["reliability"] is None
+    rel = strategies["hybrid"]["reliability"]
+    assert sum(row["n"] for row in rel["deciles"]) == strategies["hybrid"]["n_queries"]
+    assert 0.0 <= rel["ece"] <= 1.0 and 0.0 <= rel["max_gap"] <= 1.0
+    for row in rel["deciles"]:
+        assert row["decile"] / 10 <= row["confidence"] <= (row["decile"] + 1) / 10 + 1e-9
 
 
 def test_failures_list_query_gold_returned_and_stage(report: dict[str, Any]) -> None:

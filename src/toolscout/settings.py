@@ -47,7 +47,7 @@ class SearchSettings:
     #: use aliases learned from the discovery log
     learned_aliases: bool = True
     #: a fused top score below this is reported as low confidence
-    confidence_threshold: float = 0.45
+    confidence_threshold: float = 0.3
     #: how many candidates each retriever hands to fusion
     candidate_pool: int = 50
     #: queries longer than this are refused
