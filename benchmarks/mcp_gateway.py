@@ -8,6 +8,9 @@
    over streamable HTTP (bearer token per request, verified by the gateway).
    The overhead is the gateway's p50/p99 minus the direct one; every gateway call
    also ran the policy re-check, argument validation and the audit append.
+   **In process**, the same without the extra process hop: a client in the
+   gateway's own process against the gateway's upstream connection called directly,
+   so the difference is the gateway's own work.
 2. **search_tools latency.** Ten upstreams over stdio with 50 tools each (500
    tools), fronted in process; the client calls ``search_tools`` for 200
    generated task descriptions. Also the start-up time to list and index them.
@@ -179,6 +182,32 @@ async def bench_http(tmp: Path, calls: int) -> dict[str, Any]:
             proc.wait(10)
 
 
+async def bench_in_process(calls: int) -> dict[str, Any]:
+    """The gateway's own cost without the extra process hop: an in-process client calls
+    ``app_echo`` through the gateway, alternating with the same upstream connection
+    called directly (so the difference is dispatch, policy, validation and audit)."""
+    from mcp import Client
+
+    from toolscout.mcp.config import parse_config
+    from toolscout.mcp.server import MCPGateway
+
+    app = {"command": sys.executable, "args": [str(APP), "--stdio"], "toolscout": {"scopes": []}}
+    settings = {"mode": "direct", "principal": {"subject": "bench"}, "rate_per_second": 0}
+    gateway = MCPGateway(parse_config({"mcpServers": {"app": app}, "toolscout": settings}))
+    try:
+        async with gateway.running(), Client(gateway.server) as client:
+            up = gateway.upstreams.servers["app/"]
+            spec = up.tools["app/echo"].spec
+
+            class Direct:
+                async def call_tool(self, name: str, args: dict[str, Any]) -> Any:
+                    return await up.call(spec, args)
+
+            return await side_by_side(Direct(), client, calls)
+    finally:
+        gateway.close()
+
+
 def queries(n: int, seed: int = 7) -> list[str]:
     sys.path.insert(0, str(APP.parent))
     from mcp_upstream_app import NOUNS, VERBS
@@ -251,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         tmp = Path(tmpdir)
         stdio = asyncio.run(bench_stdio(tmp, args.calls))
         http = asyncio.run(bench_http(tmp, args.calls))
+    in_process = asyncio.run(bench_in_process(args.calls))
     search = asyncio.run(bench_search(args.queries))
     result = {
         "benchmark": "mcp gateway",
@@ -259,14 +289,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             "cpus": os.cpu_count(),
             "load_1m": round(os.getloadavg()[0], 2),
         },
-        "forwarding": {"stdio": stdio, "http": http},
+        "forwarding": {"stdio": stdio, "http": http, "in_process": in_process},
         "search": search,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'transport':<10}{'direct p50':>12}{'gateway p50':>13}{'overhead p50':>14}"
           f"{'direct p99':>12}{'gateway p99':>13}{'overhead p99':>14}")  # fmt: skip
-    for name, r in (("stdio", stdio), ("http", http)):
+    for name, r in (("stdio", stdio), ("http", http), ("in-proc", in_process)):
         print(f"{name:<10}{r['direct']['p50_ms']:>12.2f}{r['gateway']['p50_ms']:>13.2f}"
               f"{r['overhead_p50_ms']:>14.2f}{r['direct']['p99_ms']:>12.2f}"
               f"{r['gateway']['p99_ms']:>13.2f}{r['overhead_p99_ms']:>14.2f}")  # fmt: skip

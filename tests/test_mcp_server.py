@@ -268,7 +268,7 @@ def test_list_changed_faults_and_dynamic_list(tmp_path: Path) -> None:
                 assert "app_echo" in listed and listed[:2] == ["search_tools", "call_tool"]
                 echoed = await client.call_tool("app_echo", {"text": "direct"})
                 assert _text(echoed) == "direct"
-                for _ in range(40):
+                for _ in range(200):
                     if events:
                         break
                     await asyncio.sleep(0.05)
@@ -287,7 +287,7 @@ def test_list_changed_faults_and_dynamic_list(tmp_path: Path) -> None:
                  "description": "Translate English text into Klingon."}},
             )  # fmt: skip
             assert not added.is_error, _text(added)
-            for _ in range(100):
+            for _ in range(600):
                 if gateway.ts.catalog.spec("app/translate_klingon") is not None:
                     break
                 await asyncio.sleep(0.05)
@@ -326,7 +326,7 @@ def test_list_changed_faults_and_dynamic_list(tmp_path: Path) -> None:
             assert not now.is_error
             proc = await asyncio.to_thread(start_app, port)
             app = gateway.upstreams.servers["app/"]
-            for _ in range(300):
+            for _ in range(1200):
                 if app.state == "up" and app.connects >= 2:
                     break
                 await asyncio.sleep(0.05)

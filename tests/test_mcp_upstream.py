@@ -148,7 +148,7 @@ def test_http_upstream_faults_and_changes() -> None:
             await ups.call(
                 tools["app/add_tool"].spec, {"name": "brand_new", "description": "A new one."}
             )
-            for _ in range(100):
+            for _ in range(600):
                 if "app/brand_new" in ups.tools():
                     break
                 await asyncio.sleep(0.05)
