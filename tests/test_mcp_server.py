@@ -175,12 +175,14 @@ def test_http_gateway_tokens_metadata_and_inspector(tmp_path: Path) -> None:
         assert meta.json()["authorization_servers"] == ["https://idp.example.test"]
         assert meta.json()["resource"] == url
 
-        async def as_caller(token: str) -> tuple[list[str], Any]:
+        async def as_caller(token: str, mode: str = "auto") -> tuple[list[str], Any]:
             headers = {"Authorization": f"Bearer {token}"}
             async with (
                 httpx2.AsyncClient(headers=headers, timeout=60) as http,
-                Client(streamable_http_client(url, http_client=http)) as client,
+                Client(streamable_http_client(url, http_client=http), mode=mode) as client,
             ):
+                tools_caps = client.server_capabilities.tools
+                assert tools_caps is not None and tools_caps.list_changed
                 listed = await client.list_tools()
                 call = await client.call_tool(
                     "call_tool",
@@ -192,7 +194,7 @@ def test_http_gateway_tokens_metadata_and_inspector(tmp_path: Path) -> None:
         # two entitled tools: under the tier rule they are listed directly
         assert names == ["time_get_current_time", "time_convert_time"]
         assert not call.is_error and '"timezone": "UTC"' in _text(call)
-        names, call = asyncio.run(as_caller(stranger))
+        names, call = asyncio.run(as_caller(stranger, mode="legacy"))
         assert "time_get_current_time" not in names
         assert call.is_error and "refused" in _text(call)
 

@@ -200,10 +200,25 @@ class MCPGateway:
         )
 
     def _build_server(self) -> Server[Any]:
-        from mcp.server.lowlevel import Server
+        from mcp.server.lowlevel import NotificationOptions, Server
         from mcp.server.subscriptions import ListenHandler
 
-        return Server(
+        class GatewayServer(Server[Any]):
+            """Announces ``listChanged`` for tools to handshake-era clients too (HTTP)."""
+
+            def create_initialization_options(
+                self,
+                notification_options: NotificationOptions | None = None,
+                experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                extensions: dict[str, dict[str, Any]] | None = None,
+            ) -> Any:
+                return super().create_initialization_options(
+                    notification_options or NotificationOptions(tools_changed=True),
+                    experimental_capabilities,
+                    extensions,
+                )
+
+        return GatewayServer(
             "toolscout",
             version="0.1.0",
             title="toolscout MCP gateway",
@@ -241,15 +256,11 @@ class MCPGateway:
 
     async def serve_stdio(self) -> None:
         """Serve one client over this process's stdin/stdout."""
-        from mcp.server.lowlevel import NotificationOptions
         from mcp.server.stdio import stdio_server
 
         self.check("stdio")
         async with self.running(), stdio_server() as (read, write):
-            options = self.server.create_initialization_options(
-                NotificationOptions(tools_changed=True)
-            )
-            await self.server.run(read, write, options)
+            await self.server.run(read, write, self.server.create_initialization_options())
 
     def http_app(self, *, host: str = "127.0.0.1", port: int = 8701) -> Any:
         """The Starlette app: ``/mcp`` behind bearer auth, plus protected-resource metadata."""
