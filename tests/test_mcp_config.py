@@ -9,8 +9,8 @@ import pytest
 
 from toolscout.cards import Risk
 from toolscout.errors import ConfigError
+from toolscout.mcp.cards import specs_from_tools, tool_spec
 from toolscout.mcp.config import default_scope, load_config, parse_config
-from toolscout.mcp.upstream import specs_from_tools, tool_spec
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "servers.json"
 

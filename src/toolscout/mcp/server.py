@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import tempfile
@@ -37,7 +36,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from toolscout.discovery import inject
 from toolscout.errors import ConfigError, TokenError, ToolscoutError
+from toolscout.mcp import passthrough
 from toolscout.mcp.config import GatewayConfig
+from toolscout.mcp.meta import CALL, SEARCH, meta_tools, text_result
 from toolscout.mcp.upstream import POLL_S, Upstream, Upstreams
 from toolscout.policy import PolicyConfig, Principal
 
@@ -47,82 +48,14 @@ if TYPE_CHECKING:
 
     from toolscout.service import Toolscout
 
-__all__ = ["META_TOOLS", "MCPGateway", "check_transport"]
+__all__ = ["MCPGateway", "check_transport"]
 
 log = logging.getLogger(__name__)
 
-SEARCH, CALL = "search_tools", "call_tool"
-META_TOOLS = (SEARCH, CALL)
 #: discovery ids remembered per caller (for the discovery link of later calls)
 RECENT = 256
 #: callers whose per-caller state (dynamic list, recent searches) is kept
 MAX_CALLERS = 4096
-
-_SEARCH_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "description": "What you want to do, in plain words."},
-        "k": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 10,
-            "description": "How many tools to return (default 5).",
-        },
-    },
-    "required": ["query"],
-}
-_CALL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "description": "The tool's name as search_tools gave it."},
-        "arguments": {
-            "type": "object",
-            "description": "The tool's arguments, per its inputSchema.",
-            "additionalProperties": True,
-        },
-    },
-    "required": ["name"],
-}
-
-
-def _meta_tools() -> list[Tool]:
-    from mcp.types import Tool, ToolAnnotations
-
-    return [
-        Tool(
-            name=SEARCH,
-            title="Search tools",
-            description=(
-                "Find the tools for a task among every connected server's tools. Returns the "
-                "best matches you may use, each with its name and full inputSchema; run one "
-                "with call_tool."
-            ),
-            input_schema=_SEARCH_SCHEMA,
-            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-        ),
-        Tool(
-            name=CALL,
-            title="Call a tool",
-            description=(
-                "Run a tool that search_tools returned, by its name, with arguments that "
-                "match its inputSchema."
-            ),
-            input_schema=_CALL_SCHEMA,
-            annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
-        ),
-    ]
-
-
-def _text_result(payload: Any, *, error: bool = False) -> CallToolResult:
-    from mcp.types import CallToolResult, TextContent
-
-    text = payload if isinstance(payload, str) else json.dumps(payload, indent=1, default=str)
-    structured = None if error or not isinstance(payload, Mapping) else dict(payload)
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)],
-        structured_content=structured,
-        is_error=error,
-    )
 
 
 class _Caller:
@@ -343,7 +276,7 @@ class MCPGateway:
             raise MCPError(INVALID_REQUEST, f"refused: {exc}") from None
         self._remember_session(ctx)
         mode = self.mode(principal)
-        tools: list[Tool] = [] if mode == "direct" else _meta_tools()
+        tools: list[Tool] = [] if mode == "direct" else meta_tools()
         if mode == "direct":
             ids = [c.id for c in self.ts.entitled(principal)]
         elif mode == "dynamic":
@@ -377,7 +310,7 @@ class MCPGateway:
         try:
             principal = self._principal(ctx)
         except TokenError as exc:
-            return _text_result(f"refused ({exc.reason}): {exc}", error=True)
+            return text_result(f"refused ({exc.reason}): {exc}", error=True)
         self._remember_session(ctx)
         name, args = params.name, dict(params.arguments or {})
         try:
@@ -387,13 +320,13 @@ class MCPGateway:
                 inner = args.get("name")
                 inner_args = args.get("arguments", {})
                 if not isinstance(inner, str) or not inner.strip():
-                    return _text_result("call_tool needs 'name': a tool name", error=True)
+                    return text_result("call_tool needs 'name': a tool name", error=True)
                 if not isinstance(inner_args, Mapping):
-                    return _text_result("call_tool: 'arguments' must be an object", error=True)
+                    return text_result("call_tool: 'arguments' must be an object", error=True)
                 return await self._execute(principal, inner.strip(), dict(inner_args))
             return await self._execute(principal, name, args)
         except ToolscoutError as exc:
-            return _text_result(f"{type(exc).__name__}: {exc}", error=True)
+            return text_result(f"{type(exc).__name__}: {exc}", error=True)
 
     async def _search(
         self, ctx: Any, principal: Principal, args: Mapping[str, Any]
@@ -401,11 +334,11 @@ class MCPGateway:
         query, k = args.get("query"), args.get("k", self.config.k)
         unknown = sorted(set(args) - {"query", "k"})
         if unknown:
-            return _text_result(f"search_tools: unknown argument {unknown[0]!r}", error=True)
+            return text_result(f"search_tools: unknown argument {unknown[0]!r}", error=True)
         if not isinstance(query, str) or not query.strip():
-            return _text_result("search_tools needs 'query': what you want to do", error=True)
+            return text_result("search_tools needs 'query': what you want to do", error=True)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 10:
-            return _text_result("search_tools: 'k' must be an integer from 1 to 10", error=True)
+            return text_result("search_tools: 'k' must be an integer from 1 to 10", error=True)
         shortlist = await self.ts.adiscover(
             principal, query, k=k, fmt="mcp", tier=inject.Tier.PROGRESSIVE
         )
@@ -452,7 +385,7 @@ class MCPGateway:
                 added = True
             if added:
                 await self._notify_tools_changed(ctx)
-        return _text_result(payload)
+        return text_result(payload)
 
     async def _execute(
         self, principal: Principal, name: str, args: dict[str, Any]
@@ -468,8 +401,8 @@ class MCPGateway:
             wire = {k: v for k, v in result.value.items() if k not in ("_meta", "resultType")}
             return CallToolResult.model_validate(wire)
         if result.ok:
-            return _text_result(result.value)
-        return _text_result(f"{result.status} ({result.reason}): {result.message}", error=True)
+            return text_result(result.value)
+        return text_result(f"{result.status} ({result.reason}): {result.message}", error=True)
 
     # -- resources and prompts: passed through, namespaced, under the server's scopes ----
     def _caller(self, ctx: Any) -> Principal:
@@ -482,79 +415,21 @@ class MCPGateway:
             raise MCPError(INVALID_REQUEST, f"refused: {exc}") from None
 
     def servers_for(self, principal: Principal) -> list[Upstream]:
-        """The upstreams whose resources and prompts ``principal`` may use: the same policy
-        function as for tools, over the server-wide scopes and tenants (read risk)."""
-        from toolscout.cards import CapabilityCard
-        from toolscout.policy import decide_scopes
-
-        policy = self.ts.catalog.policy
-        granted = policy.effective_scopes(principal)
-        out = []
-        for up in self.upstreams.servers.values():
-            sp = up.config.policy
-            card = CapabilityCard(up.config.prefix + "*", up.name, up.name, sp.scopes, sp.tenants)
-            if decide_scopes(granted, principal.tenant, card, policy.admin_scope).allowed:
-                out.append(up)
-        return out
+        """The upstreams whose resources and prompts ``principal`` may use."""
+        return passthrough.servers_for(self.upstreams, self.ts.catalog.policy, principal)
 
     async def _list_resources(self, ctx: Any, params: Any) -> Any:
-        from mcp.types import ListResourcesResult, Resource
-
-        seen: set[str] = set()
-        resources = []
-        for up in self.servers_for(self._caller(ctx)):
-            for r in up.resources:
-                if r["uri"] not in seen:
-                    seen.add(r["uri"])
-                    named = {**r, "name": up.config.prefix + str(r.get("name", ""))}
-                    resources.append(Resource.model_validate(named))
-        return ListResourcesResult(resources=resources)
+        return passthrough.list_resources(self.servers_for(self._caller(ctx)))
 
     async def _read_resource(self, ctx: Any, params: Any) -> Any:
-        from mcp.shared.exceptions import MCPError
-        from mcp.types import INVALID_PARAMS, ReadResourceResult
-
-        uri = str(params.uri)
-        for up in self.servers_for(self._caller(ctx)):
-            if any(r["uri"] == uri for r in up.resources):
-                wire = await self._forward(up, f"resource {uri}", lambda c: c.read_resource(uri))
-                return ReadResourceResult.model_validate(wire)
-        raise MCPError(INVALID_PARAMS, f"unknown resource {uri}")
+        return await passthrough.read_resource(self.servers_for(self._caller(ctx)), str(params.uri))
 
     async def _list_prompts(self, ctx: Any, params: Any) -> Any:
-        from mcp.types import ListPromptsResult, Prompt
-
-        prompts = [
-            Prompt.model_validate({**p, "name": up.config.prefix + str(p["name"])})
-            for up in self.servers_for(self._caller(ctx))
-            for p in up.prompts
-        ]
-        return ListPromptsResult(prompts=prompts)
+        return passthrough.list_prompts(self.servers_for(self._caller(ctx)))
 
     async def _get_prompt(self, ctx: Any, params: Any) -> Any:
-        from mcp.shared.exceptions import MCPError
-        from mcp.types import INVALID_PARAMS, GetPromptResult
-
-        name = str(params.name)
-        up = self.upstreams.owner(name)
-        if up is not None and up in self.servers_for(self._caller(ctx)):
-            bare = name[len(up.config.prefix) :]
-            if any(p["name"] == bare for p in up.prompts):
-                args = dict(params.arguments or {})
-                wire = await self._forward(up, f"prompt {name}", lambda c: c.get_prompt(bare, args))
-                return GetPromptResult.model_validate(wire)
-        raise MCPError(INVALID_PARAMS, f"unknown prompt {name}")
-
-    @staticmethod
-    async def _forward(up: Upstream, what: str, send: Any) -> dict[str, Any]:
-        from mcp.shared.exceptions import MCPError
-        from mcp.types import INTERNAL_ERROR
-
-        try:
-            wire = await up.request(what, send)
-        except ToolscoutError as exc:
-            raise MCPError(INTERNAL_ERROR, str(exc)) from None
-        return {k: v for k, v in wire.items() if k not in ("_meta", "resultType")}
+        servers = self.servers_for(self._caller(ctx))
+        return await passthrough.get_prompt(servers, str(params.name), params.arguments)
 
     # -- catalog upkeep ---------------------------------------------------------------
     async def _on_tools(self, up: Upstream) -> None:
