@@ -167,13 +167,13 @@ def main() -> None:
     else:
         target = str(work / "demo.db")
         store_args = ["--db", target]
-    build_catalog(target, str(work / "audit.db"))
+    build_catalog(target, str(work / "build.audit.db"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [sys.executable, "-m", "toolscout", "serve", "--port", str(port), "--jwt-key", KEY,
          "--workers", str(args.workers), "--dry-run", *store_args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=(work / "serve.log").open("wb"),
     )  # fmt: skip
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
@@ -186,7 +186,8 @@ def main() -> None:
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the server did not start")
+                log = (work / "serve.log").read_text(errors="replace")[-2000:]
+                raise SystemExit(f"the server did not start: {log}")
             time.sleep(0.3)
         # warm every worker (model load, caches) before measuring
         hdr = {"Authorization": f"Bearer {tokens[0]}"}
