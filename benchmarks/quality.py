@@ -1,7 +1,16 @@
-"""Retrieval quality of every strategy, warm run included, over every evaluation set.
+"""Retrieval quality over every evaluation set, with every data-fitted constant held out.
 
 A set is a directory holding ``tools.jsonl`` and ``queries.jsonl`` (default: every
-one under ``../shared/bench/``). Writes:
+one under ``../shared/bench/``). Two passes:
+
+1. index every set and turn its queries into ranker examples (the product's own
+   retrieval); fit the learned ranker's prior and the confidence scaling on all sets
+   but one, for each set (leave-one-set-out), and on all of them (what ships);
+2. run the strategies on each set: its own ``bm25``, ``dense`` and ``hybrid-fixed``,
+   the product default as shipped (``hybrid``: in-set, its constants saw this set) and
+   ``hybrid-held-out`` (the same with the constants fitted without this set).
+
+Writes:
 
 - ``docs/benchmarks.md``: the tables, between ``<!-- quality:start -->`` and
   ``<!-- quality:end -->`` (the rest of the file is kept; created if missing),
@@ -9,7 +18,8 @@ one under ``../shared/bench/``). Writes:
 - ``benchmarks/results/quality.json``: every report, as ``toolscout eval --json`` prints it;
 - ``docs/recall_at_k.png``: recall@k per strategy, one subplot per set.
 
-Run: ``PYTHONPATH=src .venv/bin/python benchmarks/quality.py [--bench DIR] [--limit N]``
+Run: ``PYTHONPATH=src .venv/bin/python benchmarks/quality.py [--bench DIR] [--limit N]
+[--cache DIR]`` (``--cache`` keeps the indexed sets between runs).
 """
 
 from __future__ import annotations
@@ -28,6 +38,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCH = ROOT.parent / "shared" / "bench"
 START, END = "<!-- quality:start -->", "<!-- quality:end -->"
+#: the strategies every set runs (plus hybrid-held-out)
+STRATEGIES = ("bm25", "dense", "hybrid-fixed", "hybrid", "hybrid-no-intents")
+HELD_OUT = "hybrid-held-out"
 
 
 def bench_sets(bench: Path) -> list[Path]:
@@ -52,7 +65,58 @@ def splice(existing: str, section: str) -> str:
     return existing.rstrip() + "\n\n" + block + "\n"
 
 
-def markdown(reports: Mapping[str, Mapping[str, Any]], command: str, plot: str | None) -> str:
+def goal_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """recall@5 and complete@5 per set: the parts, the default in-set and held out."""
+    lines = [
+        "| set | bm25 | dense | hybrid-fixed | best part | default in-set | default held-out "
+        "| held-out ≥ best part | complete@5 held-out (no intents) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, report in reports.items():
+        m = report["strategies"]
+
+        def r5(key: str, m: Mapping[str, Any] = m) -> float:
+            return float(m[key]["recall@5"]) if key in m else float("nan")
+
+        best = max(r5("bm25"), r5("dense"), r5("hybrid-fixed"))
+        held = r5(HELD_OUT)
+        comp = m.get(HELD_OUT, {}).get("complete@5")
+        comp_off = m.get("hybrid-no-intents", {}).get("complete@5")
+        lines.append(
+            f"| {name} | {r5('bm25'):.3f} | {r5('dense'):.3f} | {r5('hybrid-fixed'):.3f} "
+            f"| {best:.3f} | {r5('hybrid'):.3f} | {held:.3f} | "
+            f"{'yes' if held >= best else 'no'} | {comp} ({comp_off}) |"
+        )
+    return lines
+
+
+def reliability_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Held-out confidence against how often the top tool was right, per decile."""
+    lines = [
+        "| set | decile | queries | mean confidence | top tool right | gap |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, report in reports.items():
+        rel = report["strategies"].get(HELD_OUT, {}).get("reliability") or {}
+        n = sum(row["n"] for row in rel.get("deciles", []))
+        for row in rel.get("deciles", []):
+            gap = abs(row["confidence"] - row["right"])
+            small = " (<5%)" if row["n"] < 0.05 * n else ""
+            lines.append(
+                f"| {name} | {row['decile'] / 10:.1f}–{(row['decile'] + 1) / 10:.1f} "
+                f"| {row['n']}{small} | {row['confidence']:.2f} | {row['right']:.2f} | {gap:.2f} |"
+            )
+        if rel:
+            lines.append(f"| {name} | max gap (deciles ≥5%) | | | | **{rel['max_gap']:.2f}** |")
+    return lines
+
+
+def markdown(
+    reports: Mapping[str, Mapping[str, Any]],
+    command: str,
+    plot: str | None,
+    fits: Mapping[str, Any] | None = None,
+) -> str:
     from toolscout.evaluate.harness import describe_strategy, markdown_table, summary_line
 
     names: list[str] = []
@@ -77,6 +141,28 @@ def markdown(reports: Mapping[str, Mapping[str, Any]], command: str, plot: str |
         *[f"| {n} | {describe_strategy(n)} |" for n in names],
         "",
     ]
+    if fits:
+        lines += [
+            "### Held-out figures",
+            "",
+            "recall@5 on each set. *held-out*: the ranker prior and the confidence "
+            "scaling fitted on the other four sets only (leave-one-set-out); *in-set*: the "
+            "shipped constants, fitted on all five. The goal is met on held-out figures.",
+            "",
+            *goal_table(reports),
+            "",
+            "Fitted constants (weights in the order of `calibrate.FEATURES`, then the "
+            "none option's bias; Platt a, b):",
+            "",
+            "| fitted without | prior | platt |",
+            "|---|---|---|",
+            *[f"| {k} | {v['prior']} | {v['platt']} |" for k, v in fits.items()],
+            "",
+            "### Confidence reliability (held-out)",
+            "",
+            *reliability_table(reports),
+            "",
+        ]
     for name, report in reports.items():
         lines += [f"### {name}", "", summary_line(report) + ".", "", markdown_table(report)]
     if plot:
@@ -101,7 +187,7 @@ def plot_recall(reports: Mapping[str, Mapping[str, Any]], path: Path) -> None:
                 [m[f"recall@{k}"] for k in ks],
                 style,
                 color=colours(i % 20),
-                linewidth=2.6 if strategy == "hybrid" else 1.2,
+                linewidth=2.6 if strategy in ("hybrid", HELD_OUT) else 1.2,
                 marker="o",
                 ms=3,
                 label=strategy,
@@ -119,55 +205,102 @@ def plot_recall(reports: Mapping[str, Mapping[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def fit_constants(
+    sets: Sequence[Path], workdir: Path, limit: int | None, embedder: Any, console: Any
+) -> dict[str, Any]:
+    """Pass 1: index every set, collect ranker examples, fit per held-out set and on all."""
+    from toolscout.discovery.catalog import Catalog
+    from toolscout.evaluate.evalset import read_queries, read_tools, sample
+    from toolscout.evaluate.fitting import examples, fit_platt, fit_prior
+    from toolscout.evaluate.harness import _scorable
+
+    by_set: dict[str, Any] = {}
+    for d in sets:
+        start = time.perf_counter()
+        specs, renamed = read_tools(d / "tools.jsonl")
+        with Catalog.open(workdir / f"{d.name}.db", embedder=embedder, log=False) as cat:
+            cat.add(specs, replace_all=True)
+            asked = sample(read_queries(d / "queries.jsonl"), limit)
+            scored, _ = _scorable(cat, asked, renamed)
+            by_set[d.name] = examples(cat, scored)
+        console.print(
+            f"{d.name}: {len(by_set[d.name])} examples ({time.perf_counter() - start:.0f}s)"
+        )
+    fits: dict[str, Any] = {}
+    for name in [*by_set, None]:
+        w, b = fit_prior(by_set, name)
+        a, c = fit_platt(by_set, name, w, b)
+        fits[name or "all"] = {"prior": [round(x, 4) for x in (*w, b)], "platt": [a, c]}
+    return fits
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bench", type=Path, default=DEFAULT_BENCH, help="directory of sets")
     parser.add_argument("--limit", type=int, default=None, help="N queries per set (seeded)")
-    parser.add_argument("--strategy", action="append", help="strategies (default: all + warm)")
-    parser.add_argument("--no-warm", action="store_true", help="skip hybrid-cold/hybrid-warm")
+    parser.add_argument("--cache", type=Path, default=None, help="keep indexed sets here")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/quality.json")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "recall_at_k.png")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(args_list)
 
+    import tempfile
+
     from rich.console import Console
 
     from toolscout.cli.eval import progress_bar
     from toolscout.embed.minilm import MiniLMEmbedder
     from toolscout.evaluate.harness import run
+    from toolscout.settings import SearchSettings
 
     console = Console(stderr=True)
     embedder = MiniLMEmbedder()
-    reports: dict[str, dict[str, Any]] = {}
-    for d in bench_sets(args.bench):
-        console.print(f"[bold]{d.name}[/]")
-        with progress_bar(console, not args.no_progress) as bar:
-            reports[d.name] = run(
-                d / "tools.jsonl",
-                d / "queries.jsonl",
-                strategies=args.strategy or ["all"],
-                warm=not args.no_warm,
-                limit=args.limit,
-                embedder=embedder,
-                progress=bar,
-            )
+    sets = bench_sets(args.bench)
+    with tempfile.TemporaryDirectory(prefix="toolscout-quality-") as tmp:
+        workdir = args.cache or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        fits = fit_constants(sets, workdir, args.limit, embedder, console)
+        reports: dict[str, dict[str, Any]] = {}
+        for d in sets:
+            console.print(f"[bold]{d.name}[/]")
+            held = fits[d.name]
+            extra = {
+                HELD_OUT: SearchSettings(
+                    ranker_prior=tuple(held["prior"]), confidence_platt=tuple(held["platt"])
+                )
+            }
+            with progress_bar(console, not args.no_progress) as bar:
+                reports[d.name] = run(
+                    d / "tools.jsonl",
+                    d / "queries.jsonl",
+                    strategies=STRATEGIES,
+                    limit=args.limit,
+                    embedder=embedder,
+                    progress=bar,
+                    db=workdir / f"{d.name}.db",
+                    extra=extra,
+                )
+            reports[d.name]["held_out_fit"] = held
 
-    shown = [a for a in args_list if a != "--no-progress"]  # does not change the numbers
+    shown = [a for a in args_list if a != "--no-progress" and not a.startswith("--cache")]
     command = shlex.join(["PYTHONPATH=src", ".venv/bin/python", "benchmarks/quality.py", *shown])
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"command": command, "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "sets": reports}
+    doc = {
+        "command": command,
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "fits": fits,
+        "sets": reports,
+    }
     args.json.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     plot_recall(reports, args.plot)
     rel_plot = os.path.relpath(args.plot, args.docs.parent)
     existing = args.docs.read_text(encoding="utf-8") if args.docs.exists() else ""
     args.docs.parent.mkdir(parents=True, exist_ok=True)
-    args.docs.write_text(splice(existing, markdown(reports, command, rel_plot)), encoding="utf-8")
-    for name, report in reports.items():
-        from toolscout.evaluate.harness import markdown_table
-
-        print(f"## {name}\n\n{markdown_table(report)}")
+    section = markdown(reports, command, rel_plot, fits)
+    args.docs.write_text(splice(existing, section), encoding="utf-8")
+    print(section)
     print(f"wrote {args.docs}, {args.json}, {args.plot}")
     return 0
 

@@ -5,10 +5,12 @@ tools. One ranking of the whole request tends to fill the top-k with the
 strongest of them (five flight tools); ranking each task on its own and merging
 so that every task is represented before any gets a second tool covers them all.
 
-The split is cheap and conservative: sentence ends and semicolons, then
-sequencing words ("then", "after that", "and also", "as well as"), then a
-plain "and" or comma only when both sides carry enough content words to be a
-task of their own ("salt and pepper" is not two tasks). A configured
+The split is cheap and conservative. Only a request carrying a sequencing cue
+("then", "after that", "also", "as well as", "; ", ", and ") is split at all
+(several sentences of context are one task: splitting those cost recall on every
+dev set). It is then cut at sentence ends, the sequencing words, and a plain
+"and" or comma only where both sides carry enough content words to be a task of
+their own ("salt and pepper" is not two tasks). A configured
 :class:`IntentSplitter` (an LLM, a parser) replaces the rule-based split.
 """
 
@@ -34,6 +36,13 @@ _SEQUENCE = re.compile(
     re.IGNORECASE,
 )
 _COMMA = re.compile(r",\s+")
+#: a request is split only when it carries a sequencing cue: context sentences
+#: ("I run a bakery. How much flour ...") are one task, and splitting them cost recall
+_CUE = re.compile(
+    r"\b(?:and\s+then|then|after\s+that|afterwards|also|as\s+well\s+as|finally|next)\b"
+    r"|;|,\s*and\s|,[^,]+\sand\s",
+    re.IGNORECASE,
+)
 
 
 class IntentSplitter(Protocol):
@@ -47,6 +56,8 @@ def split_intents(text: str, splitter: IntentSplitter | None = None) -> list[str
     if splitter is not None:
         parts = [p.strip() for p in splitter.split(text) if p and p.strip()]
         return parts[:MAX_INTENTS] if len(parts) > 1 else [text]
+    if not _CUE.search(text):  # no sequencing word: one task, however many sentences
+        return [text]
     parts = []
     for sentence in _SENTENCES.split(text):
         for piece in _split_on(_SEQUENCE, sentence, MIN_TERMS_AND):

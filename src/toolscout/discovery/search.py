@@ -287,6 +287,10 @@ class _VectorCache:
                 self._items.move_to_end(key)
             return vec
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def put(self, key: tuple[str, str], vec: Vector) -> None:
         with self._lock:
             self._items[key] = vec
@@ -296,6 +300,13 @@ class _VectorCache:
 
 
 _QUERY_VECTORS = _VectorCache(QUERY_VECTOR_CACHE)
+
+
+def clear_query_cache() -> None:
+    """Forget every cached query vector (the evaluation times each strategy cold)."""
+    _QUERY_VECTORS.clear()
+
+
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
 

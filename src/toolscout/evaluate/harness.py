@@ -26,6 +26,7 @@ from typing import Any
 
 from toolscout.discovery import inject
 from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.search import clear_query_cache
 from toolscout.discovery.shortlist import Trace
 from toolscout.embed.base import Embedder
 from toolscout.errors import ConfigError, QueryError, QueryFileError
@@ -219,6 +220,7 @@ def evaluate_strategy(
     principal = eval_principal(catalog)
     entitled = catalog.entitle(principal).ids
     tokens = tokens or ToolTokens(catalog)
+    clear_query_cache()  # each strategy pays for its own query embeddings
     rows: list[dict[str, float]] = []
     confidences: list[tuple[float, bool]] = []
     ms: list[float] = []
@@ -364,7 +366,7 @@ def run(
         start = time.perf_counter()
         catalog.embedder.embed(["load the model before the clock starts"])
         loaded = time.perf_counter()
-        stats = catalog.add(specs, progress=cb).stats
+        stats = catalog.add(specs, progress=cb, replace_all=True).stats
         seconds = time.perf_counter() - loaded
         scored, missing = _scorable(catalog, asked, renamed)
         if not scored:
