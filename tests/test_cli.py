@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from support import BENCH, FIXTURES
 
 MINI = FIXTURES / "mini_tools.jsonl"
@@ -117,3 +118,17 @@ def test_bfcl_index_then_search(tmp_path: Path) -> None:
         "search", "Calculate the factorial of 5 using math functions.", "--json", "-k", "5", db=db
     )
     assert "bfcl:math.factorial" in [t["id"] for t in json.loads(proc.stdout)["tools"]]
+
+
+def test_index_and_search_over_postgres(pg_dsn: str) -> None:  # noqa: F811
+    """``--db`` takes a postgresql:// DSN as well as a file; output never shows its password."""
+    assert pg_dsn.startswith("postgresql://postgres@")
+    dsn = pg_dsn.replace("postgres@", "postgres:hunter2@", 1)  # trust auth ignores it
+    first = run("index", str(MINI), "--json", "--db", dsn)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["added"] == 12 and "hunter2" not in first.stdout + first.stderr
+    assert ":***@" in report["db"]
+    proc = run("search", "what's the weather in Paris tomorrow", "--json", "--db", dsn)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["tools"][0]["id"] == "weather.get_forecast"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
@@ -33,8 +34,11 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 DbOption = Annotated[
-    Path | None,
-    typer.Option("--db", help="SQLite file (default: $TOOLSCOUT_DB or the user data dir)."),
+    str | None,
+    typer.Option(
+        "--db",
+        help="SQLite file or postgresql:// DSN (default: $TOOLSCOUT_DB or the user data dir).",
+    ),
 ]
 FormatOption = Annotated[
     str,
@@ -79,18 +83,35 @@ def _sqlite_message(exc: sqlite3.Error) -> str:
     return f"database error: {text}"
 
 
-def _db(db: Path | None) -> Path:
-    from toolscout.settings import default_db_path
+def _db(db: str | None) -> Path | str:
+    """``--db`` (or ``$TOOLSCOUT_DB``, or the default file): a path, or a DSN kept as text."""
+    from toolscout.settings import DB_ENV, default_db_path
 
-    return db if db is not None else default_db_path()
+    target = db if db is not None else os.environ.get(DB_ENV)
+    if target and "://" in target:
+        return target
+    return Path(target).expanduser() if target else default_db_path()
 
 
-def _is_file(path: Path) -> bool:
-    text = str(path)
-    return text not in (":memory:", "memory:") and "://" not in text
+def _is_file(path: Path | str) -> bool:
+    return isinstance(path, Path) and str(path) not in (":memory:", "memory:")
 
 
-def _open(db: Path | None, *, write: bool = False) -> Any:
+def _shown(path: Path | str) -> str:
+    """Where the catalog is, for output: a DSN without its password."""
+    if isinstance(path, Path):
+        return str(path)
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(path)
+    if parts.password is None:
+        return path
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _open(db: str | None, *, write: bool = False) -> Any:
     """A :class:`~toolscout.Toolscout` over the catalog at ``--db``, after checks that
     never change the file (cli/dbfile.py). Its audit log is in memory: these commands
     execute nothing."""
@@ -99,7 +120,7 @@ def _open(db: Path | None, *, write: bool = False) -> Any:
     from toolscout.service import Toolscout
 
     path = _db(db)
-    if _is_file(path):
+    if isinstance(path, Path) and _is_file(path):
         (check_writable if write else check_readable)(path)
     return Toolscout(Catalog.open(path))
 
@@ -235,7 +256,7 @@ def _policy_action(stored: Any, wanted: Any, source: str, *, explicit: bool) -> 
 
 
 def _index_json(
-    path: Path,
+    path: Path | str,
     specs: Sequence[Any],
     plan: Any,
     report: Any,
@@ -247,7 +268,7 @@ def _index_json(
 
     s = report.stats
     return {
-        "db": str(path),
+        "db": _shown(path),
         "tools": len(specs),
         "added": s.added,
         "updated": s.updated,
@@ -265,7 +286,7 @@ def _index_json(
 
 
 def _print_index(
-    path: Path,
+    path: Path | str,
     specs: Sequence[Any],
     plan: Any,
     report: Any,
@@ -277,7 +298,7 @@ def _print_index(
 
     s = report.stats
     out.print(
-        f"indexed {len(specs)} tools into {path}: {s.added} added, {s.updated} updated, "
+        f"indexed {len(specs)} tools into {_shown(path)}: {s.added} added, {s.updated} updated, "
         f"{s.unchanged} unchanged, {s.removed} removed; {s.embedded} texts embedded "
         f"in {report.seconds:.1f}s",
         markup=False,
