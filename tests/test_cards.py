@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import datetime
+import math
+
 import pytest
 
 from support import spec
@@ -64,6 +67,30 @@ def test_make_spec_fills_defaults_and_normalises() -> None:
             },
             "parameters",
             "remote $ref 'http://h/s' refused",
+        ),
+        (
+            {
+                "id": "a.b",
+                "summary": "x",
+                "parameters": {"properties": {"n": {"maximum": math.nan}}},
+            },
+            "parameters",
+            "/properties/n/maximum: nan: not representable in JSON",
+        ),
+        (
+            {"id": "a.b", "summary": "x", "parameters": {"enum": [1, math.inf]}},
+            "parameters",
+            "/enum/1: inf",
+        ),
+        (
+            {"id": "a.b", "summary": "x", "parameters": {"default": {1: "x"}}},
+            "parameters",
+            "key 1 is not a string",
+        ),
+        (
+            {"id": "a.b", "summary": "x", "parameters": {"default": datetime.date(2024, 1, 1)}},
+            "parameters",
+            "a date",
         ),
         (
             {"id": "a.b", "summary": "x", "output_schema": {"$ref": "https://example.com/o.json"}},

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -191,6 +192,9 @@ def _check_schema(
     checked: dict[str, Any] = dict(schema)
     if not checked:
         return checked
+    bad = _not_json(checked)
+    if bad:
+        raise CardError(tool_id, name, f"{bad}: not representable in JSON")
     from toolscout.schemas import remote_refs, schema_problems
 
     remote = remote_refs(checked)
@@ -217,6 +221,26 @@ def _check_schema(
             )
         )
     return checked
+
+
+def _not_json(value: Any) -> str:
+    """Where a value holds what JSON cannot carry (NaN, ±Infinity, non-string keys, objects
+    that are not JSON types): ``"/path: what"``, or ``""``. Iterative."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return f"{path or '/'}: {node!r}"
+        if isinstance(node, Mapping):
+            for key, child in node.items():
+                if not isinstance(key, str):
+                    return f"{path or '/'}: key {key!r} is not a string"
+                stack.append((child, f"{path}/{key}"))
+        elif isinstance(node, list | tuple):
+            stack.extend((child, f"{path}/{i}") for i, child in enumerate(node))
+        elif node is not None and not isinstance(node, str | int | float | bool):
+            return f"{path or '/'}: a {type(node).__name__}"
+    return ""
 
 
 def _name_words(name: str) -> list[str]:
