@@ -203,3 +203,17 @@ def test_memory_store_serves_the_same_loop() -> None:
         assert shortlist.ids[0] == "orders.find_order"
         result = ts.execute(SUPPORT, shortlist.schemas[0]["name"], {"order_id": "94218"})
         assert result.ok and json.loads(result.content())["tool"] == "orders.find_order"
+
+
+def test_query_log_none_keeps_no_query_text_anywhere(tmp_path: Path) -> None:
+    db = tmp_path / "private.db"
+    settings = Settings(db=db, query_log="none")
+    with Toolscout.open(settings, embedder=embedder(), executors=DryRunExecutor()) as ts:
+        ts.add([spec("shop.track_parcel", "Track a parcel by its tracking number.")])
+        root = Principal.of("root", scopes=["*"])
+        shortlist = ts.discover(root, "zanzibar marmalade parcel whereabouts", tier="progressive")
+        ts.execute(root, "shop.track_parcel", {}, discovery_id=shortlist.discovery_id)
+        assert ts.catalog.log is not None
+        ts.catalog.log.flush()
+    blobs = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert b"zanzibar" not in blobs and b"marmalade" not in blobs

@@ -269,7 +269,15 @@ class Toolscout:
                        discovery_id=did)  # fmt: skip
         ran = result.ok or result.status == "error"  # executed (refusals never reached a tool)
         if self.catalog.log is not None and result.tool_id is not None and ran:
-            self.catalog.log.record_call(result.tool_id, discovery_id=did, ok=result.ok)
+            who = result.principal
+            self.catalog.log.record_call(
+                result.tool_id,
+                discovery_id=did,
+                ok=result.ok,
+                subject=who.subject if who else None,
+                tenant=who.tenant if who else None,
+                conversation=conversation,
+            )
         return result
 
     def execute(
@@ -355,6 +363,7 @@ def _open_catalog(
             settings=settings.search,
             log=settings.log,
             reformulator=reformulator,
+            query_log=settings.query_log,
         )
     from toolscout.embed import default_embedder
 

@@ -153,8 +153,12 @@ class Catalog:
         settings: SearchSettings | None = None,
         log: bool = True,
         reformulator: Reformulator | None = None,
+        query_log: str = "text",
     ) -> Catalog:
-        """A catalog over the store at ``path`` (a SQLite file, ``:memory:``, or a DSN)."""
+        """A catalog over the store at ``path`` (a SQLite file, ``:memory:``, or a DSN).
+
+        ``query_log`` says what the discovery log keeps of each query: its ``text``, a
+        ``hash``, or ``none``."""
         from toolscout.embed import default_embedder
         from toolscout.stores import open_store
 
@@ -163,7 +167,7 @@ class Catalog:
         if log and isinstance(path, str | Path) and _is_file_path(path):
             from toolscout.telemetry.log import DiscoveryLog
 
-            dlog = DiscoveryLog(path)
+            dlog = DiscoveryLog(path, query_log=query_log)
         return cls(
             store,
             embedder=embedder or default_embedder(),
@@ -513,6 +517,7 @@ class Catalog:
             tier=tier,
             token_budget=token_budget,
             grants=grants,
+            conversation=conversation,
         )
 
     def record_call(self, shortlist: Shortlist | None, tool_id: str, *, ok: bool = True) -> None:

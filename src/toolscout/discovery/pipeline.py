@@ -127,6 +127,7 @@ def discover(
     tier: rendering.Tier | str | None = None,
     token_budget: int | None = None,
     grants: GrantIssuer | None = None,
+    conversation: str | None = None,
 ) -> Shortlist:
     """entitle → retrieve → select → inject, for one query and one trusted principal."""
     start = time.perf_counter()
@@ -159,6 +160,8 @@ def discover(
             [t.id for t in tools],
             sel.confidence,
             latency,
+            conversation=conversation,
+            low_confidence=sel.low_confidence,
         )
     # how many tools policy hid, and why, is for administrators only
     admin = catalog.policy.admin_scope in catalog.policy.effective_scopes(principal)
