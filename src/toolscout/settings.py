@@ -46,14 +46,16 @@ class SearchSettings:
     dedupe: bool = True
     #: use aliases learned from the discovery log
     learned_aliases: bool = True
-    #: a fused top score below this is reported as low confidence
+    #: a confidence (with fusion="learned": the calibrated chance that the top tool is
+    #: right) below this is flagged as low
     confidence_threshold: float = 0.3
     #: how many candidates each retriever hands to fusion
     candidate_pool: int = 50
     #: queries longer than this are refused
     max_query_chars: int = 8192
-    #: split a request into tasks, rank each, merge so every task is represented
-    multi_intent: bool = True
+    #: split a request into tasks, rank each, merge so every task is represented (off by
+    #: default: on the dev sets it cost recall and did not raise complete@5, docs/benchmarks.md)
+    multi_intent: bool = False
     #: the learned ranker's prior: one weight per feature, then the none option's bias
     #: (None: the shipped one); evaluation passes the one fitted with the evaluated set held out
     ranker_prior: tuple[float, ...] | None = None
@@ -66,9 +68,7 @@ class SearchSettings:
         if not 0.0 <= self.dense_weight <= 1.0:
             raise ConfigError(f"dense_weight must be within [0, 1], got {self.dense_weight}")
         if self.fusion not in ("learned", "weighted", "rrf"):
-            raise ConfigError(
-                f"fusion must be 'learned', 'weighted' or 'rrf', got {self.fusion!r}"
-            )
+            raise ConfigError(f"fusion must be 'learned', 'weighted' or 'rrf', got {self.fusion!r}")
         if self.candidate_pool < 10:
             raise ConfigError(f"candidate_pool must be at least 10, got {self.candidate_pool}")
 

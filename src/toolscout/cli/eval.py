@@ -101,8 +101,8 @@ def eval_command(
             "--strategy",
             "-s",
             help="Strategy to run (repeatable): naive, bm25, dense, hybrid, hybrid-rrf, "
-            "hybrid-fixed, hybrid-no-adaptive, hybrid-no-exact, hybrid-no-reformulate, "
-            "hybrid-no-dedupe, hybrid-cold, hybrid-warm, or all. "
+            "hybrid-fixed, hybrid-weighted, hybrid-intents, hybrid-no-exact, "
+            "hybrid-no-reformulate, hybrid-no-dedupe, hybrid-cold, hybrid-warm, or all. "
             "Default: naive, bm25, dense, hybrid.",
         ),
     ] = None,

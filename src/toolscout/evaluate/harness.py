@@ -77,7 +77,7 @@ STRATEGIES: dict[str, SearchSettings | None] = {
     "hybrid-fixed": _PLAIN.but(adaptive_fusion=False),
     "hybrid": _HYBRID,
     "hybrid-weighted": _HYBRID.but(fusion="weighted"),
-    "hybrid-no-intents": _HYBRID.but(multi_intent=False),
+    "hybrid-intents": _HYBRID.but(multi_intent=True),
     "hybrid-no-exact": _HYBRID.but(exact_hits=False),
     "hybrid-no-reformulate": _HYBRID.but(reformulate=False),
     "hybrid-no-dedupe": _HYBRID.but(dedupe=False),
