@@ -287,8 +287,8 @@ class PythonExecutor:
         self,
         functions: Iterable[Callable[..., Any]] = (),
         *,
-        workers: int = 8,
-        max_queue: int = 32,
+        workers: int = 32,
+        max_queue: int = 64,
     ) -> None:
         if workers < 1 or max_queue < 0:
             raise ConfigError("workers must be at least 1 and max_queue at least 0")

@@ -43,8 +43,9 @@ class Limits:
     max_principals: int = 100_000
     #: calls one principal may have running at once (timed-out ones included)
     max_in_flight_per_principal: int = 8
-    #: calls of one tool running at once, over all principals
-    max_in_flight_per_tool: int = 32
+    #: calls of one tool running at once, over all principals (keep it below an
+    #: executor's worker count, so one slow tool cannot hold every worker)
+    max_in_flight_per_tool: int = 16
     #: call budget per client key for callers whose token did not verify (0: off)
     unauthenticated_rate_per_second: float = 1.0
     unauthenticated_burst: int = 10
