@@ -404,3 +404,12 @@ def test_detail_is_stored_chained_and_bounded(log: AuditLog) -> None:
     assert log.verify().ok
     refused = log.append(**entry(decision="denied", reason="x"), detail="why")
     assert refused.detail == "why" and log.verify().ok
+
+
+def test_an_unkeyed_log_salts_argument_digests(tmp_path: Path) -> None:
+    with AuditLog(tmp_path / "a.db") as a, AuditLog(tmp_path / "b.db") as b:
+        assert a.digest({"pin": "1234"}) != args_digest({"pin": "1234"})  # no rainbow table
+        assert a.digest({"pin": "1234"}) != b.digest({"pin": "1234"})  # per log
+        first = a.digest({"pin": "1234"})
+    with AuditLog(tmp_path / "a.db") as again:
+        assert again.digest({"pin": "1234"}) == first  # stable across reopenings

@@ -33,6 +33,7 @@ import hashlib
 import hmac
 import json
 import math
+import secrets
 import sqlite3
 import threading
 import time
@@ -266,6 +267,7 @@ class AuditLog:
                     self._conn.execute(statement)
                 _migrate(self._conn)
                 self._check_key()
+                self._salt = self._key or self._digest_salt()
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -307,9 +309,24 @@ class AuditLog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _digest_salt(self) -> bytes:
+        """An unkeyed log's random salt for argument digests (kept in the log itself).
+
+        It stops precomputed tables, not a guess by someone who can read the file:
+        only a key does that.
+        """
+        row = self._conn.execute(
+            "SELECT value FROM audit_meta WHERE key = 'digest_salt'"
+        ).fetchone()
+        if row is not None:
+            return bytes.fromhex(row[0])
+        salt = secrets.token_bytes(32)
+        self._conn.execute("INSERT INTO audit_meta VALUES ('digest_salt', ?)", (salt.hex(),))
+        return salt
+
     def digest(self, arguments: Mapping[str, Any] | str) -> str:
-        """:func:`args_digest` with this log's key."""
-        return args_digest(arguments, self._key)
+        """:func:`args_digest` with this log's key (or, unkeyed, its random salt)."""
+        return args_digest(arguments, self._salt)
 
     # ------------------------------------------------------------------ writing
 
