@@ -110,6 +110,10 @@ def test_remote_refs_are_listed_and_local_ones_are_not() -> None:
     assert "remote_ref" in codes(schema)
 
 
+def test_an_empty_ref_is_the_root_and_local() -> None:
+    assert remote_refs({"properties": {"a": {"items": {"$ref": ""}}}}) == []
+
+
 def test_a_ref_to_an_embedded_id_is_local() -> None:
     schema = {
         "$id": "urn:example:root",

@@ -239,7 +239,7 @@ def remote_refs(schema: Any) -> list[str]:
             if not isinstance(ref, str) or ref.startswith("#"):
                 continue
             target = urllib.parse.urljoin(base, ref).partition("#")[0]
-            if target not in embedded and ref not in out:
+            if target and target not in embedded and ref not in out:
                 out.append(ref)
     return out
 
