@@ -33,6 +33,7 @@ import hashlib
 import hmac
 import json
 import math
+import re
 import secrets
 import sqlite3
 import threading
@@ -84,6 +85,7 @@ _COLUMNS = (
     "id, ts, subject, tenant, tool_id, args_digest, decision, reason, latency_ms, status, "
     "prev_hash, hash, kind, ref, detail"
 )
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _MARKS = ",".join("?" * 15)
 #: longest stored text field; anything the caller controls is cut to this
 MAX_FIELD = 256
@@ -133,7 +135,7 @@ def clean_text(text: object, limit: int = MAX_FIELD) -> str:
     """Caller-controlled text made safe to store: valid UTF-8, no control characters, cut."""
     if not isinstance(text, str):
         text = repr(text)
-    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    text = _SURROGATE.sub("\ufffd", text)  # a lone surrogate: one replacement character
     if not text.isprintable():
         text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
