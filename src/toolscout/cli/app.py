@@ -493,6 +493,12 @@ def _register_modules() -> None:
     app.command("call")(friendly(call))
     app.add_typer(token_app, name="token", help="Development tokens.")
     app.command("audit")(friendly(audit))
+    from toolscout.cli.lint import lint_command
+
+    app.command("lint")(friendly(lint_command))
+    from toolscout.cli.report import report_command
+
+    app.command("report")(friendly(report_command))
     from toolscout.cli.serve import serve
 
     app.command("serve")(friendly(serve))

@@ -1,0 +1,109 @@
+"""``toolscout report``: the tools users needed that discovery did not show."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolscout.cli.app import DbOption, err, fail, out
+from toolscout.telemetry.report import FalseNegativeReport, accept_alias, parse_age, report_for
+
+
+def report_command(
+    db: DbOption = None,
+    since: Annotated[
+        str, typer.Option("--since", help="The period: 7d, 12h, 30m, 2w (default: 7d).")
+    ] = "7d",
+    tool: Annotated[str | None, typer.Option("--tool", help="Only this tool id.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    accept: Annotated[
+        str | None,
+        typer.Option("--accept", metavar="ALIAS_ID", help="Write a suggested alias into its card."),
+    ] = None,
+    prune: Annotated[
+        str | None,
+        typer.Option("--prune", metavar="AGE", help="First delete log entries older than AGE."),
+    ] = None,
+    min_evidence: Annotated[
+        int, typer.Option("--min-evidence", help="Misses needed before an alias is suggested.")
+    ] = 1,
+    top: Annotated[int, typer.Option("--top", help="Tools and suggestions printed.")] = 20,
+) -> None:
+    """Per-tool miss rates, the queries that missed, tools never surfaced, alias suggestions."""
+    from toolscout.discovery.catalog import Catalog
+    from toolscout.settings import default_db_path
+
+    if min_evidence < 1 or top < 1:
+        raise fail("--min-evidence and --top must be at least 1")
+    period = parse_age(since)
+    keep = parse_age(prune) if prune is not None else None
+    target = str(db) if db is not None else str(default_db_path())
+    if "://" not in target and not Path(target).is_file():
+        raise fail(f"no catalog at {target}; run `toolscout index CATALOG --db {target}` first")
+    with Catalog.open(target) as catalog:
+        if catalog.log is None:
+            raise fail(f"{target} keeps no discovery log")
+        if keep is not None:
+            removed = catalog.log.prune(keep / 86400)
+            err.print(f"pruned {removed} log entries older than {prune}", markup=False)
+        if accept is not None:
+            done = accept_alias(catalog, accept)
+            s = done.suggestion
+            out.print(
+                f"accepted {s.id}: {s.tool_id} now has the alias {s.alias!r} "
+                f"({done.embedded} text embedded; evidence: {s.times} misses, "
+                f"{s.subjects} callers, tenant {s.tenant or '-'})",
+                markup=False,
+            )
+            return
+        report = report_for(
+            catalog, since=time.time() - period, tool=tool, min_evidence=min_evidence
+        )
+    if as_json:
+        out.print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False), markup=False)
+        return
+    _print(report, since, top)
+
+
+def _print(report: FalseNegativeReport, since: str, top: int) -> None:
+    out.print(
+        f"last {since}: {report.discoveries} discoveries, {report.needed} tools needed, "
+        f"{report.misses} missed ({report.miss_rate:.1%}); {report.low_confidence} "
+        f"low-confidence, {report.zero_results} with no result",
+        markup=False,
+    )
+    for note in report.notes:
+        out.print(f"note: {note}", markup=False)
+    missed = [t for t in report.tools if t.misses or t.second_searches]
+    if missed:
+        out.print("\nmissed tools (executed or named by feedback, not shown):", markup=False)
+        for t in missed[:top]:
+            out.print(
+                f"  {t.tool_id}: {t.misses}/{t.needed} missed ({t.miss_rate:.0%}), "
+                f"{t.second_searches} second searches, {t.feedback} feedback",
+                markup=False,
+            )
+            for q in t.queries[:3]:
+                text = q.query if q.query is not None else (q.query_hash or "(not kept)")
+                instead = ", ".join(q.shown_instead[:3]) or "nothing"
+                out.print(f"      {text!r} x{q.times} -> shown: {instead}", markup=False)
+    if report.never_surfaced:
+        shown = ", ".join(report.never_surfaced[:top])
+        more = len(report.never_surfaced) - top
+        out.print(
+            f"\nnever surfaced ({len(report.never_surfaced)}): {shown}"
+            + (f" ... and {more} more" if more > 0 else ""),
+            markup=False,
+        )
+    if report.suggestions:
+        out.print("\nalias suggestions (toolscout report --accept ID):", markup=False)
+        for s in report.suggestions[:top]:
+            out.print(
+                f"  {s.id}  {s.tool_id} += {s.alias!r}  ({s.times} misses, {s.subjects} callers"
+                f", tenant {s.tenant or '-'})",
+                markup=False,
+            )

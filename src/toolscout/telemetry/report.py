@@ -1,0 +1,356 @@
+"""The false-negative report: tools users needed that discovery did not show.
+
+Read from the discovery log. Each execution (or explicit feedback) is linked to
+the discovery before it — by its discovery id, or else by the latest discovery
+of the same conversation — and counts as a **miss** when that discovery did not
+show the tool. A conversation that searched again before the call is a
+**second search**: the first query missed the tool even if the second found it.
+From the queries that missed come **alias suggestions**, each with its evidence,
+per tenant; accepting one writes it into the tool's card (``accept_alias``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from toolscout.errors import ConfigError, UnknownToolError
+from toolscout.telemetry.log import DiscoveryLog, DiscoveryRow, EventRow, normalise_query
+
+if TYPE_CHECKING:
+    from toolscout.discovery.catalog import Catalog
+
+#: the longest query text suggested as an alias, in characters
+ALIAS_MAX_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class MissedQuery:
+    """A query after which the tool was needed but not shown (text only if it is kept)."""
+
+    query: str | None
+    query_hash: str | None
+    times: int
+    shown_instead: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "query_hash": self.query_hash,
+            "times": self.times,
+            "shown_instead": list(self.shown_instead),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMisses:
+    """One tool's record in the period."""
+
+    tool_id: str
+    needed: int  # executions and feedback linked to a discovery
+    misses: int  # of those, the discovery did not show the tool
+    second_searches: int  # the conversation searched again before the call
+    feedback: int  # explicit feedback naming the tool
+    shown: int  # discoveries that showed it
+    queries: tuple[MissedQuery, ...] = ()
+
+    @property
+    def miss_rate(self) -> float:
+        return self.misses / self.needed if self.needed else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool_id": self.tool_id,
+            "needed": self.needed,
+            "misses": self.misses,
+            "miss_rate": round(self.miss_rate, 4),
+            "second_searches": self.second_searches,
+            "feedback": self.feedback,
+            "shown": self.shown,
+            "missed_queries": [q.to_dict() for q in self.queries],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AliasSuggestion:
+    """A phrase users used for a tool that search did not show them, with the evidence."""
+
+    id: str
+    tool_id: str
+    alias: str
+    tenant: str
+    times: int  # misses (and first queries of second searches) with this phrasing
+    subjects: int  # distinct callers who used it
+    discovery_ids: tuple[str, ...]  # a few of them, to look up
+    shown_instead: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tool_id": self.tool_id,
+            "alias": self.alias,
+            "tenant": self.tenant,
+            "evidence": {
+                "times": self.times,
+                "subjects": self.subjects,
+                "discovery_ids": list(self.discovery_ids),
+                "shown_instead": list(self.shown_instead),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FalseNegativeReport:
+    since: float
+    until: float
+    query_log: str
+    discoveries: int
+    needed: int
+    misses: int
+    low_confidence: int  # discoveries flagged low-confidence or that showed nothing
+    zero_results: int
+    tools: tuple[ToolMisses, ...]
+    never_surfaced: tuple[str, ...]
+    suggestions: tuple[AliasSuggestion, ...]
+    low_confidence_queries: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def miss_rate(self) -> float:
+        return self.misses / self.needed if self.needed else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "since": self.since,
+            "until": self.until,
+            "query_log": self.query_log,
+            "discoveries": self.discoveries,
+            "needed": self.needed,
+            "misses": self.misses,
+            "miss_rate": round(self.miss_rate, 4),
+            "low_confidence": self.low_confidence,
+            "zero_results": self.zero_results,
+            "low_confidence_queries": list(self.low_confidence_queries),
+            "tools": [t.to_dict() for t in self.tools],
+            "never_surfaced": list(self.never_surfaced),
+            "suggestions": [s.to_dict() for s in self.suggestions],
+            "notes": list(self.notes),
+        }
+
+
+def parse_age(text: str) -> float:
+    """Seconds in an age such as ``7d``, ``12h``, ``30m``, ``2w`` or ``90s`` (bare: days)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    raw = text.strip().lower()
+    unit = raw[-1:] if raw[-1:] in units else "d"
+    number = raw[:-1] if raw[-1:] in units else raw
+    try:
+        value = float(number)
+    except ValueError:
+        raise ConfigError(f"{text!r} is not an age like 7d, 12h, 30m or 2w") from None
+    if not value >= 0 or value == float("inf"):
+        raise ConfigError(f"{text!r} is not an age like 7d, 12h, 30m or 2w")
+    return value * units[unit]
+
+
+def alias_id(tenant: str, tool_id: str, alias: str) -> str:
+    """A stable id for one suggestion: the same evidence gives the same id on every run."""
+    return hashlib.sha256(f"{tenant}\x1f{tool_id}\x1f{alias}".encode()).hexdigest()[:12]
+
+
+@dataclass(slots=True)
+class _Need:
+    """One time a tool was needed: the event and the discoveries before it."""
+
+    event: EventRow
+    discovery: DiscoveryRow | None
+    earlier: list[DiscoveryRow]  # the same conversation's discoveries since its last event
+
+
+def _link(discoveries: Sequence[DiscoveryRow], events: Sequence[EventRow]) -> list[_Need]:
+    by_id = {d.id: d for d in discoveries}
+    by_conv: dict[tuple[str, str], list[DiscoveryRow]] = defaultdict(list)
+    for row in discoveries:
+        if row.conversation:
+            by_conv[(row.tenant, row.conversation)].append(row)
+    last_event: dict[tuple[str, str], float] = {}
+    needs = []
+    for e in events:
+        d: DiscoveryRow | None = by_id.get(e.discovery_id) if e.discovery_id else None
+        conv = e.conversation or (d.conversation if d else None)
+        tenant = e.tenant if e.tenant is not None else (d.tenant if d else "")
+        earlier: list[DiscoveryRow] = []
+        if conv:
+            key = (tenant, conv)
+            after = last_event.get(key, float("-inf"))
+            earlier = [x for x in by_conv.get(key, ()) if after <= x.ts <= e.ts]
+            if d is None and earlier:
+                d = earlier[-1]
+            last_event[key] = e.ts
+        if d is None and e.discovery_id is None:
+            continue  # an execution with no discovery to compare with
+        needs.append(_Need(e, d, earlier))
+    return needs
+
+
+def build_report(
+    log: DiscoveryLog,
+    catalog_ids: Iterable[str],
+    *,
+    since: float = 0.0,
+    until: float | None = None,
+    tool: str | None = None,
+    aliases: dict[str, Sequence[str]] | None = None,
+    min_evidence: int = 1,
+    max_queries: int = 5,
+) -> FalseNegativeReport:
+    """The report over ``[since, until)``; ``aliases`` (tool id -> existing aliases) keeps
+    suggestions to phrases the card does not have yet."""
+    end = until if until is not None else time.time() + 1
+    discoveries = log.discoveries(since, end)
+    events = log.events(since, end)
+    needs = _link(discoveries, events)
+    ids = list(catalog_ids)
+    shown: Counter[str] = Counter(t for d in discoveries for t in d.shown)
+    needed: Counter[str] = Counter()
+    missed: Counter[str] = Counter()
+    second: Counter[str] = Counter()
+    feedback: Counter[str] = Counter()
+    queries: dict[str, dict[str, list[Any]]] = defaultdict(dict)
+    phrases: dict[tuple[str, str, str], list[Any]] = {}
+    for need in needs:
+        e, d = need.event, need.discovery
+        tid = e.tool_id
+        needed[tid] += 1
+        if e.kind == "feedback":
+            feedback[tid] += 1
+        missers: list[DiscoveryRow] = []
+        if d is not None and tid not in d.shown:
+            missed[tid] += 1
+            missers.append(d)
+        firsts = [x for x in need.earlier if x is not d and tid not in x.shown]
+        if firsts and d is not None and tid in d.shown:
+            second[tid] += 1
+        missers += firsts
+        for m in missers:
+            key = m.query or m.query_hash or ""
+            entry = queries[tid].setdefault(key, [m.query, m.query_hash, 0, m.shown])
+            entry[2] += 1
+            if m.query:
+                text = " ".join(m.query.split())[:ALIAS_MAX_CHARS]
+                pkey = (m.tenant, tid, normalise_query(text))
+                p = phrases.setdefault(pkey, [text, 0, set(), [], m.shown])
+                p[1] += 1
+                p[2].add(m.subject)
+                if len(p[3]) < 3:
+                    p[3].append(m.id)
+    tools = []
+    for tid in set(needed):
+        if tool is not None and tid != tool:
+            continue
+        qs = sorted(queries[tid].values(), key=lambda q: -q[2])[:max_queries]
+        tools.append(
+            ToolMisses(
+                tid,
+                needed[tid],
+                missed[tid],
+                second[tid],
+                feedback[tid],
+                shown[tid],
+                tuple(MissedQuery(q[0], q[1], q[2], tuple(q[3])) for q in qs),
+            )
+        )
+    tools.sort(key=lambda t: (-t.misses, -t.miss_rate, t.tool_id))
+    have = {t: {normalise_query(a) for a in al} for t, al in (aliases or {}).items()}
+    suggestions = [
+        AliasSuggestion(
+            alias_id(tenant, tid, norm),
+            tid,
+            text,
+            tenant,
+            n,
+            len(subjects),
+            tuple(dids),
+            tuple(instead),
+        )
+        for (tenant, tid, norm), (text, n, subjects, dids, instead) in phrases.items()
+        if n >= min_evidence
+        and norm not in have.get(tid, set())
+        and (tool is None or tid == tool)
+        and (not ids or tid in ids)
+    ]
+    suggestions.sort(key=lambda s: (-s.times, -s.subjects, s.tool_id, s.alias))
+    low = [d for d in discoveries if d.low]
+    notes = []
+    if log.query_log != "text":
+        notes.append(
+            f"query_log is {log.query_log!r}: query text is not kept, so missed queries show "
+            + ("as hashes" if log.query_log == "hash" else "only as counts")
+            + " and no alias can be suggested"
+        )
+    return FalseNegativeReport(
+        since=since,
+        until=end,
+        query_log=log.query_log,
+        discoveries=len(discoveries),
+        needed=sum(t.needed for t in tools),
+        misses=sum(t.misses for t in tools),
+        low_confidence=len(low),
+        zero_results=sum(1 for d in discoveries if not d.shown),
+        tools=tuple(tools),
+        never_surfaced=tuple(t for t in ids if not shown[t] and (tool is None or t == tool)),
+        suggestions=tuple(suggestions),
+        low_confidence_queries=tuple(dict.fromkeys(d.query for d in low if d.query))[:10],
+        notes=tuple(notes),
+    )
+
+
+def report_for(
+    catalog: Catalog, *, since: float = 0.0, tool: str | None = None, min_evidence: int = 1
+) -> FalseNegativeReport:
+    """The report for a catalog's own discovery log."""
+    if catalog.log is None:
+        raise ConfigError("this catalog has no discovery log (it is in memory or logging is off)")
+    if tool is not None and catalog.spec(tool) is None:
+        raise UnknownToolError(tool)
+    specs = catalog.specs()
+    return build_report(
+        catalog.log,
+        [s.id for s in specs],
+        since=since,
+        tool=tool,
+        aliases={s.id: s.card.aliases for s in specs},
+        min_evidence=min_evidence,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedAlias:
+    suggestion: AliasSuggestion
+    embedded: int  # texts embedded to index it (the new alias only)
+
+
+def accept_alias(catalog: Catalog, suggestion_id: str) -> AcceptedAlias:
+    """Write a suggested alias into its tool's card, re-embedding only the new alias.
+
+    The acceptance is recorded in the discovery log with its source (the usage
+    report) and evidence. Raises :class:`ConfigError` for an id that is not a
+    current suggestion.
+    """
+    report = report_for(catalog)
+    found = next((s for s in report.suggestions if s.id == suggestion_id), None)
+    if found is None:
+        raise ConfigError(
+            f"no alias suggestion {suggestion_id!r}; run `toolscout report` to list them"
+        )
+    spec = catalog.get(found.tool_id)
+    result = catalog.add([spec.with_aliases([found.alias])])
+    assert catalog.log is not None
+    catalog.log.record_accepted(
+        found.id, found.tool_id, found.alias, found.tenant, found.to_dict()["evidence"]
+    )
+    return AcceptedAlias(found, result.stats.embedded)
