@@ -55,6 +55,7 @@ from toolscout.gateway.limits import (
 from toolscout.gateway.result import ExecutionResult
 from toolscout.gateway.validation import ArgumentValidator
 from toolscout.policy import Decision, PolicyConfig, Principal, Reason, decide
+from toolscout.schemas import check_arguments
 
 UNKNOWN = Decision(False, Reason.UNKNOWN_TOOL)
 
@@ -183,6 +184,7 @@ class Gateway:
                 tool_id=tool_id,
                 reason=NOT_AN_OBJECT,
             )
+        check_arguments(arguments, tool_id=tool_id)  # NaN, runaway nesting: named refusals
         try:
             text = canonical_json(arguments)
         except (TypeError, ValueError):
