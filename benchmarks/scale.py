@@ -247,7 +247,13 @@ def main() -> None:
             server.stop()
     out = ROOT / "benchmarks" / "results" / "scale.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"cpus": os.cpu_count(), "results": results}, indent=2) + "\n")
+    # rows of earlier runs for other (store, size) pairs are kept
+    kept = json.loads(out.read_text())["results"] if out.exists() else []
+    mine = {(r["store"], r["tools"]) for r in results}
+    merged = [r for r in kept if (r["store"], r["tools"]) not in mine] + results
+    merged.sort(key=lambda r: (r["tools"], r["store"] != "sqlite"))
+    out.write_text(json.dumps({"cpus": os.cpu_count(), "results": merged}, indent=2) + "\n")
+    results = merged
     cols = ["store", "tools", "build_s", "embed_s", "tools_per_s_excl_embedding",
             "reindex_unchanged_s", "peak_rss_mb", "disk_mb", "discover_p50_ms",
             "discover_p95_ms", "discover_p99_ms", "gold_in_top5", "ann_recall_at_10",
