@@ -1,4 +1,4 @@
-"""Tests for toolscout.gateway.audit: the append-only, hash-chained audit log."""
+"""Tests for toolscout.gateway.audit and audit_verify: the append-only, keyed, chained log."""
 
 from __future__ import annotations
 
@@ -11,15 +11,8 @@ from typing import Any
 import pytest
 
 from toolscout.errors import ArgumentError, ConfigError, StoreError
-from toolscout.gateway.audit import (
-    GENESIS,
-    AuditLog,
-    Head,
-    _row_hash,
-    args_digest,
-    canonical_json,
-    verify_file,
-)
+from toolscout.gateway.audit import GENESIS, AuditLog, _row_hash, args_digest, canonical_json
+from toolscout.gateway.audit_verify import Head, verify_file
 
 
 def entry(**over: Any) -> dict[str, Any]:
@@ -413,3 +406,11 @@ def test_an_unkeyed_log_salts_argument_digests(tmp_path: Path) -> None:
         first = a.digest({"pin": "1234"})
     with AuditLog(tmp_path / "a.db") as again:
         assert again.digest({"pin": "1234"}) == first  # stable across reopenings
+
+
+def test_the_read_only_side_is_still_importable_from_audit() -> None:
+    from toolscout.gateway import audit, audit_verify
+
+    assert audit.verify_file is audit_verify.verify_file and audit.Head is audit_verify.Head
+    with pytest.raises(AttributeError):
+        audit.no_such_name  # noqa: B018

@@ -170,7 +170,8 @@ def audit(
     table or its append-only triggers are missing, the key does not match, or
     the log disagrees with --expect-head.
     """
-    from toolscout.gateway.audit import Head, audit_path_for, read_file, verify_file
+    from toolscout.gateway.audit import audit_path_for
+    from toolscout.gateway.audit_verify import Head, read_file, verify_file
     from toolscout.settings import default_db_path
 
     if audit_db is not None:
