@@ -33,7 +33,12 @@ def test_events_round_trip(tmp_path: Path) -> None:
     assert (d.query, d.conversation, d.shown, d.low) == ("where is my parcel", "c1", ("a.x",), 0)
     assert d.query_hash == log.query_hash("Where is my parcel")  # normalised, keyed
     call, fb = log.events()
-    assert (call.kind, call.tenant, call.conversation, fb.kind) == ("call", "acme", "c1", "feedback")
+    assert (call.kind, call.tenant, call.conversation, fb.kind) == (
+        "call",
+        "acme",
+        "c1",
+        "feedback",
+    )
     assert log.stats()["calls"] == 1
     assert [f.tool_id for f in log.false_negatives()] == ["a.y"]
     log.close()

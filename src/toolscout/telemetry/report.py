@@ -237,7 +237,7 @@ def build_report(
             second[tid] += 1
         missers += firsts
         for m in missers:
-            key = m.query or m.query_hash or ""
+            key = m.query_hash or (normalise_query(m.query) if m.query else "")
             entry = queries[tid].setdefault(key, [m.query, m.query_hash, 0, m.shown])
             entry[2] += 1
             if m.query:

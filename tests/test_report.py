@@ -1,0 +1,164 @@
+"""The false-negative report: misses, second searches, feedback, suggestions, accept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import embedder, spec
+from toolscout.discovery.catalog import Catalog
+from toolscout.errors import ConfigError
+from toolscout.policy import Principal
+from toolscout.telemetry.log import DiscoveryLog
+from toolscout.telemetry.report import accept_alias, alias_id, build_report, parse_age, report_for
+
+ROOT = Principal.of("root", "acme", scopes=["*"])
+IDS = ["a.shown", "a.hidden", "a.second", "a.never"]
+
+
+def synthetic(log: DiscoveryLog) -> None:
+    """Two misses of a.hidden, a second search for a.second, feedback, one clean call."""
+    d1 = log.record_discovery("u1", "acme", "cancel my plan", ["a.shown"], 0.9, 1.0)
+    log.record_call("a.hidden", discovery_id=d1, ok=True)
+    d2 = log.record_discovery("u2", "acme", "Cancel my  plan", ["a.shown"], 0.9, 1.0)
+    log.record_call("a.hidden", discovery_id=d2, ok=True)
+    d3 = log.record_discovery("u1", "acme", "show it", ["a.shown"], 0.9, 1.0)
+    log.record_call("a.shown", discovery_id=d3, ok=True)
+    # a conversation that searched twice before the call; the call names no discovery
+    log.record_discovery("u3", "globex", "ping the crew", [], 0.1, 1.0, conversation="c9")
+    log.record_discovery("u3", "globex", "notify team", ["a.second"], 0.8, 1.0, conversation="c9")
+    log.record_call("a.second", discovery_id=None, ok=True, tenant="globex", conversation="c9")
+    d5 = log.record_discovery("u4", "acme", "stop billing me", ["a.shown"], 0.3, 1.0)
+    log.record_feedback(d5, "a.hidden")
+
+
+def test_misses_second_searches_feedback_and_never_surfaced(tmp_path: Path) -> None:
+    log = DiscoveryLog(tmp_path / "log.db")
+    synthetic(log)
+    report = build_report(log, IDS)
+    by = {t.tool_id: t for t in report.tools}
+    assert report.tools[0].tool_id == "a.hidden"  # the most missed first
+    hidden = by["a.hidden"]
+    assert (hidden.needed, hidden.misses, hidden.feedback) == (3, 3, 1)
+    assert hidden.queries[0].query == "cancel my plan" and hidden.queries[0].times == 2
+    assert hidden.queries[0].shown_instead == ("a.shown",)
+    assert (by["a.shown"].misses, by["a.shown"].needed) == (0, 1)
+    second = by["a.second"]
+    assert (second.misses, second.second_searches) == (0, 1)
+    assert second.queries[0].query == "ping the crew"
+    assert report.never_surfaced == ("a.hidden", "a.never")
+    assert (report.low_confidence, report.zero_results) == (2, 1)
+    assert report.misses == 3 and report.needed == 5
+    # suggestions: per tenant, with evidence, most evidence first, stable ids
+    top = report.suggestions[0]
+    assert (top.tool_id, top.alias, top.times, top.subjects) == ("a.hidden", "cancel my plan", 2, 2)
+    assert top.id == alias_id("acme", "a.hidden", "cancel my plan")
+    assert {(s.tool_id, s.tenant) for s in report.suggestions} >= {("a.second", "globex")}
+    again = build_report(log, IDS, aliases={"a.hidden": ["Cancel my plan"]}, min_evidence=2)
+    assert again.suggestions == ()  # already an alias; and min_evidence filters
+    only = build_report(log, IDS, tool="a.second")
+    assert [t.tool_id for t in only.tools] == ["a.second"]
+    assert json.loads(json.dumps(report.to_dict()))["tools"][0]["miss_rate"] == 1.0
+    log.close()
+
+
+@pytest.mark.parametrize("mode", ["hash", "none"])
+def test_without_query_text_the_report_still_counts(tmp_path: Path, mode: str) -> None:
+    log = DiscoveryLog(tmp_path / "log.db", query_log=mode)
+    synthetic(log)
+    report = build_report(log, IDS)
+    hidden = next(t for t in report.tools if t.tool_id == "a.hidden")
+    assert hidden.misses == 3 and report.suggestions == ()
+    assert all(q.query is None for q in hidden.queries)
+    if mode == "hash":  # the two phrasings of one query still group by their hash
+        assert hidden.queries[0].times == 2 and hidden.queries[0].query_hash
+    assert report.notes and mode in report.notes[0]
+    log.close()
+
+
+def test_parse_age() -> None:
+    assert parse_age("7d") == 7 * 86400 and parse_age("12h") == 43200 and parse_age("2") == 172800
+    assert parse_age("30m") == 1800 and parse_age("1w") == 604800
+    for bad in ("soon", "-3d", "inf", ""):
+        with pytest.raises(ConfigError, match="is not an age"):
+            parse_age(bad)
+
+
+@pytest.fixture()
+def shop(tmp_path: Path) -> Path:
+    db = tmp_path / "shop.db"
+    with Catalog.open(db, embedder=embedder()) as catalog:
+        catalog.add(
+            [
+                spec("shop.track_parcel", "Show carrier scan events for a shipment."),
+                spec("shop.refund", "Refund an order to the original payment method."),
+                spec("shop.invoice", "Create an invoice for a customer."),
+                spec("shop.weather", "Get the weather forecast for a city."),
+            ]
+        )
+        assert catalog.log is not None
+        for who in ("u1", "u2"):
+            s = catalog.discover(
+                "the order I paid for is lost somewhere", ROOT, k=1, tier="progressive"
+            )
+            assert "shop.track_parcel" not in s.ids  # the search misses it ...
+            catalog.log.record_call("shop.track_parcel", discovery_id=s.discovery_id, ok=True,
+                                    subject=who, tenant="acme")  # fmt: skip
+    return db
+
+
+def test_accepting_a_suggestion_writes_the_alias_into_the_card(shop: Path) -> None:
+    with Catalog.open(shop, embedder=embedder()) as catalog:
+        report = report_for(catalog)
+        (sugg,) = report.suggestions
+        assert (sugg.tool_id, sugg.alias, sugg.times) == ("shop.track_parcel",
+                                                          "the order I paid for is lost somewhere", 2)  # fmt: skip
+        done = accept_alias(catalog, sugg.id)
+        assert done.embedded == 1  # only the new alias was embedded
+        assert (
+            "the order I paid for is lost somewhere"
+            in catalog.get("shop.track_parcel").card.aliases
+        )
+        after = catalog.discover(
+            "the order I paid for is lost somewhere", ROOT, k=1, tier="progressive"
+        )
+        assert after.ids == ["shop.track_parcel"]  # ... and now finds it
+        assert catalog.log is not None
+        (accepted,) = catalog.log.accepted()
+        assert accepted["source"] == "usage-report" and accepted["evidence"]["times"] == 2
+        assert report_for(catalog).suggestions == ()  # no longer suggested
+        with pytest.raises(ConfigError, match="no alias suggestion"):
+            accept_alias(catalog, sugg.id)
+
+
+def report_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "toolscout", "report", *args]
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_report_from_the_shell(shop: Path) -> None:
+    proc = report_cli("--db", str(shop), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["tools"][0]["tool_id"] == "shop.track_parcel" and data["misses"] == 2
+    sugg = data["suggestions"][0]["id"]
+    text = report_cli("--db", str(shop), "--since", "1h")
+    assert "shop.track_parcel: 2/2 missed (100%)" in text.stdout and sugg in text.stdout
+    accepted = report_cli("--db", str(shop), "--accept", sugg)
+    assert accepted.returncode == 0 and "now has the alias" in accepted.stdout, accepted.stderr
+    for args, fragment in (
+        (("--accept", "nope"), "no alias suggestion 'nope'"),
+        (("--since", "soon"), "is not an age"),
+        (("--tool", "no.such"), "unknown tool id 'no.such'"),
+    ):
+        proc = report_cli("--db", str(shop), *args)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: "), proc.stderr
+        assert fragment in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    missing = report_cli("--db", str(shop.parent / "missing.db"))
+    assert missing.returncode == 2 and "no catalog at" in missing.stderr
