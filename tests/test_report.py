@@ -116,8 +116,8 @@ def test_accepting_a_suggestion_writes_the_alias_into_the_card(shop: Path) -> No
     with Catalog.open(shop, embedder=embedder()) as catalog:
         report = report_for(catalog)
         (sugg,) = report.suggestions
-        assert (sugg.tool_id, sugg.alias, sugg.times) == ("shop.track_parcel",
-                                                          "the order I paid for is lost somewhere", 2)  # fmt: skip
+        lost = "the order I paid for is lost somewhere"
+        assert (sugg.tool_id, sugg.alias, sugg.times) == ("shop.track_parcel", lost, 2)
         done = accept_alias(catalog, sugg.id)
         assert done.embedded == 1  # only the new alias was embedded
         assert (
