@@ -360,3 +360,28 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
         assert run.returncode == 2, (args, run.stderr)
         lines = run.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0] and "Traceback" not in run.stderr, lines
+
+
+def test_tools_of_servers_no_longer_configured_are_pruned(tmp_path: Path) -> None:
+    from toolscout.cards import make_spec
+
+    settings = {"db": str(tmp_path / "g.db"), "principal": {"subject": "x"}}
+    cfg = parse_config({"mcpServers": {}, "toolscout": settings})
+    gateway = MCPGateway(cfg)
+    try:
+        gateway.ts.catalog.add(
+            [
+                make_spec({"id": "old/t", "summary": "An old upstream tool.", "source": "mcp:old"}),
+                make_spec({"id": "mine", "summary": "A tool of this catalog, not from MCP."}),
+            ]
+        )
+
+        async def start_and_stop() -> None:
+            async with gateway.running():
+                pass
+
+        asyncio.run(start_and_stop())
+        assert gateway.ts.catalog.spec("old/t") is None
+        assert gateway.ts.catalog.spec("mine") is not None
+    finally:
+        gateway.close()

@@ -171,7 +171,18 @@ class MCPGateway:
     # -- lifecycle -------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def running(self, *, wait_s: float | None = None) -> AsyncIterator[MCPGateway]:
-        """Upstreams connected (each waited for at most ``connect_timeout_s``), then closed."""
+        """Upstreams connected (each waited for at most ``connect_timeout_s``), then closed.
+
+        Tools a persistent catalog still holds from servers no longer configured are
+        removed first (upstream tools are the cards whose source is ``mcp:<server>``)."""
+        configured = {f"mcp:{s.name}" for s in self.config.servers}
+        stale = [
+            spec.id
+            for spec in self.ts.catalog.specs()
+            if spec.card.source.startswith("mcp:") and spec.card.source not in configured
+        ]
+        if stale:
+            await asyncio.to_thread(self.ts.catalog.remove, stale)
         await self.upstreams.start(wait_s=wait_s)
         try:
             yield self
