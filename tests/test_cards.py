@@ -57,6 +57,14 @@ def test_make_spec_fills_defaults_and_normalises() -> None:
         ({"id": "a.b", "summary": "x", "scopes": "billing write"}, "scopes", "concrete"),
         ({"id": "a.b", "summary": "x", "tags": [1, 2]}, "tags", "list of strings"),
         ({"id": "a.b", "summary": "x", "colour": "red"}, "colour", "unknown field"),
+        ({"id": "a.b\ud800", "summary": "x"}, "id", "lone surrogate ('\\ud800')"),
+        ({"id": "a.b", "summary": "caf\udce9"}, "summary", "lone surrogate"),
+        ({"id": "a.b", "summary": "x", "tags": ["ok", "\udc80"]}, "tags", "lone surrogate"),
+        (
+            {"id": "a.b", "summary": "x", "parameters": {"properties": {"q\ud800": {}}}},
+            "parameters",
+            "lone surrogate",
+        ),
         ({"id": "a.b", "summary": "x", "parameters": []}, "parameters", "JSON Schema object"),
         ({"id": "a.b", "summary": "x", "parameters": {"type": "string"}}, "parameters", "'object'"),
         (

@@ -71,6 +71,9 @@ def test_binary_and_non_utf8_card_files(db: Path, tmp_path: Path) -> None:
     latin = tmp_path / "latin.yaml"
     latin.write_bytes(b"tools:\n  - id: a.b\n    summary: caf\xe9 au lait\n")
     assert_clean_error(run("index", str(latin), db=db), "latin.yaml:3", "not UTF-8")
+    escaped = tmp_path / "escaped.jsonl"  # valid UTF-8 whose JSON escapes are not text
+    escaped.write_text('{"id": "a.b", "description": "lone \\ud800 surrogate"}\n')
+    assert_clean_error(run("index", str(escaped), db=db), "escaped.jsonl:1", "lone surrogate")
     assert db.read_bytes() == before
 
 

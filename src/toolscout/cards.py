@@ -243,6 +243,26 @@ def _not_json(value: Any) -> str:
     return ""
 
 
+def _not_text(value: Any) -> str:
+    """Why a card field cannot be stored as UTF-8 text (a lone surrogate, from a JSON
+    ``\\ud800`` escape or undecodable bytes), or ``""``. Iterative."""
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        texts = [node] if isinstance(node, str) else []
+        if isinstance(node, Mapping):
+            texts = [k for k in node if isinstance(k, str)]
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+        for text in texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return f"holds a lone surrogate ({text[exc.start]!a}), not Unicode text"
+    return ""
+
+
 def _name_words(name: str) -> list[str]:
     return [
         w.lower() for chunk in re.split(r"[^A-Za-z0-9]+", name) for w in _WORD_RE.findall(chunk)
@@ -277,6 +297,10 @@ def make_spec(
     if not isinstance(raw_id, str) or not raw_id.strip():
         raise CardError(str(data.get("name", "?")), "id", "missing or empty")
     tool_id = raw_id.strip()
+    for key, value in data.items():
+        bad = _not_text(value)
+        if bad:
+            raise CardError(tool_id, str(key), bad)
     if not _ID_RE.match(tool_id):
         raise CardError(
             tool_id, "id", "must be 1-200 printable characters, not starting or ending in space"
