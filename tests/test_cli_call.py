@@ -127,3 +127,31 @@ def test_call_with_eddsa_and_bad_args_in_process(demo_db: Path, tmp_path: Path) 
     assert out.exit_code == 2 and "allowed:" in out.stderr and "EdDSA" in out.stderr
     out = runner.invoke(app, [*base, "--alg", "EdDSA", "--args", '{"order_id": NaN}'])
     assert out.exit_code == 2 and "NaN" in out.stderr and len(out.stderr.splitlines()) == 1
+
+
+def test_call_with_a_keyed_audit_log_and_no_key_is_one_line(
+    demo_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import typer
+    from typer.testing import CliRunner
+
+    from toolscout.cli.gateway import call as call_command
+
+    db = tmp_path / "demo.db"
+    shutil.copy(demo_db, db)
+    AuditLog(audit_path_for(db), key="an-audit-key-0123456789").close()  # a keyed log
+    app = typer.Typer()
+    app.command("call")(call_command)
+    app.command("noop")(lambda: None)
+    agent = issue_token(subject="alice", tenant="acme", roles=["support_agent"], key=KEY)
+    argv = ["call", "orders.find_order", "--token", agent, "--key", KEY, "--db", str(db),
+            "--args", '{"order_id": "94218"}']  # fmt: skip
+    monkeypatch.delenv("TOOLSCOUT_AUDIT_KEY", raising=False)
+    out = CliRunner().invoke(app, argv)
+    assert out.exit_code == 2 and "TOOLSCOUT_AUDIT_KEY" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.output
+    monkeypatch.setenv("TOOLSCOUT_AUDIT_KEY", "an-audit-key-0123456789")
+    out = CliRunner().invoke(app, argv)
+    assert out.exit_code == 0, out.output

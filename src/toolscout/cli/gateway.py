@@ -325,8 +325,11 @@ def call(
     # the audit chain's HMAC key, when the deployment keys it (as `toolscout audit` does)
     settings = Settings(db=path, log=False, audit_key=os.environ.get("TOOLSCOUT_AUDIT_KEY"))
     # the tool may be named as the model saw it in any format, or by its id
-    with Toolscout.open(settings, verifier=verifier, executors=executors) as service:
-        result = service.execute(token, tool_id, arguments, grant=grant)
+    try:
+        with Toolscout.open(settings, verifier=verifier, executors=executors) as service:
+            result = service.execute(token, tool_id, arguments, grant=grant)
+    except ToolscoutError as exc:  # a catalog or audit log that cannot be opened, a wrong key
+        _fail(str(exc))
     if not result.ok:
         typer.echo(f"{result.status}: {result.reason}: {result.message}", err=True)
         raise typer.Exit(3)
