@@ -214,7 +214,12 @@ class Upstream:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            from mcp.client.subscriptions import SubscriptionLost
+
             log.info("%s: listen stream ended: %s", self.label, _describe(exc))
+            if isinstance(exc, SubscriptionLost):  # the connection went: reconnect now
+                self.last_error = "the connection was lost"
+                self._broken.set()
 
     async def _watch(self) -> None:
         """Serve until the connection breaks; re-list on a change or every ``poll_s``."""
