@@ -253,15 +253,21 @@ class Toolscout:
         discovery_id: str | None = None,
         grant: str | None = None,
         conversation: str | None = None,
+        client: str = "",
     ) -> ExecutionResult:
         """Run the tool the model called ``name`` (any rendering of it, or its id).
+
+        ``client`` names where the call came from (a remote address): callers whose
+        tokens fail are throttled per client.
 
         Every check of the gateway runs and every attempt is audited; a refusal or a
         failure comes back as a result with ``status`` and ``reason``, not an exception.
         """
         tool_id = self._tool_id(name, discovery_id)
         try:
-            result = await self.gateway.execute(caller, tool_id, arguments, grant=grant)
+            result = await self.gateway.execute(
+                caller, tool_id, arguments, grant=grant, client=client
+            )
         except GatewayError as exc:
             result = self._failed(exc, name, tool_id, caller)
         did = discovery_id or self._last_discovery(result.principal, conversation)
@@ -289,6 +295,7 @@ class Toolscout:
         discovery_id: str | None = None,
         grant: str | None = None,
         conversation: str | None = None,
+        client: str = "",
     ) -> ExecutionResult:
         """:meth:`aexecute` for synchronous callers (on the gateway's background loop)."""
         return self.gateway._run(
@@ -299,6 +306,7 @@ class Toolscout:
                 discovery_id=discovery_id,
                 grant=grant,
                 conversation=conversation,
+                client=client,
             )
         )
 
