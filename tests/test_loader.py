@@ -239,3 +239,16 @@ def test_a_file_without_tools_is_an_error(tmp_path: Path, name: str, text: str) 
     p.write_text(text)
     with pytest.raises(CatalogFileError, match="no tools in this file"):
         read_catalog([p])
+
+
+def test_devices_and_fifos_are_not_read(tmp_path: Path) -> None:
+    import os
+
+    zero = tmp_path / "zero.yaml"
+    zero.symlink_to("/dev/zero")
+    with pytest.raises(CatalogFileError, match="not a regular file"):
+        read_catalog([zero])
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(CatalogFileError, match="not a regular file"):
+        read_catalog([fifo])

@@ -16,6 +16,7 @@ that refers to itself, is refused before anything is built from it.
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +29,8 @@ from toolscout.policy import PolicyConfig
 CARD_SUFFIXES = (".yaml", ".yml", ".json")
 #: how many nodes YAML aliases may add to a document beyond those written out
 YAML_ALIAS_BUDGET = 100_000
+#: the largest catalog file read
+MAX_FILE_BYTES = 512 << 20
 
 
 def _yaml() -> Any:
@@ -43,6 +46,11 @@ def _one_line(text: str) -> str:
 def read_text(path: Path, error: type[CatalogFileError] = CatalogFileError) -> str:
     """A catalog file's text; a binary or non-UTF-8 file is an ``error`` naming the line."""
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise error(str(path), "not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise error(str(path), f"larger than {MAX_FILE_BYTES >> 20} MiB; split the catalog")
         data = path.read_bytes()
     except OSError as exc:
         raise error(str(path), f"cannot read: {exc.strerror or exc}") from None
