@@ -45,7 +45,7 @@ def test_the_demo_catalog_before_the_fix_fails_on_its_planted_traps(cache: Path)
     proc = run(str(BEFORE), "--json", "--fail-on", "error", "--cache", str(cache))
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["tools"] == 205 and data["by_severity"]["error"] >= 2
+    assert data["tools"] == 205 and data["by_severity"]["error"] >= 1
     # the jargon tool of the article
     assert "orders.query_freight_telemetry" in tools_of(data, "jargon-name")
     # a privileged verb on a tool that does not need the admin scope

@@ -341,16 +341,25 @@ def accept_alias(catalog: Catalog, suggestion_id: str) -> AcceptedAlias:
     report) and evidence. Raises :class:`ConfigError` for an id that is not a
     current suggestion.
     """
+    (done,) = accept_aliases(catalog, [suggestion_id])
+    return done
+
+
+def accept_aliases(catalog: Catalog, suggestion_ids: Sequence[str]) -> list[AcceptedAlias]:
+    """:func:`accept_alias` for several suggestions, indexed in one transaction."""
     report = report_for(catalog)
-    found = next((s for s in report.suggestions if s.id == suggestion_id), None)
-    if found is None:
+    by_id = {s.id: s for s in report.suggestions}
+    missing = [i for i in suggestion_ids if i not in by_id]
+    if missing:
         raise ConfigError(
-            f"no alias suggestion {suggestion_id!r}; run `toolscout report` to list them"
+            f"no alias suggestion {missing[0]!r}; run `toolscout report` to list them"
         )
-    spec = catalog.get(found.tool_id)
-    result = catalog.add([spec.with_aliases([found.alias])])
+    chosen = [by_id[i] for i in dict.fromkeys(suggestion_ids)]
+    per_tool: dict[str, list[str]] = defaultdict(list)
+    for s in chosen:
+        per_tool[s.tool_id].append(s.alias)
+    result = catalog.add([catalog.get(t).with_aliases(a) for t, a in per_tool.items()])
     assert catalog.log is not None
-    catalog.log.record_accepted(
-        found.id, found.tool_id, found.alias, found.tenant, found.to_dict()["evidence"]
-    )
-    return AcceptedAlias(found, result.stats.embedded)
+    for s in chosen:
+        catalog.log.record_accepted(s.id, s.tool_id, s.alias, s.tenant, s.to_dict()["evidence"])
+    return [AcceptedAlias(s, result.stats.embedded) for s in chosen]
