@@ -168,3 +168,18 @@ def test_http_upstream_faults_and_changes() -> None:
         asyncio.run(scenario())
     finally:
         stop(proc)
+
+
+def test_commands_installed_beside_python_start_without_an_activated_venv(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from toolscout.mcp.upstream import resolve_command
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    beside = Path(sys.executable).parent / "mcp-server-time"
+    assert resolve_command("mcp-server-time") == str(beside)
+    assert resolve_command("sh") == "sh"  # on PATH: left alone
+    assert resolve_command("./run.sh") == "./run.sh"  # a path: left alone
+    assert resolve_command("no-such-server-here") == "no-such-server-here"

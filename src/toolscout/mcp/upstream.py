@@ -23,11 +23,14 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
+import shutil
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from toolscout.cards import ToolSpec
@@ -123,8 +126,8 @@ class Upstream:
         else:
             assert cfg.command is not None
             params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env=dict(cfg.env or {}) or None,
-                cwd=cfg.cwd,
+                command=resolve_command(cfg.command, cfg.env), args=list(cfg.args),
+                env=dict(cfg.env or {}) or None, cwd=cfg.cwd,
             )  # fmt: skip
             transport = stdio_client(params, errlog=self.errlog or sys.stderr)
         return Client(
@@ -382,6 +385,16 @@ class Upstream:
                 reason=TOOL_FAILED,
             )
         return wire
+
+
+def resolve_command(command: str, env: Mapping[str, str] | None = None) -> str:
+    """A bare command not on ``PATH`` is looked up beside this Python interpreter too, so
+    servers installed into toolscout's own environment (``mcp-server-time``) start even
+    when that environment is not activated (as when a desktop client launches us)."""
+    if os.sep in command or shutil.which(command, path=(env or {}).get("PATH")):
+        return command
+    beside = Path(sys.executable).parent / command
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else command
 
 
 def _wire(model: Any) -> dict[str, Any]:
