@@ -125,7 +125,7 @@ def replay(bench: Path, name: str) -> dict[str, Any]:
         # the eval's worst tools on the held-out half (enough queries to say)
         scored = {t: h / n for t, (h, n) in held_per.items() if n >= MIN_QUERIES}
         worst = sorted(scored, key=lambda t: (scored[t], -held_per[t][1], t))[:TOP]
-        missed_top = [t.tool_id for t in report.tools if t.misses][:TOP]
+        missed_top = [t.tool_id for t in report.tools if t.misses][:TOP]  # the report's order
         common = [t for t in scored if t in {x.tool_id for x in report.tools}]
         miss_rate = {x.tool_id: x.miss_rate for x in report.tools}
         out["agreement"] = {

@@ -264,7 +264,9 @@ def build_report(
                 tuple(MissedQuery(q[0], q[1], q[2], tuple(q[3])) for q in qs),
             )
         )
-    tools.sort(key=lambda t: (-t.misses, -t.miss_rate, t.tool_id))
+    # worst first by miss rate, smoothed so that one miss out of one call does not outrank
+    # thirty out of forty: (misses + 0) / (needed + 2)
+    tools.sort(key=lambda t: (-t.misses / (t.needed + 2), -t.misses, t.tool_id))
     have = {t: {normalise_query(a) for a in al} for t, al in (aliases or {}).items()}
     suggestions = [
         AliasSuggestion(
