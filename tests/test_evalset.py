@@ -95,14 +95,16 @@ def test_imperfect_real_world_tools_are_still_evaluated(tmp_path: Path) -> None:
 
 def test_ids_the_card_rules_reject_are_renamed(tmp_path: Path) -> None:
     lines = [
-        json.dumps({"id": "set:has space", "description": "First tool."}),
-        json.dumps({"id": "set:has_space", "description": "Already takes the plain name."}),
+        json.dumps({"id": "set:has\ttab", "description": "First tool."}),
+        json.dumps({"id": "set:has_tab", "description": "Already takes the plain name."}),
+        json.dumps({"id": "set:inner space", "description": "Inner spaces are fine."}),
     ]
     specs, renamed = read_tools(_write(tmp_path / "tools.jsonl", lines))
-    new = renamed["set:has space"]
-    assert new.startswith("set:has_space-") and len(new) == len("set:has_space-") + 8
-    assert [s.id for s in specs] == [new, "set:has_space"]
-    assert specs[0].card.name == "set:has space"  # the name people read is kept
+    new = renamed["set:has\ttab"]
+    assert new.startswith("set:has_tab-") and len(new) == len("set:has_tab-") + 8
+    assert [s.id for s in specs] == [new, "set:has_tab", "set:inner space"]
+    assert specs[0].card.name == "set:has\ttab"  # the name people read is kept
+    assert "set:inner space" not in renamed
 
 
 def _queries(n: int) -> list[EvalQuery]:
