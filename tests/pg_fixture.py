@@ -70,14 +70,46 @@ def _readable(path: Path) -> None:
             p.chmod(mode | 0o044 | (0o011 if mode & 0o100 else 0))
 
 
+PREFIX = "toolscout-pg-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reap_orphans(bin_dir: Path, user: str | None) -> None:
+    """Stop servers left by test processes that were killed before their clean-up ran."""
+    for base in Path(tempfile.gettempdir()).glob(PREFIX + "*"):
+        try:
+            owner = int((base / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        if _alive(owner):
+            continue
+        subprocess.run(
+            [str(bin_dir / "pg_ctl"), "-D", str(base / "data"), "-m", "immediate", "stop"],
+            capture_output=True,
+            user=user,
+        )
+        shutil.rmtree(base, ignore_errors=True)
+
+
 class PostgresServer:
     """One running server; ``dsn()`` gives a connection string to a database."""
 
     def __init__(self) -> None:
         self.bin = _bin_dir()
         self.user = _system_user()
-        self.base = Path(tempfile.mkdtemp(prefix="toolscout-pg-"))
+        _reap_orphans(self.bin, self.user)
+        self.base = Path(tempfile.mkdtemp(prefix=PREFIX))
         self.base.chmod(0o755)
+        (self.base / "owner.pid").write_text(str(os.getpid()))
         self.data = self.base / "data"
         self.data.mkdir()
         if self.user is not None:
