@@ -232,3 +232,19 @@ def test_discovery_log_false_negatives(tmp_path: Path) -> None:
         fn = cat.log.false_negatives()
         assert [f.tool_id for f in fn] == ["a.y"] and fn[0].example_queries == ("send a mail",)
         assert cat.log.learned_pairs() == [("a.y", "send a mail", 1)]
+
+
+def test_widening_a_stored_tool_needs_force(tmp_path: Path) -> None:
+    from toolscout.errors import ImportRefused
+
+    with Catalog.open(tmp_path / "w.db", embedder=embedder()) as cat:
+        cat.add([spec("acme.admin", tenants=["acme"], scopes=["ops:admin"], risk="admin")])
+        widened = spec("acme.admin", tenants=[], scopes=[], risk="read")
+        with pytest.raises(ImportRefused, match="acme.admin"):
+            cat.add([widened])
+        stored = cat.get("acme.admin").card
+        assert (stored.tenants, stored.scopes, stored.risk.value) == (
+            ("acme",), ("ops:admin",), "admin"
+        )  # fmt: skip
+        cat.add([widened], force=True)
+        assert cat.get("acme.admin").card.scopes == ()

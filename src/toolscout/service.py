@@ -180,9 +180,14 @@ class Toolscout:
         return self.catalog.schema(resolved, principal, fmt)
 
     # -- indexing ----------------------------------------------------------------
-    def add(self, specs: Iterable[ToolSpec], *, replace_all: bool = False) -> IndexReport:
-        """Index tools (trusted, administrative use; surfaces check the admin scope first)."""
-        return self.catalog.add(specs, replace_all=replace_all)
+    def add(
+        self, specs: Iterable[ToolSpec], *, replace_all: bool = False, force: bool = False
+    ) -> IndexReport:
+        """Index tools (trusted, administrative use; surfaces check the admin scope first).
+
+        Changes that widen a stored tool's tenants, scopes or risk, or touch another
+        source's tool, are refused unless ``force``."""
+        return self.catalog.add(specs, replace_all=replace_all, force=force)
 
     # -- discovery ---------------------------------------------------------------
     def discover(

@@ -174,7 +174,7 @@ def index(
         )
         plan = plan_import({s.id: s for s in catalog.specs()}, specs, force=force)
         warnings = import_warnings(specs)
-        report = _add(catalog, specs, warnings, replace=replace, quiet=as_json)
+        report = _add(catalog, specs, warnings, replace=replace, quiet=as_json, force=force)
         if wanted is not None and action == "stored":
             catalog.set_policy(wanted)
     if as_json:
@@ -197,7 +197,13 @@ def _read_specs(paths: Sequence[Path], *, strict: bool) -> list[Any]:
 
 
 def _add(
-    catalog: Any, specs: Sequence[Any], warnings: Sequence[Any], *, replace: bool, quiet: bool
+    catalog: Any,
+    specs: Sequence[Any],
+    warnings: Sequence[Any],
+    *,
+    replace: bool,
+    quiet: bool,
+    force: bool = False,
 ) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -215,6 +221,7 @@ def _add(
             replace_all=replace,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
             warnings=[str(w) for w in warnings],
+            force=force,
         )
 
 

@@ -329,11 +329,21 @@ class Catalog:
         *,
         replace_all: bool = False,
         progress: Callable[[int, int], None] | None = None,
-        warnings: Sequence[str] = (),
+        warnings: Sequence[str] | None = None,
+        force: bool = False,
     ) -> IndexReport:
-        """Validate and index tools in one transaction; unchanged texts are not re-embedded."""
+        """Validate and index tools in one transaction; unchanged texts are not re-embedded.
+
+        A change to another source's tool, or one that widens a tool's tenants, scopes
+        or risk, is refused (:class:`~toolscout.errors.ImportRefused`) unless ``force``.
+        The specs' quality warnings are reported unless ``warnings`` replaces them."""
+        from toolscout.imports import import_warnings, plan_import
+
         start = time.perf_counter()
         batch = check_unique(specs)
+        plan_import(self.store.specs([s.id for s in batch]), batch, force=force)
+        if warnings is None:
+            warnings = [str(w) for w in import_warnings(batch)]
         learned = self.store.learned(LEARNED_PER_TOOL)
         tools, texts = self._indexed(batch, learned)
         vectors = self._embed_missing(texts, progress)

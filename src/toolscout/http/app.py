@@ -310,7 +310,7 @@ def create_app(
         stored = catalog.specs_of([s.id for s in specs])
         plan_import({s.id: s for s in stored}, specs, force=req.force)
         warned = [str(w) for w in import_warnings(specs)]
-        report = catalog.add(specs, replace_all=req.replace_all, warnings=warned)
+        report = catalog.add(specs, replace_all=req.replace_all, warnings=warned, force=req.force)
         s = report.stats
         return m.ImportResponse(
             added=s.added,

@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolscout.discovery import inject
-from toolscout.errors import ConfigError, TokenError, ToolscoutError
+from toolscout.errors import ConfigError, ImportRefused, TokenError, ToolscoutError
 from toolscout.mcp import passthrough
 from toolscout.mcp.config import GatewayConfig
 from toolscout.mcp.meta import CALL, SEARCH, meta_tools, text_result
@@ -458,7 +458,15 @@ class MCPGateway:
             gone = [tid for tid in current if tid not in new]
             embedded = 0
             if changed:  # embedding is CPU work: off the event loop, like discovery
-                report = await asyncio.to_thread(catalog.add, changed)
+                try:
+                    report = await asyncio.to_thread(catalog.add, changed)
+                except ImportRefused as exc:
+                    # an upstream may not widen its own tools (e.g. drop a destructive hint):
+                    # the stored, stricter card stays; the rest of the change is indexed
+                    log.warning("%s: %s", up.name, exc)
+                    refused = {tid for tid, _ in exc.conflicts}
+                    changed = [s for s in changed if s.id not in refused]
+                    report = await asyncio.to_thread(catalog.add, changed)
                 embedded = report.stats.embedded
             if gone:
                 await asyncio.to_thread(catalog.remove, gone)
