@@ -79,6 +79,10 @@ def test_without_query_text_the_report_still_counts(tmp_path: Path, mode: str) -
         assert hidden.queries[0].times == 2 and hidden.queries[0].query_hash
     assert report.notes and mode in report.notes[0]
     log.close()
+    # read back by a reader with the default setting, the report still says what was kept
+    reader = DiscoveryLog(tmp_path / "log.db")
+    assert build_report(reader, IDS).query_log == mode
+    reader.close()
 
 
 def test_parse_age() -> None:

@@ -287,17 +287,27 @@ def build_report(
     ]
     suggestions.sort(key=lambda s: (-s.times, -s.subjects, s.tool_id, s.alias))
     low = [d for d in discoveries if d.low]
+    # what the log kept is read from the rows (the writer's setting, not this reader's)
+    kept = log.query_log
+    if discoveries:
+        kept = (
+            "text"
+            if any(d.query for d in discoveries)
+            else "hash"
+            if any(d.query_hash for d in discoveries)
+            else "none"
+        )
     notes = []
-    if log.query_log != "text":
+    if kept != "text":
         notes.append(
-            f"query_log is {log.query_log!r}: query text is not kept, so missed queries show "
-            + ("as hashes" if log.query_log == "hash" else "only as counts")
+            f"query_log is {kept!r}: query text is not kept, so missed queries show "
+            + ("as hashes" if kept == "hash" else "only as counts")
             + " and no alias can be suggested"
         )
     return FalseNegativeReport(
         since=since,
         until=end,
-        query_log=log.query_log,
+        query_log=kept,
         discoveries=len(discoveries),
         needed=sum(t.needed for t in tools),
         misses=sum(t.misses for t in tools),
