@@ -70,7 +70,7 @@ def goal_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
     lines = [
         "| set | bm25 | dense | hybrid-fixed | best part | default in-set | default held-out "
         "| held-out ≥ best part | complete@5 held-out | complete@5 with multi-intent |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, report in reports.items():
         m = report["strategies"]
@@ -85,7 +85,7 @@ def goal_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
         lines.append(
             f"| {name} | {r5('bm25'):.3f} | {r5('dense'):.3f} | {r5('hybrid-fixed'):.3f} "
             f"| {best:.3f} | {r5('hybrid'):.3f} | {held:.3f} | "
-            f"{'yes' if held >= best else 'no'} | {comp} | {comp_on} |"
+            f"{'yes' if held >= best else 'no'} | {comp:.3f} | {comp_on:.3f} |"
         )
     return lines
 
@@ -133,8 +133,10 @@ def markdown(
         "all-scopes principal; recall@k, complete@5 (all gold in the top 5), nDCG@10 and MRR@10 "
         "come from that ranked shortlist. Latency is the wall time of one discover call; "
         'tokens@5 is the mean schema tokens of the top 5 (OpenAI format); "lost at" counts '
-        "gold tools missing from the top 5 by the stage that lost them. hybrid-cold and "
-        "hybrid-warm are scored on the held-out half of the queries only.",
+        "gold tools missing from the top 5 by the stage that lost them. The sets were "
+        "indexed once (`--cache`), so the index times are those of an unchanged re-index; "
+        "the latency columns were taken with the machine under heavy load (see Discovery "
+        "latency).",
         "",
         "| strategy | what it is |",
         "|---|---|",
@@ -147,7 +149,7 @@ def markdown(
             "",
             "recall@5 on each set. *held-out*: the ranker prior and the confidence "
             "scaling fitted on the other four sets only (leave-one-set-out); *in-set*: the "
-            "shipped constants, fitted on all five. The goal is met on held-out figures.",
+            "shipped constants, fitted on all five. The goal is judged on held-out figures.",
             "",
             *goal_table(reports),
             "",
