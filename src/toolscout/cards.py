@@ -123,6 +123,23 @@ class CapabilityCard:
             parts.append("Not for: " + "; ".join(self.not_for) + ".")
         return " ".join(parts)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CapabilityCard:
+        """The card :meth:`to_dict` wrote (stored cards: already validated when indexed)."""
+        return cls(
+            id=d["id"],
+            name=d["name"],
+            summary=d["summary"],
+            scopes=tuple(d["scopes"]),
+            tenants=tuple(d["tenants"]),
+            tags=tuple(d["tags"]),
+            aliases=tuple(d["aliases"]),
+            not_for=tuple(d["not_for"]),
+            group=d["group"],
+            risk=Risk(d["risk"]),
+            source=d["source"],
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,

@@ -45,6 +45,15 @@ class IndexedTool:
     texts: Sequence[tuple[str, str]]  # (kind, text hash) pairs owning vectors
 
 
+def indexed_hash(tool: IndexedTool) -> str:
+    """What decides whether a stored tool is unchanged: its spec, fields and owned texts."""
+    import hashlib
+    import json
+
+    extra = json.dumps([sorted(tool.fields.items()), sorted(tool.texts)])
+    return hashlib.sha256((tool.spec.content_hash() + extra).encode()).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class UpsertStats:
     added: int = 0

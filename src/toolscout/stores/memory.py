@@ -24,6 +24,7 @@ from toolscout.stores.base import (
     IndexedTool,
     UpsertStats,
     Vector,
+    indexed_hash,
 )
 
 #: BM25 parameters (FTS5's defaults)
@@ -41,14 +42,6 @@ class _Doc:
     @property
     def length(self) -> int:
         return sum(len(v) for v in self.fields.values())
-
-
-def _content_hash(tool: IndexedTool) -> str:
-    import hashlib
-    import json
-
-    extra = json.dumps([sorted(tool.fields.items()), sorted(tool.texts)])
-    return hashlib.sha256((tool.spec.content_hash() + extra).encode()).hexdigest()
 
 
 class MemoryStore:
@@ -85,7 +78,7 @@ class MemoryStore:
             docs = dict(self._docs)
             added = updated = unchanged = removed = 0
             for tool in tools:
-                chash = _content_hash(tool)
+                chash = indexed_hash(tool)
                 old = docs.get(tool.spec.id)
                 if old is not None and old.chash == chash:
                     unchanged += 1

@@ -19,8 +19,6 @@ tool deleted or re-scoped through one replica is gone for every replica's next c
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence, Set
@@ -30,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from toolscout.cards import CapabilityCard, Risk, ToolSpec
+from toolscout.cards import CapabilityCard, ToolSpec
 from toolscout.errors import MissingExtraError, StoreError
-from toolscout.stores.base import KIND_CARD, Hits, IndexedTool, UpsertStats, Vector
+from toolscout.stores.base import KIND_CARD, Hits, IndexedTool, UpsertStats, Vector, indexed_hash
 from toolscout.stores.sqlite import SQLiteStore
 
 #: NOTIFY channel a writer signals on after each committed write
@@ -52,27 +50,6 @@ def _migrations() -> list[tuple[int, str]]:
         if name.endswith(".sql") and name[:3].isdigit():
             out.append((int(name[:3]), entry.read_text(encoding="utf-8")))
     return sorted(out)
-
-
-def _card(d: Mapping[str, Any]) -> CapabilityCard:
-    return CapabilityCard(
-        id=d["id"],
-        name=d["name"],
-        summary=d["summary"],
-        scopes=tuple(d["scopes"]),
-        tenants=tuple(d["tenants"]),
-        tags=tuple(d["tags"]),
-        aliases=tuple(d["aliases"]),
-        not_for=tuple(d["not_for"]),
-        group=d["group"],
-        risk=Risk(d["risk"]),
-        source=d["source"],
-    )
-
-
-def _tool_hash(tool: IndexedTool) -> str:
-    extra = json.dumps([sorted(tool.fields.items()), sorted(tool.texts)])
-    return hashlib.sha256((tool.spec.content_hash() + extra).encode()).hexdigest()
 
 
 class PostgresStore:
@@ -263,7 +240,9 @@ class PostgresStore:
             mine = texts.get(model, {})
             tools = [
                 IndexedTool(
-                    ToolSpec(card=_card(card), parameters=params, output_schema=out),
+                    ToolSpec(
+                        card=CapabilityCard.from_dict(card), parameters=params, output_schema=out
+                    ),
                     fields,
                     mine.get(tid, []) if not self._ann else [],
                 )
@@ -316,7 +295,7 @@ class PostgresStore:
                 )
             changed: list[tuple[IndexedTool, str]] = []
             for tool in tools:
-                chash = _tool_hash(tool)
+                chash = indexed_hash(tool)
                 old = existing.get(tool.spec.id)
                 if old == chash:
                     unchanged += 1

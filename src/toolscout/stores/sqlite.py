@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from toolscout.cards import CapabilityCard, Risk, ToolSpec
+from toolscout.cards import CapabilityCard, ToolSpec
 from toolscout.errors import StoreError
 from toolscout.stores.base import (
     LEXICAL_FIELDS,
@@ -29,6 +29,7 @@ from toolscout.stores.base import (
     LearnedAliases,
     UpsertStats,
     Vector,
+    indexed_hash,
 )
 
 FIELD_NAMES = LEXICAL_FIELDS
@@ -77,20 +78,7 @@ MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2)
 
 
 def _card_from_json(raw: str) -> CapabilityCard:
-    d = json.loads(raw)
-    return CapabilityCard(
-        id=d["id"],
-        name=d["name"],
-        summary=d["summary"],
-        scopes=tuple(d["scopes"]),
-        tenants=tuple(d["tenants"]),
-        tags=tuple(d["tags"]),
-        aliases=tuple(d["aliases"]),
-        not_for=tuple(d["not_for"]),
-        group=d["group"],
-        risk=Risk(d["risk"]),
-        source=d["source"],
-    )
+    return CapabilityCard.from_dict(json.loads(raw))
 
 
 class _DenseIndex:
@@ -285,7 +273,7 @@ class SQLiteStore:
                         f"{len(missing)} embedded text(s) have no vector for model {model_id!r}"
                     )
                 for tool in tools:
-                    chash = self._tool_hash(tool)
+                    chash = indexed_hash(tool)
                     old = existing.get(tool.spec.id)
                     if old == chash:
                         unchanged += 1
@@ -310,13 +298,6 @@ class SQLiteStore:
             if added or updated or removed or vectors:
                 self._invalidate()
         return UpsertStats(added, updated, unchanged, removed, len(vectors))
-
-    @staticmethod
-    def _tool_hash(tool: IndexedTool) -> str:
-        import hashlib
-
-        extra = json.dumps([sorted(tool.fields.items()), sorted(tool.texts)])
-        return hashlib.sha256((tool.spec.content_hash() + extra).encode()).hexdigest()
 
     def _write_tool(self, tool: IndexedTool, chash: str, now: float) -> None:
         spec = tool.spec
