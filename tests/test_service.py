@@ -217,3 +217,13 @@ def test_query_log_none_keeps_no_query_text_anywhere(tmp_path: Path) -> None:
         ts.catalog.log.flush()
     blobs = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
     assert b"zanzibar" not in blobs and b"marmalade" not in blobs
+
+
+def test_a_query_with_a_lone_surrogate_is_discovered_and_logged(ts: Toolscout) -> None:
+    shortlist = ts.discover(SUPPORT, "where is order 94218 \ud800")
+    assert "orders.find_order" in shortlist.ids
+    assert "\ud800" not in shortlist.query
+    log = ts.catalog.log
+    assert log is not None
+    log.flush()
+    assert any(d.id == shortlist.discovery_id for d in log.discoveries())

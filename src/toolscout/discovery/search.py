@@ -117,6 +117,8 @@ def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchS
         raise QueryError(
             f"the query is {len(text)} characters long; the limit is {settings.max_query_chars}"
         )
+    # a lone surrogate (a JSON "\ud800" escape) cannot be encoded, stored or embedded
+    text = text.encode("utf-8", "replace").decode("utf-8")
     all_terms = list(dict.fromkeys(terms(text)))
     cutoff = min(max(FREQUENT_TERM_SHARE * n_docs, 50), FREQUENT_TERM_MAX_DOCS)
     kept = [t for t in all_terms if df.get(t, 0) <= cutoff]
