@@ -240,7 +240,7 @@ def test_widening_a_stored_tool_needs_force(tmp_path: Path) -> None:
     with Catalog.open(tmp_path / "w.db", embedder=embedder()) as cat:
         cat.add([spec("acme.admin", tenants=["acme"], scopes=["ops:admin"], risk="admin")])
         widened = spec("acme.admin", tenants=[], scopes=[], risk="read")
-        with pytest.raises(ImportRefused, match="acme.admin"):
+        with pytest.raises(ImportRefused, match=r"acme\.admin"):
             cat.add([widened])
         stored = cat.get("acme.admin").card
         assert (stored.tenants, stored.scopes, stored.risk.value) == (
