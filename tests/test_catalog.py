@@ -248,3 +248,28 @@ def test_widening_a_stored_tool_needs_force(tmp_path: Path) -> None:
         )  # fmt: skip
         cat.add([widened], force=True)
         assert cat.get("acme.admin").card.scopes == ()
+
+
+def test_learned_usage_steers_only_its_own_tenant(tmp_path: Path) -> None:
+    with Catalog.open(tmp_path / "t.db", embedder=embedder(), log=False) as cat:
+        cat.add(
+            [
+                spec("kit.start_job", "Start a batch job on the cluster."),
+                spec("kit.open_ticket", "Open a support ticket for a customer."),
+            ]
+            + [spec(f"kit.filler_{i}", f"Unrelated helper number {i}.") for i in range(12)]
+        )
+        acme = Principal.of("ann", "acme", scopes=["*"])
+        globex = Principal.of("gus", "globex", scopes=["*"])
+        query = "fire up the zorblax"
+
+        def scores(p: Principal) -> dict[str, float]:
+            r = cat.discover(query, p, k=5, tier="progressive")
+            return {t.id: round(t.score, 6) for t in r.tools}
+
+        before = scores(globex)
+        for _ in range(5):
+            cat.record_usage(query, "kit.open_ticket", tenant="acme")
+        cat.learn(from_log=False)
+        assert cat.discover(query, acme, k=3, tier="progressive").ids[0] == "kit.open_ticket"
+        assert scores(globex) == before  # acme's phrasing does not reach globex

@@ -28,7 +28,16 @@ from toolscout.embed.base import Embedder, normalise, text_hash
 from toolscout.errors import UnknownToolError
 from toolscout.policy import Decision, Entitlement, PolicyConfig, Principal, decide, entitle
 from toolscout.settings import SearchSettings
-from toolscout.stores.base import KIND_ALIAS, KIND_CARD, KIND_LEARNED, IndexedTool, Store, Vector
+from toolscout.stores.base import (
+    KIND_ALIAS,
+    KIND_CARD,
+    IndexedTool,
+    Store,
+    Vector,
+    learned_entry,
+    learned_kind,
+    split_learned,
+)
 
 if TYPE_CHECKING:
     from toolscout.discovery.pipeline import GrantIssuer
@@ -44,7 +53,11 @@ SPEC_CACHE = 2048
 
 
 def lexical_fields(spec: ToolSpec, learned: Sequence[str] = ()) -> dict[str, str]:
-    """The pre-normalised text of each lexical field (not-for hints are never indexed)."""
+    """The pre-normalised text of each lexical field (not-for hints are never indexed).
+
+    A lexical field is shared by every caller, so only phrases learned without a tenant
+    are indexed here; a tenant's own phrases only vote, within that tenant."""
+    learned = [p for t, p in map(split_learned, learned) if not t]
     card = spec.card
     props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, Mapping) else {}
     param_text: list[str] = []
@@ -95,7 +108,7 @@ def embedding_texts(
     each learned query."""
     texts: list[tuple[str, tuple[str, ...]]] = [(KIND_CARD, card_views(spec))]
     texts += [(KIND_ALIAS, (a,)) for a in spec.card.aliases]
-    texts += [(KIND_LEARNED, (q,)) for q in learned]
+    texts += [(learned_kind(t), (q,)) for t, q in map(split_learned, learned)]
     return texts
 
 
@@ -427,16 +440,24 @@ class Catalog:
         return n
 
     # -- learning from usage -----------------------------------------------------
-    def record_usage(self, query: str, tool_id: str, uses: int = 1) -> None:
-        """Remember that ``query`` led to a successful call of ``tool_id`` (applied by learn)."""
+    def record_usage(self, query: str, tool_id: str, uses: int = 1, *, tenant: str = "") -> None:
+        """Remember that ``query`` led to a successful call of ``tool_id`` (applied by learn).
+
+        With a ``tenant``, the phrase steers only that tenant's shortlists."""
         self.get(tool_id)
-        self.store.learned_add([(tool_id, " ".join(query.split())[:500], uses)])
+        phrase = " ".join(query.split())[:500]
+        self.store.learned_add([(tool_id, learned_entry(tenant, phrase), uses)])
 
     def learn(self, *, from_log: bool = True) -> IndexReport:
         """Fold learned (query → tool) pairs into the index: as aliases, lexical and dense."""
         if from_log and self.log is not None:
             known = self.refresh().by_id
-            pairs = [(t, q, n) for t, q, n in self.log.learned_pairs() if t in known]
+            pairs = [
+                (t, learned_entry(tenant, q), n)
+                for tenant in self.log.tenants()
+                for t, q, n in self.log.learned_pairs(tenant=tenant)
+                if t in known
+            ]
             self.store.learned_clear()
             self.store.learned_add(pairs)
         return self.add(self.specs())
@@ -490,8 +511,9 @@ class Catalog:
         return n
 
     # -- discovery ---------------------------------------------------------------
-    def retriever(self, settings: SearchSettings | None = None) -> Retriever:
-        """The hybrid retriever over this catalog's current state (ids and scores only)."""
+    def retriever(self, settings: SearchSettings | None = None, *, tenant: str = "") -> Retriever:
+        """The hybrid retriever over this catalog's current state (ids and scores only);
+        usage learned from ``tenant`` (and from untenanted use) votes, no other tenant's."""
         return Retriever(
             self.store,
             self.embedder,
@@ -499,6 +521,7 @@ class Catalog:
             settings or self.settings,
             self.reformulator,
             lambda ids: self.store.card_vectors(ids, self.embedder.model_id),
+            tenant=tenant,
         )
 
     def discover(

@@ -50,10 +50,10 @@ def entitle(catalog: Catalog, principal: Principal) -> Entitlement:
 
 
 def retrieve(
-    catalog: Catalog, query: Query, ent: Entitlement, settings: SearchSettings
+    catalog: Catalog, query: Query, ent: Entitlement, settings: SearchSettings, tenant: str = ""
 ) -> Retrieval:
-    """Stage 2: hybrid ranking over the entitled ids only."""
-    return catalog.retriever(settings).run(query, ent.ids)
+    """Stage 2: hybrid ranking over the entitled ids only (the tenant's learned usage)."""
+    return catalog.retriever(settings, tenant=tenant).run(query, ent.ids)
 
 
 def select(
@@ -66,6 +66,7 @@ def select(
     settings: SearchSettings,
     tier: rendering.Tier | str | None,
     token_budget: int | None,
+    tenant: str = "",
 ) -> Selection:
     """Stages 2–3: the tier rule, then retrieval and a redundancy-aware top-``k``."""
     chosen_tier = rendering.choose_tier(len(ent.ids), tier)
@@ -74,7 +75,7 @@ def select(
         # every entitled tool is shown; nothing entitled is no match, not a sure one
         confidence = 1.0 if everything else 0.0
         return Selection(chosen_tier, everything, confidence, not everything, None)
-    retrieval = retrieve(catalog, query, ent, settings)
+    retrieval = retrieve(catalog, query, ent, settings, tenant)
     exact = catalog.phrases().find(query.text, ent.ids) if settings.exact_hits else {}
     confidence = 1.0 if exact else retrieval.confidence
     # a request that clearly asks for more tasks than k gets one tool per task (budget allowing)
@@ -140,7 +141,15 @@ def discover(
     df, n_docs = catalog.store.document_frequency()
     parsed = parse_query(query, df, n_docs, cfg)
     sel = select(
-        catalog, parsed, ent, k=k, fmt=fmt, settings=cfg, tier=tier, token_budget=token_budget
+        catalog,
+        parsed,
+        ent,
+        k=k,
+        fmt=fmt,
+        settings=cfg,
+        tier=tier,
+        token_budget=token_budget,
+        tenant=principal.tenant,
     )
     schemas, names, tokens = inject(catalog, sel.chosen, principal, fmt)
     cards = {c.id: c for c in ent.allowed}

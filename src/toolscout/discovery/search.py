@@ -37,7 +37,15 @@ from toolscout.discovery.lexical import (
 from toolscout.embed.base import Embedder, normalise
 from toolscout.errors import QueryError
 from toolscout.settings import SearchSettings
-from toolscout.stores.base import KIND_ALIAS, KIND_CARD, KIND_LEARNED, Hits, Store, Vector
+from toolscout.stores.base import (
+    KIND_ALIAS,
+    KIND_CARD,
+    KIND_LEARNED,
+    Hits,
+    Store,
+    Vector,
+    learned_kind,
+)
 
 #: a query term found in more than this share of documents is dropped (when others remain)
 FREQUENT_TERM_SHARE = 0.08
@@ -334,6 +342,8 @@ class Retriever:
     #: the catalog's calibrated ranker (``fusion="learned"``); None falls back to "weighted"
     ranker: Ranker | None = None
     splitter: IntentSplitter | None = None
+    #: whose usage-learned phrases vote (besides untenanted ones): never another tenant's
+    tenant: str = ""
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -343,15 +353,16 @@ class Retriever:
     def _learned(self, vector: Vector | None, allowed: Set[str]) -> Hits:
         if vector is None or not self.settings.learned_aliases:
             return Hits()
-        return vote(
-            self.store.neighbours(
-                vector,
-                allowed,
-                kind=KIND_LEARNED,
-                k=LEARNED_NEIGHBOURS,
-                model_id=self.embedder.model_id,
+        kinds = [KIND_LEARNED] + ([learned_kind(self.tenant)] if self.tenant else [])
+        near = [
+            n
+            for kind in kinds
+            for n in self.store.neighbours(
+                vector, allowed, kind=kind, k=LEARNED_NEIGHBOURS, model_id=self.embedder.model_id
             )
-        )
+        ]
+        near.sort(key=lambda n: -n[1])
+        return vote(near[:LEARNED_NEIGHBOURS])
 
     def _lex(self, query_terms: Sequence[str], allowed: Set[str]) -> Hits:
         if not self.settings.lexical:

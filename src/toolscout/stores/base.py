@@ -32,6 +32,25 @@ KIND_CARD = "card"
 KIND_ALIAS = "alias"
 KIND_LEARNED = "learned"
 
+#: learned phrases are stored as "<tenant><LEARNED_SEP><phrase>" (no separator: every tenant)
+LEARNED_SEP = "\x1f"
+
+
+def learned_kind(tenant: str) -> str:
+    """The vector kind of phrases learned from ``tenant``'s usage (each tenant its own)."""
+    return f"{KIND_LEARNED}:{tenant}" if tenant else KIND_LEARNED
+
+
+def learned_entry(tenant: str, phrase: str) -> str:
+    return f"{tenant}{LEARNED_SEP}{phrase}" if tenant else phrase
+
+
+def split_learned(entry: str) -> tuple[str, str]:
+    """(tenant, phrase) of a stored learned entry."""
+    tenant, sep, phrase = entry.partition(LEARNED_SEP)
+    return (tenant, phrase) if sep else ("", entry)
+
+
 #: the lexical fields every store indexes, in this order
 LEXICAL_FIELDS: tuple[str, ...] = ("name", "aliases", "tags", "summary", "params", "learned")
 
