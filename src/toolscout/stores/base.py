@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from toolscout.cards import CapabilityCard, ToolSpec
+from toolscout.errors import StoreError
 
 Vector = npt.NDArray[np.float32]
 
@@ -71,6 +72,50 @@ def indexed_hash(tool: IndexedTool) -> str:
 
     extra = json.dumps([sorted(tool.fields.items()), sorted(tool.texts)])
     return hashlib.sha256((tool.spec.content_hash() + extra).encode()).hexdigest()
+
+
+def uncached_texts(tools: Sequence[IndexedTool], vectors: Mapping[str, Vector]) -> list[str]:
+    """Text hashes the tools own that ``vectors`` does not carry (the store's cache must)."""
+    return sorted({h for tool in tools for _, h in tool.texts} - set(vectors))
+
+
+def require_vectors(missing: Set[str], model_id: str) -> None:
+    """Refuse an upsert whose texts have no vector, given or cached."""
+    if missing:
+        raise StoreError(f"{len(missing)} embedded text(s) have no vector for model {model_id!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertPlan:
+    """What an upsert changes, decided the same way in every store: by content hash."""
+
+    changed: tuple[tuple[IndexedTool, str], ...]  # (tool, its new hash): added or updated
+    added: int
+    updated: int
+    unchanged: int
+    gone: tuple[str, ...]  # stored ids that ``replace_all`` drops
+
+
+def plan_upsert(
+    tools: Sequence[IndexedTool], existing: Mapping[str, str], *, replace_all: bool
+) -> UpsertPlan:
+    """Compare ``tools`` with the stored content hashes (id -> hash)."""
+    changed: list[tuple[IndexedTool, str]] = []
+    added = updated = unchanged = 0
+    for tool in tools:
+        chash = indexed_hash(tool)
+        old = existing.get(tool.spec.id)
+        if old == chash:
+            unchanged += 1
+            continue
+        if old is None:
+            added += 1
+        else:
+            updated += 1
+        changed.append((tool, chash))
+    keep = {t.spec.id for t in tools}
+    gone = tuple(t for t in existing if t not in keep) if replace_all else ()
+    return UpsertPlan(tuple(changed), added, updated, unchanged, gone)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolscout.cards import CapabilityCard, ToolSpec
-from toolscout.errors import StoreError
 from toolscout.stores.base import (
     LEXICAL_FIELDS,
     Hits,
     IndexedTool,
     UpsertStats,
     Vector,
-    indexed_hash,
+    plan_upsert,
+    require_vectors,
+    uncached_texts,
 )
 
 #: BM25 parameters (FTS5's defaults)
@@ -69,35 +70,24 @@ class MemoryStore:
         replace_all: bool = False,
     ) -> UpsertStats:
         with self._lock:
-            have = {h for (h, m) in self._vectors if m == model_id} | set(vectors)
-            missing = {h for tool in tools for _, h in tool.texts} - have
-            if missing:
-                raise StoreError(
-                    f"{len(missing)} embedded text(s) have no vector for model {model_id!r}"
-                )
+            needed = uncached_texts(tools, vectors)
+            require_vectors({h for h in needed if (h, model_id) not in self._vectors}, model_id)
             docs = dict(self._docs)
-            added = updated = unchanged = removed = 0
-            for tool in tools:
-                chash = indexed_hash(tool)
-                old = docs.get(tool.spec.id)
-                if old is not None and old.chash == chash:
-                    unchanged += 1
-                    continue
-                if old is None:
-                    added += 1
-                else:
-                    updated += 1
+            plan = plan_upsert(
+                tools, {t: d.chash for t, d in docs.items()}, replace_all=replace_all
+            )
+            added, updated, unchanged, removed = (
+                plan.added, plan.updated, plan.unchanged, len(plan.gone)
+            )  # fmt: skip
+            for tool, chash in plan.changed:
                 docs[tool.spec.id] = _Doc(
                     tool.spec,
                     {f: tuple(tool.fields.get(f, "").split()) for f in LEXICAL_FIELDS},
                     tuple(tool.texts),
                     chash,
                 )
-            if replace_all:
-                keep = {t.spec.id for t in tools}
-                for tid in [t for t in docs if t not in keep]:
-                    del docs[tid]
-                    removed += 1
+            for tid in plan.gone:
+                del docs[tid]
             # commit: nothing above touched the live state
             for h, vec in vectors.items():
                 self._vectors[(h, model_id)] = np.asarray(vec, dtype=np.float32)

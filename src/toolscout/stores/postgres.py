@@ -30,7 +30,16 @@ import numpy as np
 
 from toolscout.cards import CapabilityCard, ToolSpec
 from toolscout.errors import MissingExtraError, StoreError
-from toolscout.stores.base import KIND_CARD, Hits, IndexedTool, UpsertStats, Vector, indexed_hash
+from toolscout.stores.base import (
+    KIND_CARD,
+    Hits,
+    IndexedTool,
+    UpsertStats,
+    Vector,
+    plan_upsert,
+    require_vectors,
+    uncached_texts,
+)
 from toolscout.stores.sqlite import SQLiteStore
 
 #: NOTIFY channel a writer signals on after each committed write
@@ -280,12 +289,8 @@ class PostgresStore:
         with self._conn() as conn, conn.transaction():
             gen = self._bump(conn)
             existing = dict(conn.execute("SELECT id, content_hash FROM toolscout_tools"))
-            needed = sorted({h for t in tools for _, h in t.texts} - set(vectors))
-            missing = set(needed) - self._cached(conn, needed, model_id)
-            if missing:
-                raise StoreError(
-                    f"{len(missing)} embedded text(s) have no vector for model {model_id!r}"
-                )
+            needed = uncached_texts(tools, vectors)
+            require_vectors(set(needed) - self._cached(conn, needed, model_id), model_id)
             with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO toolscout_vectors(text_hash, model_id, embedding)"
@@ -293,22 +298,11 @@ class PostgresStore:
                     " DO UPDATE SET embedding = excluded.embedding",
                     [(h, model_id, np.asarray(v, dtype=np.float32)) for h, v in vectors.items()],
                 )
-            changed: list[tuple[IndexedTool, str]] = []
-            for tool in tools:
-                chash = indexed_hash(tool)
-                old = existing.get(tool.spec.id)
-                if old == chash:
-                    unchanged += 1
-                    continue
-                if old is None:
-                    added += 1
-                else:
-                    updated += 1
-                changed.append((tool, chash))
-            self._write(conn, changed, gen, model_id)
-            if replace_all:
-                keep = {t.spec.id for t in tools}
-                removed = self._delete(conn, [t for t in existing if t not in keep], gen)
+            plan = plan_upsert(tools, existing, replace_all=replace_all)
+            added, updated, unchanged = plan.added, plan.updated, plan.unchanged
+            self._write(conn, list(plan.changed), gen, model_id)
+            if plan.gone:
+                removed = self._delete(conn, list(plan.gone), gen)
             counts[:] = [added, updated, unchanged, removed]
             if not (added or updated or removed or vectors):
                 raise _NothingChanged

@@ -29,7 +29,9 @@ from toolscout.stores.base import (
     LearnedAliases,
     UpsertStats,
     Vector,
-    indexed_hash,
+    plan_upsert,
+    require_vectors,
+    uncached_texts,
 )
 
 FIELD_NAMES = LEXICAL_FIELDS
@@ -266,27 +268,13 @@ class SQLiteStore:
                         "INSERT OR REPLACE INTO vectors(text_hash, model_id, vec) VALUES (?,?,?)",
                         (th, model_id, np.asarray(vec, dtype=np.float32).tobytes()),
                     )
-                needed = sorted({h for tool in tools for _, h in tool.texts} - set(vectors))
-                missing = set(needed) - self._cached_locked(needed, model_id)
-                if missing:
-                    raise StoreError(
-                        f"{len(missing)} embedded text(s) have no vector for model {model_id!r}"
-                    )
-                for tool in tools:
-                    chash = indexed_hash(tool)
-                    old = existing.get(tool.spec.id)
-                    if old == chash:
-                        unchanged += 1
-                        continue
-                    if old is None:
-                        added += 1
-                    else:
-                        updated += 1
+                needed = uncached_texts(tools, vectors)
+                require_vectors(set(needed) - self._cached_locked(needed, model_id), model_id)
+                plan = plan_upsert(tools, existing, replace_all=replace_all)
+                added, updated, unchanged = plan.added, plan.updated, plan.unchanged
+                for tool, chash in plan.changed:
                     self._write_tool(tool, chash, now)
-                if replace_all:
-                    keep = {t.spec.id for t in tools}
-                    gone = [tid for tid in existing if tid not in keep]
-                    removed = self._delete_ids(gone)
+                removed = self._delete_ids(plan.gone)
                 if added or updated or removed or vectors:
                     self._bump()
                 self._db.execute("COMMIT")
