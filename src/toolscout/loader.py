@@ -275,7 +275,8 @@ def read_cards(path: Path, *, strict: bool = False) -> list[ToolSpec]:
 # -- catalogs ------------------------------------------------------------------------
 
 
-def _files(path: Path) -> list[Path]:
+def catalog_files(path: Path) -> list[Path]:
+    """The catalog files a path names: a directory's card and tools files, or the file."""
     if path.is_dir():
         found = sorted(
             p
@@ -299,7 +300,7 @@ def read_catalog(paths: Iterable[str | Path], *, strict: bool = False) -> list[T
     specs: list[ToolSpec] = []
     first: dict[str, str] = {}
     for raw in paths:
-        for f in _files(Path(raw)):
+        for f in catalog_files(Path(raw)):
             if f.suffix == ".jsonl":
                 read = _jsonl_specs(f, strict)
             elif f.suffix in CARD_SUFFIXES:

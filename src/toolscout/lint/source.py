@@ -17,7 +17,7 @@ from typing import Any
 from toolscout.cards import ToolSpec, make_spec
 from toolscout.errors import CardError, CatalogFileError
 from toolscout.lint.findings import Finding
-from toolscout.loader import CARD_SUFFIXES, from_jsonl_record, jsonl_records
+from toolscout.loader import CARD_SUFFIXES, catalog_files, from_jsonl_record, jsonl_records
 
 _LEGAL_ID = re.compile(r"[\s\x00-\x1f\x7f]+")
 
@@ -59,20 +59,13 @@ def read(paths: Sequence[str | Path]) -> LintInput:
 
 
 def _files(path: Path) -> list[Path]:
-    if path.is_dir():
-        found = sorted(
-            p
-            for p in path.iterdir()
-            if (p.suffix in CARD_SUFFIXES or p.suffix == ".jsonl") and p.stem != "policy"
-        )
-        if not found:
-            raise CatalogFileError(str(path), "no .yaml, .yml, .json or .jsonl catalog files here")
-        return found
-    if not path.is_file():
-        raise CatalogFileError(str(path), "no such file")
-    if path.suffix not in (*CARD_SUFFIXES, ".jsonl"):
-        raise CatalogFileError(str(path), "unknown catalog format (use .yaml, .json or .jsonl)")
-    return [path]
+    """The loader's catalog files; a single file must also be a catalog format lint reads."""
+    if not path.is_dir():
+        if not path.is_file():
+            raise CatalogFileError(str(path), "no such file")
+        if path.suffix not in (*CARD_SUFFIXES, ".jsonl"):
+            raise CatalogFileError(str(path), "unknown catalog format (use .yaml, .json or .jsonl)")
+    return catalog_files(path)
 
 
 def _records(path: Path) -> list[tuple[str, dict[str, Any]]]:
