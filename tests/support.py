@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,3 +25,35 @@ def embedder() -> MiniLMEmbedder:
 
 def spec(tool_id: str, summary: str = "Does a thing.", **kw: Any) -> ToolSpec:
     return make_spec({"id": tool_id, "summary": summary, **kw})
+
+
+class CountingServer(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with a JSON schema and counts the requests (``hits``)."""
+
+    hits = 0
+
+    def do_GET(self) -> None:
+        type(self).hits += 1
+        body = b'{"type": "string"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def counting_server() -> Iterator[tuple[str, type[CountingServer]]]:
+    """A real HTTP server on 127.0.0.1: (its ``/internal`` URL, the handler with ``hits``)."""
+    handler = type("Counter", (CountingServer,), {"hits": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/internal", handler
+    finally:
+        server.shutdown()
+        server.server_close()

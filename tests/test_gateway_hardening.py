@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import http.server
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from _gateway_kit import RecordingExecutor, gateway, spec, token
+from support import CountingServer, counting_server
 from toolscout.errors import ArgumentError, GatewayError, SchemaError
 from toolscout.gateway.audit import AuditLog
 
@@ -93,44 +93,25 @@ def test_lone_surrogates_in_a_tool_id_or_a_signed_sub_are_audited(tmp_path: Path
     assert audit.verify().ok
 
 
-class _Counter(http.server.BaseHTTPRequestHandler):
-    hits = 0
-
-    def do_GET(self) -> None:
-        type(self).hits += 1
-        body = b'{"type": "string"}'
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def internal_url() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counter)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/internal"
-    finally:
-        server.shutdown()
-        server.server_close()
+def internal_url() -> Iterator[tuple[str, type[CountingServer]]]:
+    with counting_server() as served:
+        yield served
 
 
-def test_a_remote_ref_is_never_fetched_at_execution(tmp_path: Path, internal_url: str) -> None:
-    _Counter.hits = 0
+def test_a_remote_ref_is_never_fetched_at_execution(
+    tmp_path: Path, internal_url: tuple[str, type[CountingServer]]
+) -> None:
+    url, counter = internal_url
     # import refuses such a schema (cards.py); a spec that got past it (an older store,
     # a custom lookup) must still never make the gateway fetch anything
-    remote = {"type": "object", "properties": {"q": {"$ref": internal_url}}}
+    remote = {"type": "object", "properties": {"q": {"$ref": url}}}
     ssrf = dataclasses.replace(spec("ssrf.tool", parameters={}), parameters=remote)
     gw, ex, audit = gateway(tmp_path, [ssrf])
     for _ in range(3):
         err = refused(gw, token(), "ssrf.tool", {"q": "x"})
         assert isinstance(err, SchemaError) and err.reason == "remote_ref"
-    assert _Counter.hits == 0
+    assert counter.hits == 0
     assert isinstance(ex, RecordingExecutor) and ex.calls == []
     assert {r.reason for r in audit.read()} == {"remote_ref"}
 

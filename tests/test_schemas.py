@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft3Validator, Draft202012Validator
 
+from support import CountingServer, counting_server
 from toolscout.errors import ArgumentError, SchemaError
 from toolscout.schemas import (
     MAX_DEPTH,
@@ -127,42 +126,22 @@ def test_a_ref_to_an_embedded_id_is_local() -> None:
     assert not validator.is_valid({"b": 1})
 
 
-class _Counter(http.server.BaseHTTPRequestHandler):
-    hits = 0
-
-    def do_GET(self) -> None:
-        type(self).hits += 1
-        body = b'{"type": "string"}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def ref_server() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counter)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/internal"
-    finally:
-        server.shutdown()
-        server.server_close()
+def ref_server() -> Iterator[tuple[str, type[CountingServer]]]:
+    with counting_server() as served:
+        yield served
 
 
-def test_a_remote_ref_is_refused_and_never_fetched(ref_server: str) -> None:
-    _Counter.hits = 0
-    schema = {"properties": {"a": {"$ref": ref_server}}}
+def test_a_remote_ref_is_refused_and_never_fetched(
+    ref_server: tuple[str, type[CountingServer]],
+) -> None:
+    url, counter = ref_server
+    schema = {"properties": {"a": {"$ref": url}}}
     with pytest.raises(SchemaError) as err:
         make_validator(schema)
-    assert err.value.reason == "remote_ref" and ref_server in str(err.value)
+    assert err.value.reason == "remote_ref" and url in str(err.value)
     # jsonschema by itself would fetch it: prove the server is reachable
-    assert _Counter.hits == 0
+    assert counter.hits == 0
 
 
 def test_an_unresolvable_local_ref_is_a_typed_error() -> None:
