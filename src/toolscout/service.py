@@ -47,9 +47,8 @@ HIDDEN_REASONS = frozenset({Reason.TENANT.value, Reason.UNKNOWN_TOOL.value})
 
 @dataclass(frozen=True, slots=True)
 class _Seen:
-    subject: str
-    tenant: str
-    shown: frozenset[str]
+    #: (subject, tenant, conversation): where this discovery is the latest one
+    key: tuple[str, str, str]
     names: Mapping[str, str]
 
 
@@ -224,15 +223,14 @@ class Toolscout:
     def _remember(self, principal: Principal, shortlist: Shortlist, conversation: str) -> None:
         did = shortlist.discovery_id
         assert did is not None
-        seen = _Seen(principal.subject, principal.tenant, frozenset(shortlist.ids),
-                     dict(shortlist.names))  # fmt: skip
+        key = (principal.subject, principal.tenant, conversation)
         with self._lock:
-            self._seen[did] = seen
-            self._last[(principal.subject, principal.tenant, conversation)] = did
+            self._seen[did] = _Seen(key, dict(shortlist.names))
+            self._last[key] = did
             while len(self._seen) > REMEMBERED_DISCOVERIES:
                 old, gone = self._seen.popitem(last=False)
-                key = (gone.subject, gone.tenant)
-                self._last = {k: v for k, v in self._last.items() if v != old or k[:2] != key}
+                if self._last.get(gone.key) == old:  # forgotten: no longer linkable
+                    del self._last[gone.key]
 
     def feedback(self, discovery_id: str, tool_id: str) -> None:
         """Record which tool was finally the right one after a discovery."""
