@@ -283,18 +283,25 @@ def test_list_changed_faults_and_dynamic_list(tmp_path: Path) -> None:
                     assert len(tools) <= 2 + 3, [t.name for t in tools]
                 collector.cancel()
             # a tool added upstream becomes searchable (only it is embedded)
+            logged = len(gateway.index_log)
             added = await client.call_tool(
                 "call_tool",
                 {"name": "app_add_tool", "arguments": {"name": "translate_klingon",
                  "description": "Translate English text into Klingon."}},
             )  # fmt: skip
             assert not added.is_error, _text(added)
+            # the card is visible (the add ran on a worker thread) a moment before its
+            # index-log entry is written; another upstream's first indexing may land in
+            # between, so wait for the app's own entry rather than reading the last one
+            def app_entries() -> list[tuple[str, int, int, int]]:
+                return [e for e in gateway.index_log[logged:] if e[0] == "app"]
+
             for _ in range(600):
-                if gateway.ts.catalog.spec("app/translate_klingon") is not None:
+                if gateway.ts.catalog.spec("app/translate_klingon") is not None and app_entries():
                     break
                 await asyncio.sleep(0.05)
-            server, changed, removed, embedded = gateway.index_log[-1]
-            assert (server, changed, removed) == ("app", 1, 0) and 1 <= embedded <= 2
+            assert [e[1:3] for e in app_entries()] == [(1, 0)], gateway.index_log
+            assert 1 <= app_entries()[0][3] <= 2
             hits = json.loads(
                 _text(await client.call_tool("search_tools", {"query": "klingon translation"}))
             )
