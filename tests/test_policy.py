@@ -84,3 +84,34 @@ def test_a_card_requiring_the_admin_scope_by_name_is_not_granted_by_a_wildcard()
         assert not decision.allowed and decision.reason is Reason.MISSING_SCOPE
     assert decide(Principal.of("s", "acme", scopes=["toolscout:admin"]), card, CFG).allowed
     assert decide(Principal.of("s", "acme", roles=["admin"]), card, CFG).allowed
+
+
+def test_the_tenant_index_entitles_exactly_what_a_pass_over_every_card_does() -> None:
+    """Visiting only a tenant's share of the catalog changes nothing: same cards, same
+    order, same refusal counts, for every tenant, none, and one the catalog never saw."""
+    import random
+
+    from toolscout.policy import TenantIndex
+
+    rng = random.Random(7)
+    tenants = ["acme", "globex", "initech", ""]
+    scopes = ["orders:read", "orders:write", "billing:admin", "crm:read"]
+    cards = []
+    for i in range(400):
+        offered = rng.sample(tenants[:3], rng.choice([0, 0, 1, 1, 2]))
+        risk = rng.choice(["read", "read", "write", "admin"])
+        cards.append(
+            spec(f"t{i}", scopes=rng.sample(scopes, rng.choice([0, 1, 2])), tenants=offered,
+                 risk=risk).card  # fmt: skip
+        )
+    index = TenantIndex(cards)
+    for tenant in [*tenants, "unknown"]:
+        for who in (
+            Principal.of("a", tenant, roles=["support"]),
+            Principal.of("b", tenant, scopes=["*"]),
+            Principal.of("c", tenant, scopes=["*", "toolscout:admin"]),
+        ):
+            plain, fast = entitle(cards, who, CFG), entitle(index, who, CFG)
+            assert [c.id for c in fast.allowed] == [c.id for c in plain.allowed]
+            assert dict(fast.denied) == dict(plain.denied) and fast.ids == plain.ids
+            assert fast.filtered + len(fast.allowed) == len(cards)
