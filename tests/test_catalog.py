@@ -191,6 +191,40 @@ def test_reindex_embeds_nothing_and_bad_import_changes_nothing(tmp_path: Path) -
         assert len(cat) == 5
 
 
+def test_an_unchanged_tool_is_not_derived_again_but_a_changed_one_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Re-indexing skips tools whose spec, learned phrases and model are as stored: their
+    fields are not derived, nothing is written, the generation stays; a changed tool and
+    a newly learned phrase are derived again."""
+    import toolscout.discovery.catalog as catalog_module
+
+    derived: list[str] = []
+    real = catalog_module.lexical_fields
+
+    def counting(s, learned=()):  # type: ignore[no-untyped-def]
+        derived.append(s.id)
+        return real(s, learned)
+
+    monkeypatch.setattr(catalog_module, "lexical_fields", counting)
+    specs = [spec(f"t.tool_{i}", summary=f"Tool {i} looks up thing {i}.") for i in range(6)]
+    with Catalog.open(tmp_path / "u.db", embedder=embedder(), log=False) as cat:
+        cat.add(specs)
+        assert len(derived) == 6
+        derived.clear()
+        gen = cat.generation
+        again = cat.add(specs)
+        assert derived == [] and again.stats.unchanged == 6 and cat.generation == gen
+        changed = [*specs[:5], spec("t.tool_5", summary="Tool 5 now books a room.")]
+        report = cat.add(changed, replace_all=True)
+        assert derived == ["t.tool_5"] and report.stats.updated == 1
+        assert report.stats.unchanged == 5 and len(cat) == 6
+        derived.clear()
+        cat.record_usage("where is thing two", "t.tool_2")
+        cat.learn(from_log=False)
+        assert derived == ["t.tool_2"]
+
+
 def test_learned_aliases_change_ranking(tmp_path: Path) -> None:
     with Catalog.open(tmp_path / "l.db", embedder=embedder()) as cat:
         cat.add(

@@ -89,6 +89,22 @@ def test_unchanged_tools_are_not_rewritten(store: Store) -> None:
     assert store.generation() == gen
 
 
+def test_tools_the_indexer_found_unchanged_are_counted_and_kept(store: Store) -> None:
+    """The indexer hands over only what changed (by the stored hash) and names the rest:
+    ``replace_all`` keeps those, drops the others, and nothing unchanged is rewritten."""
+    hashes = store.content_hashes(["a.refund", "a.order", "nope"])
+    assert sorted(hashes) == ["a.order", "a.refund"] and all(hashes.values())
+    fresh = IndexedTool(spec("a.ship"), {"name": "ship parcel"}, [(KIND_CARD, "h3")], "src-1")
+    stats = store.upsert([fresh], {}, model_id="m", replace_all=True, unchanged=["a.order", "x"])
+    assert (stats.updated, stats.unchanged, stats.removed) == (1, 1, 1)
+    assert [c.id for c in store.cards()] == ["a.order", "a.ship"]
+    # the given source digest is what is stored, and decides the next time
+    assert store.content_hashes(["a.ship"]) == {"a.ship": "src-1"}
+    gen = store.generation()
+    again = store.upsert([fresh], {}, model_id="m", unchanged=["a.order"])
+    assert (again.updated, again.unchanged) == (0, 2) and store.generation() == gen
+
+
 def test_every_write_bumps_the_generation(store: Store) -> None:
     g0 = store.generation()
     store.upsert([_tool("a.new", "new tool", (KIND_CARD, "h1"))], {}, model_id="m")

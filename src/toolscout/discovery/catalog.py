@@ -10,11 +10,13 @@ pipeline in :mod:`toolscout.discovery.pipeline`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +28,15 @@ from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Reformulat
 from toolscout.discovery.shortlist import IndexReport, Shortlist
 from toolscout.embed.base import Embedder, normalise, text_hash
 from toolscout.errors import UnknownToolError
-from toolscout.policy import Decision, Entitlement, PolicyConfig, Principal, decide, entitle
+from toolscout.policy import (
+    Decision,
+    Entitlement,
+    PolicyConfig,
+    Principal,
+    TenantIndex,
+    decide,
+    entitle,
+)
 from toolscout.settings import SearchSettings
 from toolscout.stores.base import (
     KIND_ALIAS,
@@ -46,8 +56,10 @@ if TYPE_CHECKING:
 #: learned phrases kept per tool
 LEARNED_PER_TOOL = 64
 #: up to this many entitled tools, the catalog's token figure is one exact count of its
-#: whole rendered tool list; above it, the sum of per-tool counts
-EXACT_CATALOG_TOKENS = 5000
+#: whole rendered tool list; above it, an estimate from a fixed sample of them
+EXACT_CATALOG_TOKENS = 300
+#: tools counted for the estimate (every n-th in id order: deterministic, spread evenly)
+CATALOG_TOKEN_SAMPLE = 128
 #: full specs kept in memory (schemas are otherwise read from the store when needed)
 SPEC_CACHE = 2048
 
@@ -112,6 +124,17 @@ def embedding_texts(
     return texts
 
 
+#: bump when lexical_fields or embedding_texts change: every stored tool is derived again
+INDEX_VERSION = 1
+
+
+def source_hash(spec: ToolSpec, learned: Sequence[str], model_id: str) -> str:
+    """A digest of everything a tool's index entry is derived from: if it equals the stored
+    one, the tool's fields, texts and vectors are already what indexing would produce."""
+    blob = json.dumps([INDEX_VERSION, model_id, spec.content_hash(), list(learned)])
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 class _State:
     """What the catalog derives from one store generation; replaced whole, never patched."""
 
@@ -125,6 +148,7 @@ class _State:
         self.df = df
         self.names: dict[str, str] | None = None  # id -> rendered name
         self.rendered: dict[str, str] | None = None  # rendered name -> id
+        self.tenants: TenantIndex | None = None  # built on the first entitlement
         self.entitlements: dict[tuple[str, frozenset[str]], Entitlement] = {}
         self.catalog_tokens: dict[tuple[str, frozenset[str], str], int] = {}
         self.lock = threading.Lock()
@@ -152,6 +176,7 @@ class Catalog:
         self._tokens: dict[tuple[str, str, str], int] = {}
         self._lock = threading.RLock()
         self._state: _State | None = None
+        self._pin = threading.local()
         if policy is not None and self._stored_policy() != policy:
             self.set_policy(policy)
         self.refresh()
@@ -216,7 +241,12 @@ class Catalog:
         return PolicyConfig.from_dict(json.loads(raw)) if raw else None
 
     def refresh(self) -> _State:
-        """The state of the store's current generation (re-read only when it moved)."""
+        """The state of the store's current generation (re-read only when it moved).
+
+        Inside :meth:`pinned`, the state the block started with."""
+        pinned: _State | None = getattr(self._pin, "state", None)
+        if pinned is not None:
+            return pinned
         gen = self.store.generation()
         state = self._state
         if state is not None and state.generation == gen:
@@ -231,6 +261,21 @@ class Catalog:
             self._specs.clear()
             self._state = state
             return state
+
+    @contextmanager
+    def pinned(self) -> Iterator[_State]:
+        """One generation for a whole block on this thread: a discovery reads the store's
+        generation once, not once per card, spec and token count it looks at, and sees
+        one consistent catalog even if a write lands meanwhile (the next call sees it)."""
+        outer: _State | None = getattr(self._pin, "state", None)
+        if outer is not None:
+            yield outer
+            return
+        self._pin.state = state = self.refresh()
+        try:
+            yield state
+        finally:
+            self._pin.state = None
 
     @property
     def generation(self) -> int:
@@ -354,18 +399,26 @@ class Catalog:
 
         start = time.perf_counter()
         batch = check_unique(specs)
-        plan_import(self.store.specs([s.id for s in batch]), batch, force=force)
+        learned = self.store.learned(LEARNED_PER_TOOL)
+        model = self.embedder.model_id
+        sources = {s.id: source_hash(s, learned.get(s.id, ()), model) for s in batch}
+        # a tool whose spec, learned phrases and model are as stored is left alone: nothing
+        # is derived, checked, embedded or written for it (an unchanged 100k catalog
+        # re-indexes in the time it takes to hash it)
+        stored = self.store.content_hashes(list(sources))
+        same = [tid for tid, h in sources.items() if stored.get(tid) == h]
+        todo = [s for s in batch if stored.get(s.id) != sources[s.id]] if same else batch
+        plan_import(self.store.specs([s.id for s in todo]), todo, force=force)
         if warnings is None:
             warnings = [str(w) for w in import_warnings(batch)]
-        learned = self.store.learned(LEARNED_PER_TOOL)
-        tools, texts = self._indexed(batch, learned)
+        tools, texts = self._indexed(todo, learned, sources)
         vectors = self._embed_missing(texts, progress)
         stats = self.store.upsert(
-            tools, vectors, model_id=self.embedder.model_id, replace_all=replace_all
+            tools, vectors, model_id=model, replace_all=replace_all, unchanged=same
         )
         self.refresh()
         calibration = self.calibrate(stats.added + stats.updated + stats.removed)
-        found = (*warnings, *self._size_warnings(batch))
+        found = (*warnings, *self._size_warnings(todo))
         return IndexReport(stats, time.perf_counter() - start, tuple(found), calibration.describe())
 
     def calibrate(self, changed: int | None = None) -> Calibration:
@@ -374,11 +427,11 @@ class Catalog:
         raw = self.store.meta(CALIBRATION_META)
         old = Calibration.from_json(raw) if raw else None
         pending = int(self.store.meta(CALIBRATION_META + ".changed") or 0) + (changed or 0)
-        specs = self.specs()
-        if old is not None and changed is not None and not stale(old, len(specs), pending):
-            self.store.set_meta(CALIBRATION_META + ".changed", str(pending))
+        if old is not None and changed is not None and not stale(old, len(self), pending):
+            if changed:
+                self.store.set_meta(CALIBRATION_META + ".changed", str(pending))
             return old
-        cal = self.retriever(self.settings).calibrate(specs)
+        cal = self.retriever(self.settings).calibrate(self.specs())
         self.store.set_meta(CALIBRATION_META, cal.to_json())
         self.store.set_meta(CALIBRATION_META + ".changed", "0")
         index = self.phrases()
@@ -386,7 +439,10 @@ class Catalog:
         return cal
 
     def _indexed(
-        self, batch: Sequence[ToolSpec], learned: Mapping[str, Sequence[str]]
+        self,
+        batch: Sequence[ToolSpec],
+        learned: Mapping[str, Sequence[str]],
+        sources: Mapping[str, str],
     ) -> tuple[list[IndexedTool], dict[str, tuple[str, ...]]]:
         model = self.embedder.model_id
         tools: list[IndexedTool] = []
@@ -398,7 +454,7 @@ class Catalog:
                 h = text_hash(model, "\x1f".join(views))
                 texts[h] = views
                 owned.append((kind, h))
-            tools.append(IndexedTool(spec, lexical_fields(spec, mine), owned))
+            tools.append(IndexedTool(spec, lexical_fields(spec, mine), owned, sources[spec.id]))
         return tools, texts
 
     def _embed_missing(
@@ -473,7 +529,10 @@ class Catalog:
         key = (principal.tenant, state.policy.effective_scopes(principal))
         ent = state.entitlements.get(key)
         if ent is None:
-            ent = entitle(state.cards, principal, state.policy)
+            with state.lock:
+                if state.tenants is None:
+                    state.tenants = TenantIndex(state.cards)
+            ent = entitle(state.tenants, principal, state.policy)
             with state.lock:
                 if len(state.entitlements) > 256:
                     state.entitlements.clear()
@@ -504,8 +563,15 @@ class Catalog:
             if len(ids) <= EXACT_CATALOG_TOKENS:
                 specs = self.specs_of(ids)
                 n = inject.schema_tokens(specs, fmt, self.names()) if specs else 0
-            else:  # a large catalog: the sum of its tools' own counts (within a few tokens)
-                n = sum(self.schema_tokens(t, fmt) for t in ids)
+            else:
+                # a large catalog: its size times the mean per-tool count of an even, fixed
+                # sample (reading and rendering every schema of a tenant's 1,500 tools took
+                # a fifth of a second on its first request at 100k tools)
+                ordered = sorted(ids)
+                step = len(ordered) / CATALOG_TOKEN_SAMPLE
+                sample = [ordered[int(i * step)] for i in range(CATALOG_TOKEN_SAMPLE)]
+                counts = [self.schema_tokens(s.id, fmt) for s in self.specs_of(sample)]
+                n = round(len(ids) * sum(counts) / max(len(counts), 1))
             with state.lock:
                 state.catalog_tokens[key] = n
         return n

@@ -130,12 +130,34 @@ def discover(
     grants: GrantIssuer | None = None,
     conversation: str | None = None,
 ) -> Shortlist:
-    """entitle → retrieve → select → inject, for one query and one trusted principal."""
+    """entitle → retrieve → select → inject, for one query and one trusted principal,
+    over one generation of the catalog."""
     start = time.perf_counter()
     if fmt not in rendering.FORMATS:
         raise FormatError(fmt, rendering.FORMATS)
     if not 1 <= k <= MAX_K:
         raise ConfigError(f"k must be between 1 and {MAX_K}, got {k}")
+    with catalog.pinned():
+        return _discover(
+            catalog, query, principal, start, k=k, fmt=fmt, settings=settings, tier=tier,
+            token_budget=token_budget, grants=grants, conversation=conversation,
+        )  # fmt: skip
+
+
+def _discover(
+    catalog: Catalog,
+    query: str,
+    principal: Principal,
+    start: float,
+    *,
+    k: int,
+    fmt: str,
+    settings: SearchSettings | None,
+    tier: rendering.Tier | str | None,
+    token_budget: int | None,
+    grants: GrantIssuer | None,
+    conversation: str | None,
+) -> Shortlist:
     cfg = settings or catalog.settings
     ent = entitle(catalog, principal)
     df, n_docs = catalog.store.document_frequency()

@@ -442,7 +442,7 @@ class Retriever:
         vector = vectors[0] if vectors is not None else None
         out = self._once(query, query.terms, vector, allowed, lex)
         if self.settings.reformulate and out.low_confidence:
-            out = self._reformulate(query, vector, allowed, out)
+            out = self._reformulate(query, vector, allowed, out, lex)
         if parts:
             out = self._per_intent(query, parts, vectors, allowed, out)
         return out
@@ -524,7 +524,12 @@ class Retriever:
         )
 
     def _reformulate(
-        self, query: Query, vector: Vector | None, allowed: Set[str], first: Retrieval
+        self,
+        query: Query,
+        vector: Vector | None,
+        allowed: Set[str],
+        first: Retrieval,
+        lex: Hits | None = None,
     ) -> Retrieval:
         notes: list[str] = []
         extra_terms: list[str] = []
@@ -549,7 +554,9 @@ class Retriever:
         if not notes:
             return first
         merged_terms = list(dict.fromkeys([*query.terms, *extra_terms]))
-        second = self._once(query, merged_terms, new_vec, allowed)
+        # no rewrite added a term: the first pass's BM25 hits are the second's too
+        same_terms = merged_terms == list(query.terms)
+        second = self._once(query, merged_terms, new_vec, allowed, lex if same_terms else None)
         # keep the better-supported of the two passes' scores per tool
         best: dict[str, Candidate] = {c.id: c for c in first.candidates}
         for c in second.candidates:

@@ -63,6 +63,10 @@ class IndexedTool:
     spec: ToolSpec
     fields: Mapping[str, str]  # lexical field name -> pre-normalised terms
     texts: Sequence[tuple[str, str]]  # (kind, text hash) pairs owning vectors
+    #: the indexer's digest of everything ``fields`` and ``texts`` were derived from (the
+    #: spec, learned phrases, model, index version); when given, it is the stored hash, so
+    #: the indexer can tell an unchanged tool before deriving anything (see ``unchanged``)
+    source: str = ""
 
 
 def indexed_hash(tool: IndexedTool) -> str:
@@ -70,6 +74,8 @@ def indexed_hash(tool: IndexedTool) -> str:
     import hashlib
     import json
 
+    if tool.source:
+        return tool.source
     extra = json.dumps([sorted(tool.fields.items()), sorted(tool.texts)])
     return hashlib.sha256((tool.spec.content_hash() + extra).encode()).hexdigest()
 
@@ -97,11 +103,21 @@ class UpsertPlan:
 
 
 def plan_upsert(
-    tools: Sequence[IndexedTool], existing: Mapping[str, str], *, replace_all: bool
+    tools: Sequence[IndexedTool],
+    existing: Mapping[str, str],
+    *,
+    replace_all: bool,
+    unchanged_ids: Sequence[str] = (),
 ) -> UpsertPlan:
-    """Compare ``tools`` with the stored content hashes (id -> hash)."""
+    """Compare ``tools`` with the stored content hashes (id -> hash).
+
+    ``unchanged_ids`` are tools the caller found unchanged itself (by
+    :attr:`IndexedTool.source`) and did not hand over: counted as unchanged, and kept
+    by ``replace_all``."""
     changed: list[tuple[IndexedTool, str]] = []
-    added = updated = unchanged = 0
+    kept = [t for t in unchanged_ids if t in existing]
+    added = updated = 0
+    unchanged = len(kept)
     for tool in tools:
         chash = indexed_hash(tool)
         old = existing.get(tool.spec.id)
@@ -113,7 +129,7 @@ def plan_upsert(
         else:
             updated += 1
         changed.append((tool, chash))
-    keep = {t.spec.id for t in tools}
+    keep = {t.spec.id for t in tools}.union(kept)
     gone = tuple(t for t in existing if t not in keep) if replace_all else ()
     return UpsertPlan(tuple(changed), added, updated, unchanged, gone)
 
@@ -149,11 +165,18 @@ class CardStore(Protocol):
         *,
         model_id: str,
         replace_all: bool = False,
+        unchanged: Sequence[str] = (),
     ) -> UpsertStats:
         """Store tools and new vectors atomically; with ``replace_all`` drop the rest.
 
+        ``unchanged`` are ids the caller found unchanged by :meth:`content_hashes` and
+        left out of ``tools``: counted as unchanged and kept by ``replace_all``.
         Every text hash a tool owns must have a vector, given here or cached before
         (:class:`~toolscout.errors.StoreError` otherwise, and nothing is written)."""
+        ...
+
+    def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:
+        """The stored hash (:func:`indexed_hash`) of each of ``ids`` that exists."""
         ...
 
     def delete(self, ids: Sequence[str]) -> int: ...

@@ -68,15 +68,19 @@ class MemoryStore:
         *,
         model_id: str,
         replace_all: bool = False,
+        unchanged: Sequence[str] = (),
     ) -> UpsertStats:
         with self._lock:
             needed = uncached_texts(tools, vectors)
             require_vectors({h for h in needed if (h, model_id) not in self._vectors}, model_id)
             docs = dict(self._docs)
             plan = plan_upsert(
-                tools, {t: d.chash for t, d in docs.items()}, replace_all=replace_all
+                tools,
+                {t: d.chash for t, d in docs.items()},
+                replace_all=replace_all,
+                unchanged_ids=unchanged,
             )
-            added, updated, unchanged, removed = (
+            added, updated, n_unchanged, removed = (
                 plan.added, plan.updated, plan.unchanged, len(plan.gone)
             )  # fmt: skip
             for tool, chash in plan.changed:
@@ -94,7 +98,11 @@ class MemoryStore:
             self._docs = docs
             if added or updated or removed or vectors:
                 self._changed()
-            return UpsertStats(added, updated, unchanged, removed, len(vectors))
+            return UpsertStats(added, updated, n_unchanged, removed, len(vectors))
+
+    def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:
+        docs = self._docs
+        return {t: docs[t].chash for t in ids if t in docs}
 
     def _changed(self) -> None:
         self._generation += 1

@@ -267,15 +267,16 @@ class PostgresStore:
         *,
         model_id: str,
         replace_all: bool = False,
+        unchanged: Sequence[str] = (),
     ) -> UpsertStats:
         counts = [0, 0, 0, 0]  # added, updated, unchanged, removed
         try:
-            self._upsert(tools, vectors, model_id, replace_all, counts)
+            self._upsert(tools, vectors, model_id, replace_all, counts, unchanged)
         except _NothingChanged:
             return UpsertStats(0, 0, counts[2], 0, 0)
         self._wrote()
-        added, updated, unchanged, removed = counts
-        return UpsertStats(added, updated, unchanged, removed, len(vectors))
+        added, updated, n_unchanged, removed = counts
+        return UpsertStats(added, updated, n_unchanged, removed, len(vectors))
 
     def _upsert(
         self,
@@ -284,6 +285,7 @@ class PostgresStore:
         model_id: str,
         replace_all: bool,
         counts: list[int],
+        unchanged_ids: Sequence[str] = (),
     ) -> None:
         added = updated = unchanged = removed = 0
         with self._conn() as conn, conn.transaction():
@@ -298,7 +300,9 @@ class PostgresStore:
                     " DO UPDATE SET embedding = excluded.embedding",
                     [(h, model_id, np.asarray(v, dtype=np.float32)) for h, v in vectors.items()],
                 )
-            plan = plan_upsert(tools, existing, replace_all=replace_all)
+            plan = plan_upsert(
+                tools, existing, replace_all=replace_all, unchanged_ids=unchanged_ids
+            )
             added, updated, unchanged = plan.added, plan.updated, plan.unchanged
             self._write(conn, list(plan.changed), gen, model_id)
             if plan.gone:
@@ -379,6 +383,13 @@ class PostgresStore:
                 (gone, gen),
             )
         return len(gone)
+
+    def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT id, content_hash FROM toolscout_tools WHERE id = ANY(%s)", (list(ids),)
+            ).fetchall()
+        return {str(tid): str(h) for tid, h in rows}
 
     def delete(self, ids: Sequence[str]) -> int:
         try:

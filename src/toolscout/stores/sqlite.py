@@ -83,24 +83,61 @@ def _card_from_json(raw: str) -> CapabilityCard:
     return CapabilityCard.from_dict(json.loads(raw))
 
 
-class _DenseIndex:
-    """Rows grouped by owner, so a per-tool max is one ``np.maximum.reduceat``."""
+class _Subset:
+    """The rows of one allowed set (and kinds), grouped by tool for ``np.maximum.reduceat``."""
 
-    def __init__(self, ids: list[str], rows: list[tuple[int, str, Vector]], dim: int) -> None:
+    __slots__ = ("allowed", "local", "needed", "rows_u", "starts", "tools")
+
+    def __init__(
+        self,
+        allowed: Set[str],
+        tools: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int64],
+        rows_u: npt.NDArray[np.int64],
+        n_unique: int,
+    ) -> None:
+        self.allowed = allowed
+        self.tools = tools  # positions of the tools that own a row, ascending
+        self.starts = starts  # where each tool's rows start in ``rows_u``
+        self.rows_u = rows_u  # each row's unique-vector index
+        # the distinct vectors these rows use; when they are few, only they are scored
+        needed, local = np.unique(rows_u, return_inverse=True)
+        few = len(needed) < n_unique // 2
+        self.needed = needed if few else None
+        self.local = local.astype(np.int64) if few else rows_u
+
+
+class _DenseIndex:
+    """Each distinct vector once; rows (tool, kind) point at theirs.
+
+    Tenants' copies of one integration share their texts, hence their vectors:
+    the matrix holds each distinct vector once and the cosine of a query is taken
+    once per distinct vector. A search first narrows to the rows of the caller's
+    allowed tools (cached per allowed set), so its cost follows what the caller
+    may see, not the size of the catalog."""
+
+    def __init__(self, ids: list[str], rows: list[tuple[int, str, str, Vector]], dim: int) -> None:
         rows.sort(key=lambda r: r[0])
         self.ids = ids
         self.position = {tid: i for i, tid in enumerate(ids)}
-        self.matrix = (
-            np.stack([r[2] for r in rows]) if rows else np.zeros((0, dim), dtype=np.float32)
-        )
+        unique: dict[str, int] = {}
+        vectors: list[Vector] = []
+        row_u = np.empty(len(rows), dtype=np.int64)
+        for i, (_, _, text_hash, vec) in enumerate(rows):
+            u = unique.get(text_hash)
+            if u is None:
+                u = unique[text_hash] = len(vectors)
+                vectors.append(vec)
+            row_u[i] = u
+        self.matrix = np.stack(vectors) if vectors else np.zeros((0, dim), dtype=np.float32)
+        self.row_u = row_u
         owner = np.array([r[0] for r in rows], dtype=np.int64)
         self.owner_of = owner
         self.kind = np.array([r[1] for r in rows], dtype=object)
-        # tools owning at least one row, and where each one's rows start
-        self.owners, self.starts = np.unique(owner, return_index=True)
         self.card_row = {int(owner[i]): i for i, r in enumerate(rows) if r[1] == "card"}
         self._kinds: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
-        self._masks: OrderedDict[int, tuple[Set[str], npt.NDArray[np.bool_]]] = OrderedDict()
+        self._present: dict[str, bool] = {}
+        self._subsets: OrderedDict[tuple[int, frozenset[str]], _Subset] = OrderedDict()
 
     def kind_rows(self, kinds: Set[str]) -> npt.NDArray[np.bool_]:
         key = frozenset(kinds)
@@ -109,42 +146,61 @@ class _DenseIndex:
             rows = self._kinds[key] = np.isin(self.kind, list(key))
         return rows
 
-    def allowed_mask(self, allowed: Set[str]) -> npt.NDArray[np.bool_]:
-        """Boolean mask over tools; cached by the identity of the (immutable) allowed set."""
-        hit = self._masks.get(id(allowed))
-        if hit is not None and hit[0] is allowed:
-            return hit[1]
+    def has_kind(self, kind: str) -> bool:
+        known = self._present.get(kind)
+        if known is None:
+            known = self._present[kind] = bool(self.kind_rows({kind}).any())
+        return known
+
+    def vector_of_row(self, row: int) -> Vector:
+        vec: Vector = self.matrix[self.row_u[row]]
+        return vec
+
+    def subset(self, allowed: Set[str], kinds: Set[str]) -> _Subset:
+        """The rows of ``kinds`` owned by ``allowed`` tools; cached by the identity of the
+        (immutable) allowed set, as an entitlement is reused across requests."""
+        key = (id(allowed), frozenset(kinds))
+        hit = self._subsets.get(key)
+        if hit is not None and hit.allowed is allowed:
+            self._subsets.move_to_end(key)
+            return hit
         mask = np.zeros(len(self.ids), dtype=bool)
-        idx = [self.position[t] for t in allowed if t in self.position]
-        mask[idx] = True
-        self._masks[id(allowed)] = (allowed, mask)
-        if len(self._masks) > 64:
-            self._masks.popitem(last=False)
-        return mask
+        mask[[self.position[t] for t in allowed if t in self.position]] = True
+        rows = np.nonzero(mask[self.owner_of] & self.kind_rows(kinds))[0]
+        owners = self.owner_of[rows]  # ascending: rows are sorted by owner
+        tools, starts = np.unique(owners, return_index=True)
+        sub = _Subset(allowed, tools, starts, self.row_u[rows], len(self.matrix))
+        self._subsets[key] = sub
+        if len(self._subsets) > 64:
+            self._subsets.popitem(last=False)
+        return sub
 
     def search(
         self, vector: Vector, allowed: Set[str], limit: int, kinds: Set[str], also: Sequence[str]
     ) -> Hits:
-        if not len(self.matrix):
+        sub = self.subset(allowed, kinds)
+        if not len(sub.tools):
             return Hits()
-        sims = self.matrix @ vector
-        sims[~self.kind_rows(kinds)] = -np.inf
-        per_tool = np.full(len(self.ids), -np.inf, dtype=np.float32)
-        per_tool[self.owners] = np.maximum.reduceat(sims, self.starts)
-        per_tool[~self.allowed_mask(allowed)] = -np.inf
-        n_ok = int(np.isfinite(per_tool).sum())
-        take = min(limit, n_ok)
+        if sub.needed is not None:
+            sims = (self.matrix[sub.needed] @ vector)[sub.local]
+        else:
+            sims = (self.matrix @ vector)[sub.local]
+        per_tool = np.maximum.reduceat(sims, sub.starts)
+        take = min(limit, len(per_tool))
         if take <= 0:
             return Hits()
         top = np.argpartition(-per_tool, take - 1)[:take]
         top = top[np.argsort(-per_tool[top], kind="stable")]
-        hits = Hits([self.ids[i] for i in top], [float(per_tool[i]) for i in top])
+        hits = Hits([self.ids[sub.tools[i]] for i in top], [float(per_tool[i]) for i in top])
         seen = set(hits.ids)
         for tid in also:
             pos = self.position.get(tid)
-            if tid not in seen and pos is not None and np.isfinite(per_tool[pos]):
+            if tid in seen or pos is None:
+                continue
+            at = int(np.searchsorted(sub.tools, pos))
+            if at < len(sub.tools) and sub.tools[at] == pos:
                 hits.ids.append(tid)
-                hits.scores.append(float(per_tool[pos]))
+                hits.scores.append(float(per_tool[at]))
                 seen.add(tid)
         return hits
 
@@ -152,18 +208,25 @@ class _DenseIndex:
 def _neighbours(
     index: _DenseIndex, vector: Vector, allowed: Set[str], kind: str, k: int
 ) -> list[tuple[str, float]]:
-    rows = np.nonzero(index.kind_rows({kind}))[0]
-    if not len(rows):
+    if not index.has_kind(kind):  # e.g. no usage learned yet: nothing to narrow
         return []
-    sims = index.matrix[rows] @ vector
-    mask = index.allowed_mask(allowed)[index.owner_of[rows]]
-    sims = np.where(mask, sims, -np.inf)
-    take = min(k, int(np.isfinite(sims).sum()))
+    sub = index.subset(allowed, {kind})
+    if not len(sub.rows_u):
+        return []
+    if sub.needed is not None:
+        sims = (index.matrix[sub.needed] @ vector)[sub.local]
+    else:
+        sims = (index.matrix @ vector)[sub.local]
+    take = min(k, len(sims))
     if take <= 0:
         return []
     top = np.argpartition(-sims, take - 1)[:take]
     top = top[np.argsort(-sims[top], kind="stable")]
-    return [(index.ids[int(index.owner_of[rows[i]])], float(sims[i])) for i in top]
+    # each row's owner: the tool whose run of rows holds it
+    owner_at = np.searchsorted(sub.starts, top, side="right") - 1
+    return [
+        (index.ids[int(sub.tools[o])], float(sims[i])) for i, o in zip(top, owner_at, strict=True)
+    ]
 
 
 class SQLiteStore:
@@ -185,6 +248,7 @@ class SQLiteStore:
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the store at {path}: {exc}") from exc
         self._dense: _DenseIndex | None = None
+        self._ids_by_rid: dict[int, str] | None = None
         self._dense_model: str | None = None
         self._df: dict[str, int] | None = None
         self._n_docs = 0
@@ -253,8 +317,10 @@ class SQLiteStore:
         *,
         model_id: str,
         replace_all: bool = False,
+        unchanged: Sequence[str] = (),
     ) -> UpsertStats:
-        added = updated = unchanged = removed = 0
+        kept = unchanged
+        added = updated = n_unchanged = removed = 0
         now = time.time()
         with self._lock:
             try:
@@ -270,8 +336,8 @@ class SQLiteStore:
                     )
                 needed = uncached_texts(tools, vectors)
                 require_vectors(set(needed) - self._cached_locked(needed, model_id), model_id)
-                plan = plan_upsert(tools, existing, replace_all=replace_all)
-                added, updated, unchanged = plan.added, plan.updated, plan.unchanged
+                plan = plan_upsert(tools, existing, replace_all=replace_all, unchanged_ids=kept)
+                added, updated, n_unchanged = plan.added, plan.updated, plan.unchanged
                 for tool, chash in plan.changed:
                     self._write_tool(tool, chash, now)
                 removed = self._delete_ids(plan.gone)
@@ -285,7 +351,13 @@ class SQLiteStore:
                 raise
             if added or updated or removed or vectors:
                 self._invalidate()
-        return UpsertStats(added, updated, unchanged, removed, len(vectors))
+        return UpsertStats(added, updated, n_unchanged, removed, len(vectors))
+
+    def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:
+        wanted = set(ids)
+        with self._lock:
+            rows = self._db.execute("SELECT id, content_hash FROM tools").fetchall()
+        return {tid: h for tid, h in rows if tid in wanted}
 
     def _write_tool(self, tool: IndexedTool, chash: str, now: float) -> None:
         spec = tool.spec
@@ -349,6 +421,7 @@ class SQLiteStore:
             return n
 
     def _invalidate(self) -> None:
+        self._ids_by_rid = None
         self._dense = None
         self._df = None
 
@@ -450,45 +523,43 @@ class SQLiteStore:
         bm25_weights = ", ".join(repr(float(weights.get(f, 0.0))) for f in FIELD_NAMES)
         hits = Hits()
         with self._lock:
-            total = self._n_docs or self._db.execute("SELECT count(*) FROM tools").fetchone()[0]
-            share = max(len(allowed), 1) / max(total, 1)
-            # FTS5 cannot filter by the allowed set inside the ranking: over-fetch by the
-            # inverse of the allowed share, and fetch everything when that was not enough
-            fetch = min(max(int(limit / max(share, 1e-3)) + 20, limit), 5000)
-            while True:
-                try:
-                    rows = self._db.execute(
-                        f"SELECT t.id, bm25(tool_fts, {bm25_weights}) AS s FROM tool_fts"
-                        " JOIN tools t ON t.rid = tool_fts.rowid"
-                        " WHERE tool_fts MATCH ? ORDER BY s LIMIT ?",
-                        (expr, fetch),
-                    ).fetchall()
-                except sqlite3.OperationalError as exc:
-                    raise StoreError(f"lexical search failed: {exc}") from exc
-                hits = Hits()
-                for tid, score in rows:
-                    if tid in allowed:
+            if self._ids_by_rid is None:
+                self._ids_by_rid = dict(self._db.execute("SELECT rid, id FROM tools").fetchall())
+            ids_by_rid = self._ids_by_rid
+            # FTS5 cannot filter by the allowed set inside the ranking, and ranks every match
+            # before the first row comes back; the rows are then read best first until
+            # ``limit`` allowed ones were seen (no join: the rowid is mapped in memory)
+            try:
+                cursor = self._db.execute(
+                    f"SELECT rowid, bm25(tool_fts, {bm25_weights}) AS s FROM tool_fts"
+                    " WHERE tool_fts MATCH ? ORDER BY s",
+                    (expr,),
+                )
+                for rid, score in cursor:
+                    tid = ids_by_rid.get(rid)
+                    if tid is not None and tid in allowed:
                         hits.ids.append(tid)
                         hits.scores.append(-float(score))
                         if len(hits.ids) >= limit:
                             break
-                if len(hits.ids) >= limit or len(rows) < fetch or fetch >= total:
-                    return hits
-                fetch = total
+                cursor.close()
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"lexical search failed: {exc}") from exc
+        return hits
 
     def _dense_index(self, model_id: str) -> _DenseIndex:
         with self._lock:
             if self._dense is None or self._dense_model != model_id:
                 ids = [r[0] for r in self._db.execute("SELECT id FROM tools ORDER BY rid")]
                 pos = {t: i for i, t in enumerate(ids)}
-                rows: list[tuple[int, str, Vector]] = []
-                for tid, kind, blob in self._db.execute(
-                    "SELECT tt.tool_id, tt.kind, v.vec FROM tool_texts tt"
+                rows: list[tuple[int, str, str, Vector]] = []
+                for tid, kind, th, blob in self._db.execute(
+                    "SELECT tt.tool_id, tt.kind, tt.text_hash, v.vec FROM tool_texts tt"
                     " JOIN vectors v ON v.text_hash = tt.text_hash AND v.model_id = ?",
                     (model_id,),
                 ):
                     if tid in pos:
-                        rows.append((pos[tid], kind, np.frombuffer(blob, dtype=np.float32)))
+                        rows.append((pos[tid], kind, th, np.frombuffer(blob, dtype=np.float32)))
                 self._dense = _DenseIndex(ids, rows, self.dim)
                 self._dense_model = model_id
             return self._dense
@@ -518,7 +589,7 @@ class SQLiteStore:
             pos = index.position.get(tid)
             row = index.card_row.get(pos) if pos is not None else None
             if row is not None:
-                out[tid] = index.matrix[row]
+                out[tid] = index.vector_of_row(row)
         return out
 
     def meta(self, key: str) -> str | None:
