@@ -11,12 +11,22 @@ fitted with numpy (:func:`fit`), so the catalog itself decides how much to
 trust each signal: a catalog whose descriptions embed poorly leans lexical, one
 whose names are opaque leans dense.
 
-The same model gives the confidence: the probability that the top candidate is
-the right tool, out of the pool *and* the "none" option. Nonsense (text whose
-words are not in the catalog and whose vector is close to nothing) comes out
-low because the none option wins. A final Platt step (:data:`PLATT`) maps the
-pseudo-query probability onto real requests; its two numbers are the only
-constants chosen on evaluation data, leave-one-set-out (docs/benchmarks.md).
+The same model gives the ranker's probability that its top candidate is the
+right tool, out of the pool *and* the "none" option. Nonsense (text whose words
+are not in the catalog and whose vector is close to nothing) comes out low
+because the none option wins. A Platt step (:data:`PLATT`) maps the
+pseudo-query probability onto real requests; retrieval reformulates below the
+threshold on that number.
+
+The confidence a shortlist reports (:func:`confidence`) is one step further: a
+logistic model (:data:`CONFIDENCE`) over a few cheap inputs that do not depend on
+the catalog (:func:`confidence_inputs`): that probability's logit, whether the
+shown first tool is an exact mention of a name or id and how specific that
+mention is, how many tools were mentioned, the ranker's margin, the top's cosine
+and BM25. An exact mention of a generic name is therefore no longer reported as
+certain. :data:`PRIOR`, :data:`PLATT` and :data:`CONFIDENCE` are the constants
+chosen on evaluation data, each fitted leave-one-set-out by
+``benchmarks/quality.py`` (docs/benchmarks.md).
 
 :class:`Calibration` is what is stored with the catalog (JSON in the store's
 meta); :func:`stale` says when the catalog changed enough to fit again.
@@ -32,12 +42,13 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from toolscout.cards import CapabilityCard, ToolSpec
-from toolscout.discovery.lexical import terms, words
+from toolscout.discovery.lexical import identifiers, phrase_key, terms, words
 from toolscout.stores.base import Hits, Vector
 
 Matrix = npt.NDArray[np.float64]
@@ -150,15 +161,19 @@ class FieldTerms:
 
     name: Mapping[str, frozenset[str]]
     summary: Mapping[str, frozenset[str]]
+    #: the canonical form (:func:`phrase_key`) of each tool's id and name
+    keys: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, cards: Iterable[CapabilityCard]) -> FieldTerms:
         name: dict[str, frozenset[str]] = {}
         summary: dict[str, frozenset[str]] = {}
+        keys: dict[str, frozenset[str]] = {}
         for card in cards:
             name[card.id] = frozenset(terms(card.name))
             summary[card.id] = frozenset(terms(card.summary))
-        return cls(name, summary)
+            keys[card.id] = frozenset((phrase_key(card.id), phrase_key(card.name)))
+        return cls(name, summary, keys)
 
 
 def _param_texts(spec: ToolSpec) -> list[str]:
@@ -469,3 +484,116 @@ class Ranker:
             (ids[i], math.exp(float(s[i]) - best), float(x[i, 0]), float(x[i, 2])) for i in order
         ]
         return ranked, platt(top_probability(s, self.none_bias), *self.platt)
+
+
+# -- the confidence a shortlist reports ----------------------------------------------------
+#: the inputs of the final confidence, all cheap and catalog-independent, in column order
+CONFIDENCE_INPUTS: tuple[str, ...] = (
+    "bias",
+    "logit",  # logit of the ranker's (Platt-scaled) probability that its top is right
+    "shown_gap",  # log(fused) of the shown top: 0 when it is the ranker's top, < 0 when not
+    "exact",  # the shown top is an exact mention of a tool's id, name or alias
+    "exact_ident",  # ... written as an identifier (`find_order`, `findOrder`): unambiguous
+    "exact_idf",  # ... times the mean rarity (normalised idf) of the tool's name terms
+    "exact_words",  # ... times min(words in its name, 4) / 4
+    "exact_agrees",  # ... and the ranker put the same tool first
+    "mentions",  # log(1 + tools mentioned exactly): several mentions, less sure which
+    "margin",  # the ranker's score gap between its top two, / 8 (capped at 1)
+    "cosine",  # the shown top's dense cosine to the query
+    "cosine_lead",  # its cosine minus the best cosine among the ranker's first ten
+    "lexical",  # its BM25 relative to the query's best BM25
+    "words",  # log(1 + the query's content terms) / 3: long requests are vaguer
+)
+#: the logistic model of "the shown top tool is right" over :data:`CONFIDENCE_INPUTS`;
+#: chosen on data (the five dev sets, leave-one-set-out in benchmarks/quality.py)
+CONFIDENCE: tuple[float, ...] = (
+    -0.2182, 1.152, 0.7526, -0.1075, 0.1054, 0.0045, 0.1236,
+    0.0601, -0.0149, 1.4482, 0.6913, 0.4923, -0.4644, 0.8147,
+)  # fmt: skip
+
+
+class Scored(Protocol):
+    """What the confidence reads of a candidate (``search.Candidate``)."""
+
+    id: str
+    fused: float
+    exact: str
+    lexical: float
+    dense: float
+
+
+def _logit(p: float, eps: float = 1e-4) -> float:
+    p = min(max(p, eps), 1 - eps)
+    return math.log(p / (1 - p))
+
+
+def confidence_inputs(
+    query: str,
+    query_terms: Sequence[str],
+    ranked: Sequence[Scored],
+    probability: float,
+    shown: Sequence[Scored],
+    exact: Mapping[str, str],
+    fields: FieldTerms,
+    idf: Callable[[str], float],
+) -> list[float]:
+    """The inputs of :func:`confidence` for one shortlist.
+
+    ``ranked`` is the retrieval's ranking (fused score relative to its best, as the
+    learned ranker gives it), ``probability`` its calibrated chance that its first is
+    right, ``shown`` the shortlist in order (exact mentions first), ``exact`` every tool
+    mentioned verbatim. Nothing here depends on which catalog it is.
+    """
+    x = [0.0] * len(CONFIDENCE_INPUTS)
+    x[0] = 1.0
+    x[1] = _logit(probability)
+    if not shown:
+        return x
+    top = shown[0]
+    x[2] = max(math.log(top.fused), -8.0) if top.fused > 0 else -8.0
+    if top.exact:
+        x[3] = 1.0
+        keys = fields.keys.get(top.id) or {phrase_key(top.id)}
+        names = fields.name.get(top.id, frozenset())
+        x[4] = float(any(phrase_key(tok) in keys for tok in identifiers(query)))
+        top_idf = idf("\x00")  # a term no tool has: the largest idf in this catalog
+        x[5] = sum(idf(t) for t in names) / (len(names) * top_idf) if names else 0.0
+        x[6] = min(len(names), 4) / 4
+        x[7] = float(bool(ranked) and ranked[0].id == top.id)
+    x[8] = math.log(1 + len(exact))
+    if len(ranked) >= 2 and ranked[1].fused > 0:
+        x[9] = min(-math.log(min(ranked[1].fused / max(ranked[0].fused, 1e-12), 1.0)) / 8, 1.0)
+    elif ranked:
+        x[9] = 1.0
+    x[10] = top.dense
+    x[11] = top.dense - max((c.dense for c in ranked[:10]), default=top.dense)
+    x[12] = top.lexical
+    x[13] = math.log(1 + len(query_terms)) / 3
+    return x
+
+
+def confidence(inputs: Sequence[float], model: Sequence[float] | None = None) -> float:
+    """The estimated probability that the shown top tool is right (σ of a linear model)."""
+    w = CONFIDENCE if model is None else model
+    z = sum(a * b for a, b in zip(w, inputs, strict=True))
+    return 1.0 / (1.0 + math.exp(-min(max(z, -30.0), 30.0)))
+
+
+def fit_confidence(
+    x: Matrix, right: npt.NDArray[np.float64], weight: npt.NDArray[np.float64], l2: float = 1e-3
+) -> tuple[float, ...]:
+    """The logistic model of :func:`confidence`: rows of :func:`confidence_inputs`, whether
+    the shown top was right, and each row's weight (Newton steps; the bias is not shrunk)."""
+    w = weight / weight.sum()
+    beta = np.zeros(x.shape[1])
+    shrink = np.full(x.shape[1], l2)
+    shrink[0] = 0.0
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ beta, -30, 30)))
+        grad = x.T @ (w * (p - right)) + shrink * beta
+        hess = (x * (w * p * (1 - p))[:, None]).T @ x + np.diag(shrink) + 1e-9 * np.eye(len(beta))
+        step = np.linalg.solve(hess, grad)
+        beta = beta - step
+        if float(np.abs(step).max()) < 1e-9:
+            break
+    return tuple(round(float(b), 4) for b in beta)

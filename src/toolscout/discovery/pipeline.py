@@ -9,10 +9,11 @@ the selected ids only.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from toolscout.discovery import calibrate
 from toolscout.discovery import inject as rendering
 from toolscout.discovery.groups import expand_groups
 from toolscout.discovery.search import Candidate, Query, Retrieval, parse_query
@@ -77,7 +78,6 @@ def select(
         return Selection(chosen_tier, everything, confidence, not everything, None)
     retrieval = retrieve(catalog, query, ent, settings, tenant)
     exact = catalog.phrases().find(query.text, ent.ids) if settings.exact_hits else {}
-    confidence = 1.0 if exact else retrieval.confidence
     # a request that clearly asks for more tasks than k gets one tool per task (budget allowing)
     k = min(max(k, len(retrieval.intents)), MAX_K)
     chosen = select_candidates(
@@ -89,8 +89,7 @@ def select(
         token_cost=lambda tid: catalog.schema_tokens(tid, fmt),
         token_budget=token_budget,
     )
-    if not chosen:
-        confidence = 0.0
+    confidence = shown_confidence(catalog, query, retrieval, chosen, exact, settings)
     if chosen_tier is rendering.Tier.GROUPS:
         chosen = expand_groups(
             chosen,
@@ -101,6 +100,48 @@ def select(
         )
     low = confidence < settings.confidence_threshold
     return Selection(chosen_tier, chosen, confidence, low, retrieval)
+
+
+def shown_confidence(
+    catalog: Catalog,
+    query: Query,
+    retrieval: Retrieval,
+    chosen: Sequence[Candidate],
+    exact: Mapping[str, str],
+    settings: SearchSettings,
+) -> float:
+    """The estimated chance that the shortlist's first tool is right (0 when there is none).
+
+    With the learned ranker, a calibrated model over the ranker's probability and the
+    exact mentions (:func:`calibrate.confidence`); the fixed fusions keep their heuristic,
+    where an exact mention counts as sure.
+    """
+    if not chosen:
+        return 0.0
+    if settings.fusion != "learned":
+        return 1.0 if exact else retrieval.confidence
+    return calibrate.confidence(confidence_inputs(catalog, query, retrieval, chosen, exact))
+
+
+def confidence_inputs(
+    catalog: Catalog,
+    query: Query,
+    retrieval: Retrieval,
+    chosen: Sequence[Candidate],
+    exact: Mapping[str, str],
+) -> list[float]:
+    """What :func:`calibrate.confidence` reads of one selection (benchmarks fit on these)."""
+    index = catalog.phrases()
+    return calibrate.confidence_inputs(
+        query.text,
+        query.terms,
+        retrieval.candidates,
+        retrieval.confidence,
+        chosen,
+        exact,
+        index.fields,
+        index.idf,
+    )
 
 
 def inject(
