@@ -290,6 +290,7 @@ def test_list_changed_faults_and_dynamic_list(tmp_path: Path) -> None:
                  "description": "Translate English text into Klingon."}},
             )  # fmt: skip
             assert not added.is_error, _text(added)
+
             # the card is visible (the add ran on a worker thread) a moment before its
             # index-log entry is written; another upstream's first indexing may land in
             # between, so wait for the app's own entry rather than reading the last one

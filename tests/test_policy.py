@@ -101,8 +101,12 @@ def test_the_tenant_index_entitles_exactly_what_a_pass_over_every_card_does() ->
         offered = rng.sample(tenants[:3], rng.choice([0, 0, 1, 1, 2]))
         risk = rng.choice(["read", "read", "write", "admin"])
         cards.append(
-            spec(f"t{i}", scopes=rng.sample(scopes, rng.choice([0, 1, 2])), tenants=offered,
-                 risk=risk).card  # fmt: skip
+            spec(
+                f"t{i}",
+                scopes=rng.sample(scopes, rng.choice([0, 1, 2])),
+                tenants=offered,
+                risk=risk,
+            ).card
         )
     index = TenantIndex(cards)
     for tenant in [*tenants, "unknown"]:
