@@ -132,6 +132,12 @@ def test_feedback_names_only_tools_the_caller_may_use(client: Any) -> None:
     assert client.post("/v1/feedback", json=ok, headers=ALICE).json() == {"ok": True}
     bad = {**ok, "tool_id": "billing.issue_full_refund"}
     _error(client.post("/v1/feedback", json=bad, headers=ALICE), 404, "not_found")
+    # another caller (same tenant, same role) cannot speak for Alice's discovery, and an
+    # unknown discovery id is refused the same way: feedback feeds learned aliases
+    mallory = auth(token("mallory@acme", roles=["support_agent"]))
+    _error(client.post("/v1/feedback", json=ok, headers=mallory), 404, "not_found")
+    made_up = {**ok, "discovery_id": "d-does-not-exist"}
+    _error(client.post("/v1/feedback", json=made_up, headers=ALICE), 404, "not_found")
 
 
 def test_catalog_writes_need_the_admin_scope_and_refuse_atomically(client: Any) -> None:

@@ -79,6 +79,14 @@ class UnknownToolError(ToolscoutError):
         super().__init__(f"unknown tool id {tool_id!r}")
 
 
+class UnknownDiscoveryError(ToolscoutError):
+    """No discovery with this id was made by this caller (another's looks the same)."""
+
+    def __init__(self, discovery_id: str) -> None:
+        self.discovery_id = discovery_id
+        super().__init__(f"unknown discovery id {discovery_id!r}")
+
+
 class QueryError(ToolscoutError):
     """A discovery query is empty, too long or malformed."""
 

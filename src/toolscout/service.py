@@ -25,7 +25,13 @@ from toolscout.discovery.inject import Tier
 from toolscout.discovery.search import Reformulator
 from toolscout.discovery.shortlist import IndexReport, Shortlist
 from toolscout.embed.base import Embedder
-from toolscout.errors import ConfigError, GatewayError, TokenError, UnknownToolError
+from toolscout.errors import (
+    ConfigError,
+    GatewayError,
+    TokenError,
+    UnknownDiscoveryError,
+    UnknownToolError,
+)
 from toolscout.executors.base import Executor
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.auth import TokenVerifier
@@ -232,10 +238,27 @@ class Toolscout:
                 if self._last.get(gone.key) == old:  # forgotten: no longer linkable
                     del self._last[gone.key]
 
-    def feedback(self, discovery_id: str, tool_id: str) -> None:
-        """Record which tool was finally the right one after a discovery."""
-        if self.catalog.log is not None:
-            self.catalog.log.record_feedback(discovery_id, tool_id)
+    def feedback(self, caller: Caller, discovery_id: str, tool_id: str) -> None:
+        """Record which tool was finally the right one after the caller's own discovery.
+
+        Only the caller who made the discovery may speak for it, and only of a tool it
+        may use: another caller's discovery id, or an unknown one, raises
+        :class:`~toolscout.errors.UnknownDiscoveryError`; a tool the caller may not use,
+        :class:`~toolscout.errors.UnknownToolError` (the same as an unknown one). Feedback
+        feeds learned aliases and the false-negative report, so a stranger's word must
+        never reach another tenant's."""
+        principal = self.principal(caller)
+        resolved = self.catalog.resolve(tool_id) if isinstance(tool_id, str) else None
+        if resolved is None or not self.catalog.decide(principal, resolved).allowed:
+            raise UnknownToolError(str(tool_id))
+        log = self.catalog.log
+        if log is None:
+            return
+        if log.owner(discovery_id) != (principal.subject, principal.tenant):
+            raise UnknownDiscoveryError(str(discovery_id))
+        log.record_feedback(
+            discovery_id, resolved, subject=principal.subject, tenant=principal.tenant
+        )
 
     # -- execution ---------------------------------------------------------------
     def _tool_id(self, name: str, discovery_id: str | None) -> str:

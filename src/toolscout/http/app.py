@@ -283,9 +283,8 @@ def create_app(
         tags=["discovery"],
     )
     def feedback(req: m.FeedbackRequest, principal: Caller) -> m.OkResponse:
-        # only a tool the caller may use can be named (404 otherwise, as for schemas)
-        service.schema(principal, req.tool_id)
-        service.feedback(req.discovery_id, req.tool_id)
+        # only a tool the caller may use, after the caller's own discovery (404 otherwise)
+        service.feedback(principal, req.discovery_id, req.tool_id)
         return m.OkResponse()
 
     # -- catalog (admin) ---------------------------------------------------------------

@@ -21,6 +21,7 @@ from toolscout.errors import (
     StoreError,
     TokenError,
     ToolscoutError,
+    UnknownDiscoveryError,
     UnknownToolError,
 )
 
@@ -54,6 +55,8 @@ def from_library(exc: ToolscoutError) -> APIError:
         return APIError(401, "unauthorized", str(exc) or "invalid token")
     if isinstance(exc, UnknownToolError):
         return APIError(404, "not_found", "unknown tool")
+    if isinstance(exc, UnknownDiscoveryError):
+        return APIError(404, "not_found", "unknown discovery")
     if isinstance(exc, ImportRefused):
         return APIError(409, "import_refused", str(exc))
     if isinstance(exc, CardError | CatalogFileError):

@@ -391,6 +391,13 @@ class DiscoveryLog:
         with self._lock:
             return self._db.execute(sql, params).fetchall()
 
+    def owner(self, discovery_id: str) -> tuple[str, str] | None:
+        """(subject, tenant) of the caller who made ``discovery_id``; None if unknown."""
+        rows = self._rows(
+            "SELECT subject, tenant FROM discoveries WHERE id = ?", (str(discovery_id),)
+        )
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
     def discoveries(self, since: float = 0.0, until: float | None = None) -> list[DiscoveryRow]:
         """Discoveries logged in ``[since, until)``, oldest first."""
         rows = self._rows(
