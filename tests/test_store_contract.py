@@ -229,3 +229,25 @@ def test_meta_and_learned_phrases(store: Store) -> None:
     assert store.learned(1) == {"a.order": ["track it"]}
     store.learned_clear()
     assert store.learned(10) == {}
+
+
+def test_dense_finds_a_small_allowed_share_of_a_large_catalog(empty: Store) -> None:
+    """A caller allowed 15 tools of 4,000 gets their nearest, even when every tool it may
+    not use is nearer to the query (another tenant's copies, say): not whatever of them
+    an unfiltered nearest-neighbour search over the whole catalog happened to reach
+    (PostgreSQL's HNSW path must search within the allowed ids)."""
+    rng = np.random.default_rng(3)
+    n = 4000
+    query = rng.standard_normal(384).astype(np.float32)
+    query /= np.linalg.norm(query)
+    matrix = rng.standard_normal((n, 384)).astype(np.float32)
+    picked = rng.choice(n, 15, replace=False)
+    matrix[picked] -= 6 * query  # the allowed tools lie on the far side of the query
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    tools = [_tool(f"big.{i:05d}", "word", (KIND_CARD, f"v{i}")) for i in range(n)]
+    empty.upsert(tools, {f"v{i}": matrix[i] for i in range(n)}, model_id="m")
+    allowed = frozenset(f"big.{i:05d}" for i in picked)
+    exact = sorted(allowed, key=lambda t: -float(matrix[int(t[4:])] @ query))[:10]
+    hits = empty.dense(query, allowed, 10, kinds={KIND_CARD}, model_id="m")
+    assert set(hits.ids) <= allowed
+    assert len(set(hits.ids) & set(exact)) >= 9, (hits.ids, exact)

@@ -61,6 +61,16 @@ def _migrations() -> list[tuple[int, str]]:
     return sorted(out)
 
 
+def _version(text: str) -> tuple[int, ...]:
+    """``"0.8.0"`` -> ``(0, 8, 0)``; unparsable parts end the tuple."""
+    out: list[int] = []
+    for part in text.split("."):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
+
+
 class PostgresStore:
     """A :class:`~toolscout.stores.base.Store` on PostgreSQL + pgvector, mirrored in memory."""
 
@@ -94,6 +104,11 @@ class PostgresStore:
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 self._migrate(conn)
+                row = conn.execute(
+                    "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                ).fetchone()
+            # pgvector 0.8 can keep walking the HNSW graph until enough rows pass a filter
+            self._iterative = _version(str(row[0]) if row else "") >= (0, 8)
             self._pool = ConnectionPool(
                 dsn,
                 min_size=1,
@@ -470,23 +485,36 @@ class PostgresStore:
         return self._mirror.document_frequency()
 
     def _ann_rows(
-        self, vector: Vector, kinds: Set[str], model_id: str, fetch: int
+        self, vector: Vector, kinds: Set[str], model_id: str, limit: int, allowed: Set[str]
     ) -> list[tuple[str, str, float]]:
-        """The ``fetch`` nearest (tool id, kind, cosine) rows by the HNSW index."""
+        """Nearest (tool id, kind, cosine) rows by the HNSW index, for ``allowed`` tools.
+
+        With pgvector >= 0.8 and a caller allowed a minority of the catalog, the allowed
+        ids are part of the query and an iterative scan keeps walking the graph until
+        enough of them were found (the order is relaxed: callers re-sort). Otherwise the
+        index is over-fetched by the inverse of the allowed share and filtered here."""
+        vec = np.asarray(vector, dtype=np.float32)
+        share = max(len(allowed), 1) / max(self._n, 1)
+        narrow = self._iterative and share < 0.5
+        fetch = 4 * limit + 20 if narrow else self._fetch_size(limit, allowed)
+        sql = (
+            "SELECT tool_id, kind, 1 - (embedding <=> %s) FROM toolscout_tool_texts"
+            " WHERE model_id = %s AND kind = ANY(%s)"
+        )
+        params: list[Any] = [vec, model_id, sorted(kinds)]
+        if narrow:
+            sql += " AND tool_id = ANY(%s)"
+            params.append(sorted(allowed))
+        sql += " ORDER BY embedding <=> %s LIMIT %s"
+        params += [vec, fetch]
         with self._conn() as conn, conn.transaction():
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, min(fetch, 1000))}")
-            rows = conn.execute(
-                "SELECT tool_id, kind, 1 - (embedding <=> %s) FROM toolscout_tool_texts"
-                " WHERE model_id = %s AND kind = ANY(%s) ORDER BY embedding <=> %s LIMIT %s",
-                (
-                    np.asarray(vector, dtype=np.float32),
-                    model_id,
-                    sorted(kinds),
-                    np.asarray(vector, dtype=np.float32),
-                    fetch,
-                ),
-            ).fetchall()
-        return [(r[0], r[1], float(r[2])) for r in rows]
+            if narrow:
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = conn.execute(sql, params).fetchall()
+        out = [(r[0], r[1], float(r[2])) for r in rows if r[0] in allowed]
+        out.sort(key=lambda r: -r[2])
+        return out
 
     def _fetch_size(self, limit: int, allowed: Set[str]) -> int:
         share = max(len(allowed), 1) / max(self._n, 1)
@@ -518,10 +546,8 @@ class PostgresStore:
                     hits.scores.append(exact[tid])
             return hits
         best: dict[str, float] = {}
-        for tid, _kind, sim in self._ann_rows(
-            vector, kinds, model_id, self._fetch_size(limit, allowed)
-        ):
-            if tid in allowed and sim > best.get(tid, -2.0):
+        for tid, _kind, sim in self._ann_rows(vector, kinds, model_id, limit, allowed):
+            if sim > best.get(tid, -2.0):
                 best[tid] = sim
         ranked = sorted(best.items(), key=lambda kv: -kv[1])[:limit]
         hits = Hits([t for t, _ in ranked], [s for _, s in ranked])
@@ -555,8 +581,8 @@ class PostgresStore:
         self._fresh()
         if not self._ann:
             return self._mirror.neighbours(vector, allowed, kind=kind, k=k, model_id=model_id)
-        rows = self._ann_rows(vector, {kind}, model_id, self._fetch_size(k, allowed))
-        return [(tid, sim) for tid, _kind, sim in rows if tid in allowed][:k]
+        rows = self._ann_rows(vector, {kind}, model_id, k, allowed)
+        return [(tid, sim) for tid, _kind, sim in rows][:k]
 
     def card_vectors(self, ids: Sequence[str], model_id: str) -> dict[str, Vector]:
         self._fresh()
