@@ -7,10 +7,12 @@ an in-memory :class:`~toolscout.stores.sqlite.SQLiteStore` (FTS5 BM25 and exact
 dense search) — and brings it up to date from the rows whose generation is newer
 than the one it saw, so a replica re-reads only what changed and embeds nothing.
 Lexical ranking is never done in SQL (``ts_rank`` over OR queries is far too slow
-at 100k tools). Above ``ann_threshold`` tools, dense search and the learned-alias
-neighbours move to PostgreSQL instead of the in-process matrix: exact cosine over
-the allowed tools' rows when a caller may use at most ``exact_below`` tools, the
-HNSW index (over-fetched, then filtered to the allowed ids) when it may use more.
+at 100k tools). The mirror's dense matrix holds each distinct embedded text once
+(tenants' copies of one integration share theirs); above ``ann_threshold`` distinct
+texts, dense search and the learned-alias neighbours move to PostgreSQL instead:
+exact cosine over the allowed tools' rows when a caller may use at most
+``exact_below`` tools, the HNSW index searched within the allowed ids when it may use
+more (pgvector >= 0.8's iterative scan; over-fetched and filtered before 0.8).
 
 Writers announce a new generation with ``NOTIFY toolscout_catalog``; readers do not
 rely on it: :meth:`PostgresStore.generation` asks the database every time, so a
@@ -44,8 +46,9 @@ from toolscout.stores.sqlite import SQLiteStore
 
 #: NOTIFY channel a writer signals on after each committed write
 CHANNEL = "toolscout_catalog"
-#: tools above which dense search uses the HNSW index in PostgreSQL
-DEFAULT_ANN_THRESHOLD = 20_000
+#: distinct embedded texts above which dense search uses the HNSW index in PostgreSQL
+#: (below it each replica's in-memory matrix holds them: 100k x 384 float32 is 150 MiB)
+DEFAULT_ANN_THRESHOLD = 100_000
 
 _MIGRATIONS_LOCK = 72_011_011  # pg_advisory_xact_lock key: one migrator at a time
 
@@ -216,7 +219,14 @@ class PostgresStore:
             if gen == self._seen:
                 return gen
             n = int(conn.execute("SELECT count(*) FROM toolscout_tools").fetchone()[0])
-            ann = n >= self.ann_threshold
+            # the mirror's matrix holds each distinct vector once: what decides whether it
+            # fits is how many distinct texts there are, not how many tools share them
+            distinct = int(
+                conn.execute(
+                    "SELECT count(DISTINCT text_hash) FROM toolscout_tool_texts"
+                ).fetchone()[0]
+            )
+            ann = distinct >= self.ann_threshold
             since = self._seen
             if ann != self._ann or since < 0 or gen < since:
                 self._mirror.close()
@@ -250,18 +260,28 @@ class PostgresStore:
             ids = [r[0] for r in chunk]
             texts: dict[str, dict[str, list[tuple[str, str]]]] = {}
             vectors: dict[str, dict[str, Vector]] = {}
-            with_vectors = "embedding" if not self._ann else "NULL"
-            for tid, kind, th, model, emb in conn.execute(
-                f"SELECT tool_id, kind, text_hash, model_id, {with_vectors}"
+            for tid, kind, th, model in conn.execute(
+                "SELECT tool_id, kind, text_hash, model_id"
                 " FROM toolscout_tool_texts WHERE tool_id = ANY(%s)",
                 (ids,),
             ):
                 texts.setdefault(model, {}).setdefault(tid, []).append((kind, th))
-                if emb is not None:
-                    vectors.setdefault(model, {})[th] = _np(emb)
             # one embedding model per catalog: the mirror indexes the texts of the first
             model = next(iter(texts), "")
             mine = texts.get(model, {})
+            if not self._ann:
+                # each distinct vector crosses the wire once: tenants' copies of one
+                # integration share their texts, and the mirror keeps what it has
+                hashes = sorted({th for owned in mine.values() for _, th in owned})
+                have = self._mirror.cached(hashes, model)
+                need = [h for h in hashes if h not in have]
+                if need:
+                    for th, emb in conn.execute(
+                        "SELECT text_hash, embedding FROM toolscout_vectors"
+                        " WHERE model_id = %s AND text_hash = ANY(%s)",
+                        (model, need),
+                    ):
+                        vectors.setdefault(model, {})[th] = _np(emb)
             tools = [
                 IndexedTool(
                     ToolSpec(
