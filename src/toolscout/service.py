@@ -252,9 +252,8 @@ class Toolscout:
         if resolved is None or not self.catalog.decide(principal, resolved).allowed:
             raise UnknownToolError(str(tool_id))
         log = self.catalog.log
-        if log is None:
-            return
-        if log.owner(discovery_id) != (principal.subject, principal.tenant):
+        # without a discovery log (e.g. on PostgreSQL) no discovery is known to speak for
+        if log is None or log.owner(discovery_id) != (principal.subject, principal.tenant):
             raise UnknownDiscoveryError(str(discovery_id))
         log.record_feedback(
             discovery_id, resolved, subject=principal.subject, tenant=principal.tenant
