@@ -233,3 +233,46 @@ def test_schemathesis_finds_no_server_error_nor_schema_violation(server: str) ->
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def _established(proc: Any, port: int) -> int:
+    import psutil
+
+    return sum(
+        1
+        for c in proc.net_connections("tcp")
+        if c.laddr and c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED
+    )
+
+
+def test_workers_each_listen_and_share_the_connections(demo_db: Path) -> None:
+    """``serve --workers 2``: two worker processes, each with its own listening socket on
+    the port, so the kernel spreads connections over both (with uvicorn's one shared
+    socket, one worker took nearly all of a load generator's keep-alive connections);
+    SIGTERM stops them all."""
+    import psutil
+
+    proc, url = start_server("--db", str(demo_db), "--dry-run", "--workers", "2")
+    clients = [httpx.Client(base_url=url, timeout=10) for _ in range(24)]
+    try:
+        for c in clients:  # one keep-alive connection each
+            assert c.get("/healthz").status_code == 200
+        port = int(url.rsplit(":", 1)[1])
+        workers = [
+            p for p in psutil.Process(proc.pid).children(recursive=True)
+            if any(c.laddr and c.laddr.port == port for c in p.net_connections("tcp"))
+        ]  # fmt: skip
+        held = {p.pid: _established(p, port) for p in workers}
+        assert len(held) == 2 and sum(held.values()) == 24, held
+        assert all(n > 0 for n in held.values()), held
+        # each worker listens itself: the parent holds no shared listening socket
+        parent = psutil.Process(proc.pid).net_connections("tcp")
+        assert not [c for c in parent if c.laddr and c.laddr.port == port], parent
+    finally:
+        for c in clients:
+            c.close()
+        children = psutil.Process(proc.pid).children(recursive=True)
+        stop(proc)
+    assert proc.returncode is not None
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, alive
