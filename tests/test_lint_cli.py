@@ -96,3 +96,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     good.write_text("[]")
     assert_clean_error(run(str(good), "--fail-on", "sometimes"), "--fail-on must be one of")
     assert_clean_error(run("--db", str(tmp_path / "missing.db")), "no catalog at")
+
+
+def test_lint_reads_card_files_as_safely_as_indexing(tmp_path: Path) -> None:
+    """Lint reads card files through the loader: a YAML alias bomb (9^10 list items from
+    1.5 KB) is refused with one line, as `toolscout index` refuses it, not expanded."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    lines.append("tools:\n  - id: a.b\n    summary: x\n    tags: *a9")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\n")
+    assert_clean_error(run(str(bomb)), "alias bomb")

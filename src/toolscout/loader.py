@@ -236,7 +236,10 @@ def _card_entries(doc: Any, path: Path) -> Iterator[Any]:
     yield from tools
 
 
-def _card_specs(path: Path, strict: bool) -> list[tuple[ToolSpec, int | None]]:
+def card_document(path: Path) -> tuple[str, list[Any], list[int] | None]:
+    """One YAML or JSON card file read safely: its service name, its tool entries as
+    written, and each entry's line (None when unknown). Indexing and lint both read
+    card files through this."""
     text = read_text(path)
     lines: list[int] | None = None
     if path.suffix == ".json":
@@ -255,6 +258,11 @@ def _card_specs(path: Path, strict: bool) -> list[tuple[ToolSpec, int | None]]:
     entries = list(_card_entries(doc, path))
     if lines is not None and len(lines) != len(entries):
         lines = None
+    return service, entries, lines
+
+
+def _card_specs(path: Path, strict: bool) -> list[tuple[ToolSpec, int | None]]:
+    service, entries, lines = card_document(path)
     out: list[tuple[ToolSpec, int | None]] = []
     for i, entry in enumerate(entries):
         line = lines[i] if lines is not None else None

@@ -7,7 +7,6 @@ cannot be parsed at all (not YAML/JSON, not UTF-8) are still errors.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,13 @@ from typing import Any
 from toolscout.cards import ToolSpec, make_spec
 from toolscout.errors import CardError, CatalogFileError
 from toolscout.lint.findings import Finding
-from toolscout.loader import CARD_SUFFIXES, catalog_files, from_jsonl_record, jsonl_records
+from toolscout.loader import (
+    CARD_SUFFIXES,
+    card_document,
+    catalog_files,
+    from_jsonl_record,
+    jsonl_records,
+)
 
 _LEGAL_ID = re.compile(r"[\s\x00-\x1f\x7f]+")
 
@@ -75,37 +80,8 @@ def _records(path: Path) -> list[tuple[str, dict[str, Any]]]:
             (f"{path}:{line}", {**from_jsonl_record(rec), "_annotations": rec.get("annotations")})
             for line, rec in jsonl_records(path)
         ]
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CatalogFileError(str(path), f"not UTF-8 text: {exc.reason}") from None
-    except OSError as exc:
-        raise CatalogFileError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    try:
-        if path.suffix == ".json":
-            doc = json.loads(text)
-        else:
-            import yaml
-
-            doc = yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise CatalogFileError(str(path), f"invalid JSON: {exc.msg}", exc.lineno) from None
-    except Exception as exc:  # yaml.YAMLError and its subclasses
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise CatalogFileError(str(path), f"invalid YAML: {problem}", line) from None
-    service = doc.get("service", "") if isinstance(doc, Mapping) else ""
-    if isinstance(doc, Mapping) and "tools" in doc:
-        entries = doc["tools"]
-    elif isinstance(doc, list):
-        entries = doc
-    elif isinstance(doc, Mapping) and "id" in doc:
-        entries = [doc]
-    else:
-        raise CatalogFileError(str(path), "expected a 'tools:' list, a list of cards or one card")
-    if not isinstance(entries, list):
-        raise CatalogFileError(str(path), "'tools' must be a list")
+    # the loader's own safe reading (size, binary, UTF-8, YAML alias and depth limits)
+    service, entries, _ = card_document(path)
     out = []
     for i, entry in enumerate(entries, 1):
         rec = dict(entry) if isinstance(entry, Mapping) else {"_not_a_mapping": entry}
