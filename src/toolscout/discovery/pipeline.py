@@ -179,82 +179,62 @@ def discover(
     if not 1 <= k <= MAX_K:
         raise ConfigError(f"k must be between 1 and {MAX_K}, got {k}")
     with catalog.pinned():
-        return _discover(
-            catalog, query, principal, start, k=k, fmt=fmt, settings=settings, tier=tier,
-            token_budget=token_budget, grants=grants, conversation=conversation,
-        )  # fmt: skip
-
-
-def _discover(
-    catalog: Catalog,
-    query: str,
-    principal: Principal,
-    start: float,
-    *,
-    k: int,
-    fmt: str,
-    settings: SearchSettings | None,
-    tier: rendering.Tier | str | None,
-    token_budget: int | None,
-    grants: GrantIssuer | None,
-    conversation: str | None,
-) -> Shortlist:
-    cfg = settings or catalog.settings
-    ent = entitle(catalog, principal)
-    df, n_docs = catalog.store.document_frequency()
-    parsed = parse_query(query, df, n_docs, cfg)
-    sel = select(
-        catalog,
-        parsed,
-        ent,
-        k=k,
-        fmt=fmt,
-        settings=cfg,
-        tier=tier,
-        token_budget=token_budget,
-        tenant=principal.tenant,
-    )
-    schemas, names, tokens = inject(catalog, sel.chosen, principal, fmt)
-    cards = {c.id: c for c in ent.allowed}
-    tools = tuple(
-        ScoredTool(c.id, cards[c.id].name, c.fused, c.lexical, c.dense, c.exact)
-        for c in sel.chosen
-        if c.id in cards
-    )
-    grant = grants.issue(principal, [t.id for t in tools]) if grants is not None else None
-    latency = (time.perf_counter() - start) * 1000
-    did = None
-    if catalog.log is not None:
-        did = catalog.log.record_discovery(
-            principal.subject,
-            principal.tenant,
-            parsed.text,
-            [t.id for t in tools],
-            sel.confidence,
-            latency,
-            conversation=conversation,
-            low_confidence=sel.low_confidence,
+        cfg = settings or catalog.settings
+        ent = entitle(catalog, principal)
+        df, n_docs = catalog.store.document_frequency()
+        parsed = parse_query(query, df, n_docs, cfg)
+        sel = select(
+            catalog,
+            parsed,
+            ent,
+            k=k,
+            fmt=fmt,
+            settings=cfg,
+            tier=tier,
+            token_budget=token_budget,
+            tenant=principal.tenant,
         )
-    # how many tools policy hid, and why, is for administrators only
-    admin = catalog.policy.admin_scope in catalog.policy.effective_scopes(principal)
-    return Shortlist(
-        query=parsed.text,
-        tier=sel.tier,
-        format=fmt,
-        tools=tools,
-        schemas=schemas,
-        confidence=sel.confidence,
-        low_confidence=sel.low_confidence,
-        filtered_by_policy=ent.filtered if admin else None,
-        policy_reasons={r.value: n for r, n in ent.denied.items()} if admin else {},
-        tokens=tokens,
-        reformulations=tuple(sel.retrieval.reformulations) if sel.retrieval else (),
-        grant=grant,
-        discovery_id=did,
-        latency_ms=latency,
-        trace=_trace(sel.retrieval, parsed),
-        names=names,
-    )
+        schemas, names, tokens = inject(catalog, sel.chosen, principal, fmt)
+        cards = {c.id: c for c in ent.allowed}
+        tools = tuple(
+            ScoredTool(c.id, cards[c.id].name, c.fused, c.lexical, c.dense, c.exact)
+            for c in sel.chosen
+            if c.id in cards
+        )
+        grant = grants.issue(principal, [t.id for t in tools]) if grants is not None else None
+        latency = (time.perf_counter() - start) * 1000
+        did = None
+        if catalog.log is not None:
+            did = catalog.log.record_discovery(
+                principal.subject,
+                principal.tenant,
+                parsed.text,
+                [t.id for t in tools],
+                sel.confidence,
+                latency,
+                conversation=conversation,
+                low_confidence=sel.low_confidence,
+            )
+        # how many tools policy hid, and why, is for administrators only
+        admin = catalog.policy.admin_scope in catalog.policy.effective_scopes(principal)
+        return Shortlist(
+            query=parsed.text,
+            tier=sel.tier,
+            format=fmt,
+            tools=tools,
+            schemas=schemas,
+            confidence=sel.confidence,
+            low_confidence=sel.low_confidence,
+            filtered_by_policy=ent.filtered if admin else None,
+            policy_reasons={r.value: n for r, n in ent.denied.items()} if admin else {},
+            tokens=tokens,
+            reformulations=tuple(sel.retrieval.reformulations) if sel.retrieval else (),
+            grant=grant,
+            discovery_id=did,
+            latency_ms=latency,
+            trace=_trace(sel.retrieval, parsed),
+            names=names,
+        )
 
 
 def _trace(retrieval: Retrieval | None, parsed: Query) -> Trace:
