@@ -163,6 +163,12 @@ class _DenseIndex:
             known = self._present[kind] = bool(self.kind_rows({kind}).any())
         return known
 
+    def row_cosines(self, sub: _Subset, vector: Vector) -> npt.NDArray[np.float32]:
+        """The cosine of ``vector`` to each of the subset's rows, each distinct vector
+        scored once (only those the subset uses, when they are few)."""
+        matrix = self.matrix[sub.needed] if sub.needed is not None else self.matrix
+        return _cosines(matrix, vector)[sub.local]
+
     def vector_of_row(self, row: int) -> Vector:
         vec: Vector = self.matrix[self.row_u[row]]
         return vec
@@ -192,11 +198,7 @@ class _DenseIndex:
         sub = self.subset(allowed, kinds)
         if not len(sub.tools):
             return Hits()
-        if sub.needed is not None:
-            sims = _cosines(self.matrix[sub.needed], vector)[sub.local]
-        else:
-            sims = _cosines(self.matrix, vector)[sub.local]
-        per_tool = np.maximum.reduceat(sims, sub.starts)
+        per_tool = np.maximum.reduceat(self.row_cosines(sub, vector), sub.starts)
         take = min(limit, len(per_tool))
         if take <= 0:
             return Hits()
@@ -224,10 +226,7 @@ def _neighbours(
     sub = index.subset(allowed, {kind})
     if not len(sub.rows_u):
         return []
-    if sub.needed is not None:
-        sims = _cosines(index.matrix[sub.needed], vector)[sub.local]
-    else:
-        sims = _cosines(index.matrix, vector)[sub.local]
+    sims = index.row_cosines(sub, vector)
     take = min(k, len(sims))
     if take <= 0:
         return []
@@ -330,7 +329,6 @@ class SQLiteStore:
         replace_all: bool = False,
         unchanged: Sequence[str] = (),
     ) -> UpsertStats:
-        kept = unchanged
         added = updated = n_unchanged = removed = 0
         now = time.time()
         with self._lock:
@@ -347,7 +345,9 @@ class SQLiteStore:
                     )
                 needed = uncached_texts(tools, vectors)
                 require_vectors(set(needed) - self._cached_locked(needed, model_id), model_id)
-                plan = plan_upsert(tools, existing, replace_all=replace_all, unchanged_ids=kept)
+                plan = plan_upsert(
+                    tools, existing, replace_all=replace_all, unchanged_ids=unchanged
+                )
                 added, updated, n_unchanged = plan.added, plan.updated, plan.unchanged
                 for tool, chash in plan.changed:
                     self._write_tool(tool, chash, now)
@@ -365,10 +365,18 @@ class SQLiteStore:
         return UpsertStats(added, updated, n_unchanged, removed, len(vectors))
 
     def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:
-        wanted = set(ids)
-        with self._lock:
-            rows = self._db.execute("SELECT id, content_hash FROM tools").fetchall()
-        return {tid: h for tid, h in rows if tid in wanted}
+        wanted = list(dict.fromkeys(ids))
+        out: dict[str, str] = {}
+        with self._lock:  # by id: an upstream's change of a few tools reads a few rows
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                out.update(
+                    self._db.execute(
+                        f"SELECT id, content_hash FROM tools WHERE id IN ({marks})", chunk
+                    ).fetchall()
+                )
+        return out
 
     def _write_tool(self, tool: IndexedTool, chash: str, now: float) -> None:
         spec = tool.spec
