@@ -407,7 +407,7 @@ class Catalog:
         # re-indexes in the time it takes to hash it)
         stored = self.store.content_hashes(list(sources))
         same = [tid for tid, h in sources.items() if stored.get(tid) == h]
-        todo = [s for s in batch if stored.get(s.id) != sources[s.id]] if same else batch
+        todo = [s for s in batch if stored.get(s.id) != sources[s.id]]
         plan_import(self.store.specs([s.id for s in todo]), todo, force=force)
         if warnings is None:
             warnings = [str(w) for w in import_warnings(batch)]
@@ -418,7 +418,7 @@ class Catalog:
         )
         self.refresh()
         calibration = self.calibrate(stats.added + stats.updated + stats.removed)
-        found = (*warnings, *self._size_warnings(todo))
+        found = (*warnings, *self._size_warnings(batch))
         return IndexReport(stats, time.perf_counter() - start, tuple(found), calibration.describe())
 
     def calibrate(self, changed: int | None = None) -> Calibration:
