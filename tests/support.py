@@ -57,3 +57,13 @@ def counting_server() -> Iterator[tuple[str, type[CountingServer]]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def alias_bomb(path: Path) -> Path:
+    """A card file of under 1.5 KB whose YAML aliases expand to 9^10 list items."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    lines.append("tools:\n  - id: a.b\n    summary: x\n    tags: *a9")
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support import FIXTURES
+from support import FIXTURES, alias_bomb
 from toolscout.loader import demo_catalog_dir
 
 BEFORE = FIXTURES / "demo_catalog_before_lint"
@@ -101,10 +101,4 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_lint_reads_card_files_as_safely_as_indexing(tmp_path: Path) -> None:
     """Lint reads card files through the loader: a YAML alias bomb (9^10 list items from
     1.5 KB) is refused with one line, as `toolscout index` refuses it, not expanded."""
-    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    for i in range(1, 10):
-        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
-    lines.append("tools:\n  - id: a.b\n    summary: x\n    tags: *a9")
-    bomb = tmp_path / "bomb.yaml"
-    bomb.write_text("\n".join(lines) + "\n")
-    assert_clean_error(run(str(bomb)), "alias bomb")
+    assert_clean_error(run(str(alias_bomb(tmp_path / "bomb.yaml"))), "alias bomb")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from support import alias_bomb
 from toolscout.cards import WarningKind
 from toolscout.errors import CatalogFileError, ConfigError
 from toolscout.loader import (
@@ -151,12 +152,7 @@ def test_binary_and_non_utf8_files_are_one_line_errors(tmp_path: Path, suffix: s
 
 
 def test_yaml_alias_bomb_is_refused_quickly(tmp_path: Path) -> None:
-    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    for i in range(1, 10):
-        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
-    lines.append("tools:\n  - id: a.b\n    summary: x\n    tags: *a9")
-    bomb = tmp_path / "bomb.yaml"
-    bomb.write_text("\n".join(lines) + "\n")
+    bomb = alias_bomb(tmp_path / "bomb.yaml")
     assert bomb.stat().st_size < 1500
     start = time.perf_counter()
     with pytest.raises(CatalogFileError, match="alias bomb"):
