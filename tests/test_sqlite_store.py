@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from support import spec
 from toolscout.errors import StoreError
 from toolscout.stores.base import KIND_CARD, IndexedTool
-from toolscout.stores.sqlite import MIGRATIONS, SQLiteStore
+from toolscout.stores.sqlite import MIGRATIONS, SHARED_SCOPE, SQLiteStore, scope_value
 
 
 def _vec() -> np.ndarray:
@@ -38,6 +39,51 @@ def test_a_file_from_before_migrations_is_upgraded_in_place(tmp_path: Path) -> N
     assert store.meta("policy") == "{}"
     store.learned_add([("t", "phrase", 1)])  # a table the second migration added
     assert store.generation() == 0
+    store.close()
+
+
+def test_the_lexical_index_gains_its_scope_column_in_place(tmp_path: Path) -> None:
+    """A file of the second schema: its tools are found after the upgrade, each tenant's
+    narrowed to it, and nothing is re-embedded."""
+    path = tmp_path / "v2.db"
+    db = sqlite3.connect(path)
+    for script in MIGRATIONS[:2]:
+        db.executescript(script)
+    db.execute("PRAGMA user_version = 2")
+    cards = {
+        1: spec("acme.refund", tenants=["acme"]),
+        2: spec("bé.refund", tenants=["Bé Corp", "acme"]),
+        3: spec("all.refund"),
+        4: spec("other.refund", tenants=["other"]),
+    }
+    for rid, s in cards.items():
+        db.execute(
+            "INSERT INTO tools(rid, id, card, parameters, content_hash, updated_at)"
+            " VALUES (?, ?, ?, '{}', 'h', 0)",
+            (rid, s.id, json.dumps(s.card.to_dict())),
+        )
+        db.execute("INSERT INTO tool_fts(rowid, name) VALUES (?, 'refund invoice')", (rid,))
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    assert store.schema_version() == len(MIGRATIONS)
+    df, n_docs = store.document_frequency()
+    assert n_docs == 4 and df["refund"] == 4  # the scope tokens are not terms
+    assert not any(t.startswith("zzscope") for t in df)
+    acme = frozenset({"acme.refund", "bé.refund", "all.refund"})
+    assert sorted(store.lexical(["refund"], acme, 10, weights={"name": 1.0}).ids) == sorted(acme)
+    other = frozenset({"other.refund", "all.refund"})
+    assert sorted(store.lexical(["refund"], other, 10, weights={"name": 1.0}).ids) == sorted(other)
+    assert store._scopes is not None
+    assert store._scopes.filter(other)  # half the catalog: narrowed, not all ranked
+    assert not store._scopes.filter(acme)  # three quarters: the filter would only cost
+    scopes = dict(store._db.execute("SELECT rowid, scope FROM tool_fts").fetchall())
+    assert scopes == {
+        1: scope_value(["acme"]),
+        2: scope_value(["Bé Corp", "acme"]),
+        3: SHARED_SCOPE,
+        4: scope_value(["other"]),
+    }
     store.close()
 
 

@@ -173,6 +173,39 @@ def test_lexical_limit_holds_when_few_are_allowed(empty: Store) -> None:
     assert sorted(hits.ids) == ["t.007", "t.250", "t.299"]
 
 
+def test_a_tenants_lexical_search_equals_the_whole_catalogs_narrowed(empty: Store) -> None:
+    """Narrowing the match to the caller's tenants (a speed-up) changes no hit and no score:
+    many tenants' copies, shared tools, a tool offered to two tenants, odd tenant names."""
+    tenants = ["acme", "Bé Corp", "x-1", "zzscopeall", "acme corp"]
+    tools = [
+        IndexedTool(spec(f"{t}.{n}", tenants=[t]), {"name": f"{word} order", "summary": word}, [])
+        for t in tenants
+        for n, word in enumerate(["refund", "ship", "track", "cancel", "refund refund"])
+    ]
+    tools += [
+        IndexedTool(spec(f"shared.{w}"), {"name": f"{w} order"}, []) for w in ["refund", "audit"]
+    ]
+    tools.append(IndexedTool(spec("pair.refund", tenants=["acme", "x-1"]), {"name": "refund"}, []))
+    empty.upsert(tools, {}, model_id="m")
+    everyone = frozenset(t.spec.id for t in tools)
+    query = ["refund", "order"]
+    whole = empty.lexical(query, everyone, 100, weights=ALL_FIELDS)
+    for tenant in tenants:
+        mine = frozenset(
+            t.spec.id for t in tools if not t.spec.card.tenants or tenant in t.spec.card.tenants
+        )
+        hits = empty.lexical(query, mine, 100, weights=ALL_FIELDS)
+        expected = [(t, s) for t, s in zip(whole.ids, whole.scores, strict=True) if t in mine]
+        assert hits.ids == [t for t, _ in expected], tenant
+        assert hits.scores == pytest.approx([s for _, s in expected]), tenant
+        assert "shared.refund" in hits.ids and (tenant + ".0") in hits.ids
+        assert ("pair.refund" in hits.ids) == (tenant in {"acme", "x-1"})
+        # a few of them, then one tool alone
+        assert empty.lexical(query, frozenset([f"{tenant}.1"]), 5, weights=ALL_FIELDS).ids == [
+            f"{tenant}.1"
+        ]
+
+
 def test_dense_is_restricted_and_takes_the_best_view(store: Store) -> None:
     q = _vec(0, 0, 1)  # matches only a.order's alias
     hits = store.dense(q, EVERYTHING, 2, kinds={KIND_CARD, KIND_ALIAS}, model_id="m")

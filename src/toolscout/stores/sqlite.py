@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +75,45 @@ CREATE TABLE IF NOT EXISTS learned_aliases (
 INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
 """
 
+#: the lexical index's last column holds one token per tenant a tool is offered to
+#: (``zzscope`` + the tenant's UTF-8 bytes in hex), or :data:`SHARED_SCOPE` for a tool
+#: every tenant may be offered; :meth:`SQLiteStore.lexical` restricts the match to the
+#: caller's tokens so FTS5 ranks a tenant's share, not every tenant's copies
+SCOPE_PREFIX = "zzscope"
+SHARED_SCOPE = SCOPE_PREFIX + "all"
+
+_SCHEMA_V3 = f"""
+CREATE VIRTUAL TABLE tool_fts_v3 USING fts5(
+    {", ".join(FIELD_NAMES)}, scope, tokenize = 'unicode61 remove_diacritics 2'
+);
+INSERT INTO tool_fts_v3(rowid, {", ".join(FIELD_NAMES)}, scope)
+    SELECT f.rowid, {", ".join("f." + f for f in FIELD_NAMES)}, coalesce(
+        (SELECT group_concat('{SCOPE_PREFIX}' || lower(hex(j.value)), ' ')
+         FROM json_each(t.card, '$.tenants') AS j),
+        '{SHARED_SCOPE}')
+    FROM tool_fts AS f JOIN tools AS t ON t.rid = f.rowid;
+DROP TABLE tool_vocab;
+DROP TABLE tool_fts;
+ALTER TABLE tool_fts_v3 RENAME TO tool_fts;
+CREATE VIRTUAL TABLE tool_vocab USING fts5vocab(tool_fts, 'row');
+"""
+
 #: numbered schema migrations; ``PRAGMA user_version`` is the last one applied
-MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2)
+MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3)
+
+#: the scope filter is used while the rows its tokens cover are at most this share
+#: of the catalog, and while the caller's allowed tools carry at most this many tokens
+SCOPE_FILTER_SHARE = 0.5
+SCOPE_FILTER_TOKENS = 8
+#: per-allowed-set row subsets and scope filters kept (least recently used out): about
+#: one per tenant and role asking now, as the catalog's entitlement cache
+SUBSET_CACHE = 512
+
+
+def scope_value(tenants: Sequence[str]) -> str:
+    """The scope column of a tool offered to ``tenants`` (none: every tenant)."""
+    tokens = dict.fromkeys(SCOPE_PREFIX + t.encode().hex() for t in tenants)
+    return " ".join(tokens) or SHARED_SCOPE
 
 
 def _card_from_json(raw: str) -> CapabilityCard:
@@ -92,6 +129,41 @@ def _cosines(matrix: npt.NDArray[np.float32], vector: Vector) -> npt.NDArray[np.
     single-threaded, does in 0.3 ms."""
     out: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, vector)
     return out
+
+
+class _Scopes:
+    """Each tool's scope tokens, and the scope filter of an allowed set (cached by the
+    identity of the immutable set, as an entitlement is reused across requests)."""
+
+    def __init__(self, rows: Iterable[tuple[str, str]]) -> None:
+        self.of: dict[str, tuple[str, ...]] = {}
+        self.rows: dict[str, int] = {}
+        for tool_id, value in rows:
+            tokens = tuple(value.split())
+            self.of[tool_id] = tokens
+            for token in tokens:
+                self.rows[token] = self.rows.get(token, 0) + 1
+        self._filters: OrderedDict[int, tuple[Set[str], str]] = OrderedDict()
+
+    def filter(self, allowed: Set[str]) -> str:
+        """An FTS5 expression matching every allowed tool's scope column, or "" when
+        it would cover most of the catalog anyway (then it only costs)."""
+        hit = self._filters.get(id(allowed))
+        if hit is not None and hit[0] is allowed:
+            self._filters.move_to_end(id(allowed))
+            return hit[1]
+        tokens: set[str] = set()
+        for tool_id in allowed:
+            tokens.update(self.of.get(tool_id, ()))
+            if len(tokens) > SCOPE_FILTER_TOKENS:
+                break
+        covered = sum(self.rows.get(t, 0) for t in tokens)
+        small = len(tokens) <= SCOPE_FILTER_TOKENS and covered <= SCOPE_FILTER_SHARE * len(self.of)
+        expr = " OR ".join(sorted(tokens)) if small and tokens else ""
+        self._filters[id(allowed)] = (allowed, expr)
+        if len(self._filters) > SUBSET_CACHE:
+            self._filters.popitem(last=False)
+        return expr
 
 
 class _Subset:
@@ -144,24 +216,31 @@ class _DenseIndex:
         self.row_u = row_u
         owner = np.array([r[0] for r in rows], dtype=np.int64)
         self.owner_of = owner
-        self.kind = np.array([r[1] for r in rows], dtype=object)
+        # each row's kind as a small integer (kinds include one learned kind per tenant)
+        codes: dict[str, int] = {}
+        self.kind = np.array([codes.setdefault(r[1], len(codes)) for r in rows], dtype=np.int32)
+        self.kind_codes = codes
         self.card_row = {int(owner[i]): i for i, r in enumerate(rows) if r[1] == "card"}
-        self._kinds: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
-        self._present: dict[str, bool] = {}
+        self._kinds: OrderedDict[frozenset[str], npt.NDArray[np.bool_]] = OrderedDict()
         self._subsets: OrderedDict[tuple[int, frozenset[str]], _Subset] = OrderedDict()
 
     def kind_rows(self, kinds: Set[str]) -> npt.NDArray[np.bool_]:
+        """Which rows are of ``kinds`` (a few recent combinations are kept: a caller's
+        views, and the learned kinds of the tenants asking now)."""
         key = frozenset(kinds)
         rows = self._kinds.get(key)
         if rows is None:
-            rows = self._kinds[key] = np.isin(self.kind, list(key))
+            wanted = [self.kind_codes[k] for k in key if k in self.kind_codes]
+            rows = np.isin(self.kind, wanted) if wanted else np.zeros(len(self.kind), bool)
+            self._kinds[key] = rows
+            if len(self._kinds) > 16:
+                self._kinds.popitem(last=False)
+        else:
+            self._kinds.move_to_end(key)
         return rows
 
     def has_kind(self, kind: str) -> bool:
-        known = self._present.get(kind)
-        if known is None:
-            known = self._present[kind] = bool(self.kind_rows({kind}).any())
-        return known
+        return kind in self.kind_codes
 
     def row_cosines(self, sub: _Subset, vector: Vector) -> npt.NDArray[np.float32]:
         """The cosine of ``vector`` to each of the subset's rows, each distinct vector
@@ -188,7 +267,7 @@ class _DenseIndex:
         tools, starts = np.unique(owners, return_index=True)
         sub = _Subset(allowed, tools, starts, self.row_u[rows], len(self.matrix))
         self._subsets[key] = sub
-        if len(self._subsets) > 64:
+        if len(self._subsets) > SUBSET_CACHE:
             self._subsets.popitem(last=False)
         return sub
 
@@ -259,6 +338,7 @@ class SQLiteStore:
             raise StoreError(f"cannot open the store at {path}: {exc}") from exc
         self._dense: _DenseIndex | None = None
         self._ids_by_rid: dict[int, str] | None = None
+        self._scopes: _Scopes | None = None
         self._dense_model: str | None = None
         self._df: dict[str, int] | None = None
         self._n_docs = 0
@@ -402,9 +482,9 @@ class SQLiteStore:
             self._db.execute("DELETE FROM tool_texts WHERE tool_id = ?", (spec.id,))
         values = [tool.fields.get(f, "") for f in FIELD_NAMES]
         self._db.execute(
-            f"INSERT INTO tool_fts(rowid, {', '.join(FIELD_NAMES)}) "
-            f"VALUES (?{', ?' * len(FIELD_NAMES)})",
-            (rid, *values),
+            f"INSERT INTO tool_fts(rowid, {', '.join(FIELD_NAMES)}, scope) "
+            f"VALUES (?{', ?' * len(FIELD_NAMES)}, ?)",
+            (rid, *values, scope_value(spec.card.tenants)),
         )
         self._db.executemany(
             "INSERT OR IGNORE INTO tool_texts(tool_id, kind, text_hash) VALUES (?,?,?)",
@@ -441,6 +521,7 @@ class SQLiteStore:
 
     def _invalidate(self) -> None:
         self._ids_by_rid = None
+        self._scopes = None
         self._dense = None
         self._df = None
 
@@ -520,7 +601,12 @@ class SQLiteStore:
         """Per-term document counts of the lexical index, and the number of documents."""
         with self._lock:
             if self._df is None:
-                self._df = dict(self._db.execute("SELECT term, doc FROM tool_vocab").fetchall())
+                self._df = dict(
+                    self._db.execute(
+                        "SELECT term, doc FROM tool_vocab WHERE term NOT GLOB ?",
+                        (SCOPE_PREFIX + "*",),
+                    ).fetchall()
+                )
                 self._n_docs = self._db.execute("SELECT count(*) FROM tools").fetchone()[0]
             return self._df, self._n_docs
 
@@ -537,17 +623,27 @@ class SQLiteStore:
         if not uniq or not used or not allowed:
             return Hits()
         expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in uniq)
-        if len(used) < len(FIELD_NAMES):
-            expr = "{" + " ".join(used) + "} : (" + expr + ")"
-        bm25_weights = ", ".join(repr(float(weights.get(f, 0.0))) for f in FIELD_NAMES)
+        expr = "{" + " ".join(used) + "} : (" + expr + ")"
+        bm25_weights = ", ".join(repr(float(weights.get(f, 0.0))) for f in (*FIELD_NAMES, ""))
         hits = Hits()
         with self._lock:
             if self._ids_by_rid is None:
                 self._ids_by_rid = dict(self._db.execute("SELECT rid, id FROM tools").fetchall())
             ids_by_rid = self._ids_by_rid
+            if self._scopes is None:
+                self._scopes = _Scopes(
+                    (ids_by_rid[rid], scope)
+                    for rid, scope in self._db.execute("SELECT rowid, scope FROM tool_fts")
+                    if rid in ids_by_rid
+                )
             # FTS5 cannot filter by the allowed set inside the ranking, and ranks every match
-            # before the first row comes back; the rows are then read best first until
-            # ``limit`` allowed ones were seen (no join: the rowid is mapped in memory)
+            # before the first row comes back: the match is narrowed to the tenants the
+            # allowed tools are offered to (when that is a small share of the catalog), then
+            # the rows are read best first until ``limit`` allowed ones were seen (no join:
+            # the rowid is mapped in memory)
+            scope = self._scopes.filter(allowed)
+            if scope:
+                expr = f"({expr}) AND scope : ({scope})"
             try:
                 cursor = self._db.execute(
                     f"SELECT rowid, bm25(tool_fts, {bm25_weights}) AS s FROM tool_fts"
