@@ -177,6 +177,8 @@ class TenantIndex:
 
     def __init__(self, cards: Sequence[CapabilityCard]) -> None:
         self.cards = tuple(cards)
+        # what a decision depends on besides the principal (cards sharing it share one)
+        self.signatures = [(c.tenants, c.scopes, c.risk.privileged) for c in self.cards]
         self._shared: list[int] = []
         self._by_tenant: dict[str, list[int]] = {}
         for i, card in enumerate(self.cards):
@@ -185,11 +187,12 @@ class TenantIndex:
             for tenant in dict.fromkeys(card.tenants):
                 self._by_tenant.setdefault(tenant, []).append(i)
 
-    def candidates(self, tenant: str) -> tuple[list[CapabilityCard], int]:
-        """The cards ``tenant`` may be offered (catalog order), and how many it may not."""
+    def candidates(self, tenant: str) -> tuple[list[int], int]:
+        """The positions of the cards ``tenant`` may be offered (catalog order), and how
+        many it may not."""
         own = self._by_tenant.get(tenant, [])
         positions = sorted(self._shared + own) if own else self._shared
-        return [self.cards[i] for i in positions], len(self.cards) - len(positions)
+        return positions, len(self.cards) - len(positions)
 
 
 def entitle(
@@ -206,11 +209,13 @@ def entitle(
     allowed: list[CapabilityCard] = []
     denied: dict[Reason, int] = {}
     if isinstance(cards, TenantIndex):
-        cards, elsewhere = cards.candidates(principal.tenant)
+        positions, elsewhere = cards.candidates(principal.tenant)
         if elsewhere:
             denied[Reason.TENANT] = elsewhere
-    for card in cards:
-        key = (card.tenants, card.scopes, card.risk.privileged)
+        visit = [(cards.cards[i], cards.signatures[i]) for i in positions]
+    else:
+        visit = [(c, (c.tenants, c.scopes, c.risk.privileged)) for c in cards]
+    for card, key in visit:
         decision = memo.get(key)
         if decision is None:
             decision = memo[key] = decide_scopes(

@@ -62,6 +62,8 @@ EXACT_CATALOG_TOKENS = 300
 CATALOG_TOKEN_SAMPLE = 128
 #: full specs kept in memory (schemas are otherwise read from the store when needed)
 SPEC_CACHE = 2048
+#: entitlements (tenant, scopes) kept per catalog generation, least recently used out
+ENTITLEMENT_CACHE = 512
 
 
 def lexical_fields(spec: ToolSpec, learned: Sequence[str] = ()) -> dict[str, str]:
@@ -149,8 +151,9 @@ class _State:
         self.names: dict[str, str] | None = None  # id -> rendered name
         self.rendered: dict[str, str] | None = None  # rendered name -> id
         self.tenants: TenantIndex | None = None  # built on the first entitlement
-        self.entitlements: dict[tuple[str, frozenset[str]], Entitlement] = {}
+        self.entitlements: OrderedDict[tuple[str, frozenset[str]], Entitlement] = OrderedDict()
         self.catalog_tokens: dict[tuple[str, frozenset[str], str], int] = {}
+        self.tool_tokens: dict[tuple[str, str], int] = {}  # (id, format) -> tokens
         self.lock = threading.Lock()
 
 
@@ -173,7 +176,6 @@ class Catalog:
         self.log = log
         self.reformulator = reformulator
         self._specs: OrderedDict[str, ToolSpec] = OrderedDict()
-        self._tokens: dict[tuple[str, str, str], int] = {}
         self._lock = threading.RLock()
         self._state: _State | None = None
         self._pin = threading.local()
@@ -527,29 +529,34 @@ class Catalog:
     def entitle(self, principal: Principal) -> Entitlement:
         state = self.refresh()
         key = (principal.tenant, state.policy.effective_scopes(principal))
-        ent = state.entitlements.get(key)
-        if ent is None:
-            with state.lock:
-                if state.tenants is None:
-                    state.tenants = TenantIndex(state.cards)
-            ent = entitle(state.tenants, principal, state.policy)
-            with state.lock:
-                if len(state.entitlements) > 256:
-                    state.entitlements.clear()
-                state.entitlements[key] = ent
+        with state.lock:
+            ent = state.entitlements.get(key)
+            if ent is not None:
+                state.entitlements.move_to_end(key)
+                return ent
+            if state.tenants is None:
+                state.tenants = TenantIndex(state.cards)
+        ent = entitle(state.tenants, principal, state.policy)
+        with state.lock:
+            state.entitlements[key] = ent
+            while len(state.entitlements) > ENTITLEMENT_CACHE:
+                state.entitlements.popitem(last=False)
         return ent
 
     # -- token figures -----------------------------------------------------------
     def schema_tokens(self, tool_id: str, fmt: str) -> int:
-        """o200k tokens of one tool's rendering (cached by content, so never stale)."""
-        spec = self.get(tool_id)
-        key = (tool_id, spec.content_hash(), fmt)
-        n = self._tokens.get(key)
+        """o200k tokens of one tool's rendering (cached per catalog generation, as the
+        rendered name can change with the rest of the catalog: never stale)."""
+        state = self.refresh()
+        n = state.tool_tokens.get((tool_id, fmt))
+        return n if n is not None else self._count_tokens(state, self.get(tool_id), fmt)
+
+    def _count_tokens(self, state: _State, spec: ToolSpec, fmt: str) -> int:
+        n = state.tool_tokens.get((spec.id, fmt))
         if n is None:
             n = inject.schema_tokens([spec], fmt, self.names())
-            if len(self._tokens) > 200_000:
-                self._tokens.clear()
-            self._tokens[key] = n
+            with state.lock:
+                state.tool_tokens[(spec.id, fmt)] = n
         return n
 
     def entitled_tokens(self, principal: Principal, fmt: str) -> int:
@@ -570,7 +577,7 @@ class Catalog:
                 ordered = sorted(ids)
                 step = len(ordered) / CATALOG_TOKEN_SAMPLE
                 sample = [ordered[int(i * step)] for i in range(CATALOG_TOKEN_SAMPLE)]
-                counts = [self.schema_tokens(s.id, fmt) for s in self.specs_of(sample)]
+                counts = [self._count_tokens(state, s, fmt) for s in self.specs_of(sample)]
                 n = round(len(ids) * sum(counts) / max(len(counts), 1))
             with state.lock:
                 state.catalog_tokens[key] = n
