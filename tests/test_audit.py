@@ -5,11 +5,13 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from toolscout.errors import ArgumentError, ConfigError, StoreError
 from toolscout.gateway.audit import GENESIS, AuditLog, _row_hash, args_digest, canonical_json
 from toolscout.gateway.audit_verify import Head, verify_file
@@ -31,9 +33,22 @@ def entry(**over: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def log(tmp_path: Path) -> AuditLog:
+def sqlite_log(tmp_path: Path) -> Iterator[AuditLog]:
     with AuditLog(tmp_path / "toolscout.db") as log:
-        yield log  # type: ignore[misc]
+        yield log
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AuditLog]:
+    """The log's behaviour is the same in a SQLite file and in PostgreSQL."""
+    if request.param == "postgres":
+        from toolscout.gateway.audit_pg import PostgresAuditLog
+
+        with PostgresAuditLog(request.getfixturevalue("pg_dsn")) as pg:
+            yield pg
+    else:
+        with AuditLog(tmp_path / "toolscout.db") as log:
+            yield log
 
 
 def test_append_read_and_chain(log: AuditLog) -> None:
@@ -55,7 +70,10 @@ def test_since_filter(log: AuditLog) -> None:
     assert [r.subject for r in log.read(since=time.time() - 60)] == ["recent"]
 
 
-def test_digest_is_canonical_and_args_are_never_stored(log: AuditLog, tmp_path: Path) -> None:
+def test_digest_is_canonical_and_args_are_never_stored(
+    sqlite_log: AuditLog, tmp_path: Path
+) -> None:
+    log = sqlite_log
     assert args_digest({"b": 1, "a": [1, "é"]}) == args_digest({"a": [1, "é"], "b": 1})
     assert canonical_json({"b": 1, "a": 2}) == '{"a":2,"b":1}'
     log.append(**entry(args_digest=args_digest({"card_number": "4242424242424242"})))
@@ -65,7 +83,8 @@ def test_digest_is_canonical_and_args_are_never_stored(log: AuditLog, tmp_path: 
     assert b"4242424242424242" not in raw
 
 
-def test_triggers_refuse_update_and_delete(log: AuditLog, tmp_path: Path) -> None:
+def test_triggers_refuse_update_and_delete(sqlite_log: AuditLog, tmp_path: Path) -> None:
+    log = sqlite_log
     log.append(**entry())
     conn = sqlite3.connect(tmp_path / "toolscout.db")
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):

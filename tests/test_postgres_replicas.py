@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
-from serve_fixture import auth, start_server, stop, token
+from serve_fixture import KEY, auth, start_server, stop, token
+from toolscout.gateway.audit_pg import PostgresAuditLog
 
 ADMIN = auth(token("root@acme", scopes=["toolscout:admin", "ops:*", "crm:*"]))
 OPS = auth(token("olga@acme", scopes=["ops:*"]))
@@ -34,14 +34,15 @@ NEW = {
 
 
 @pytest.fixture
-def replicas(pg_dsn: str, tmp_path: Path) -> Iterator[tuple[str, str]]:  # noqa: F811
-    a, url_a = start_server("--postgres", pg_dsn, "--audit", str(tmp_path / "a.audit.db"))
+def replicas(pg_dsn: str) -> Iterator[tuple[str, str]]:  # noqa: F811
+    """Two `toolscout serve --postgres` processes on one database (no file of their own)."""
+    a, url_a = start_server("--postgres", pg_dsn)
     try:
         r = httpx.post(
             f"{url_a}/v1/catalog/import", json={"tools": SEED}, headers=ADMIN, timeout=60
         )
         assert r.status_code == 200, r.text
-        b, url_b = start_server("--postgres", pg_dsn, "--audit", str(tmp_path / "b.audit.db"))
+        b, url_b = start_server("--postgres", pg_dsn)
         try:
             yield url_a, url_b
         finally:
@@ -98,3 +99,16 @@ def test_delete_and_rescope_are_refused_by_both_on_the_next_call(
         moved = _execute(url, "ops.list_hosts")
         assert moved["status"] == "refused"
         assert "ops.restart_service" not in _ids(url, "restart a stuck service")
+
+
+def test_both_replicas_audit_into_one_chain(replicas: tuple[str, str], pg_dsn: str) -> None:  # noqa: F811
+    """Every attempt through either replica is one row of one verified chain in the database."""
+    a, b = replicas
+    answers = [_execute((a, b)[i % 2], "ops.list_hosts") for i in range(6)]
+    with PostgresAuditLog(pg_dsn, key=KEY) as log:  # `serve` keys the chain with its JWT key
+        rows = log.read()
+        assert [r.id for r in rows] == [x["audit_id"] for x in answers] == list(range(1, 7))
+        assert [(r.subject, r.tool_id, r.status) for r in rows] == [
+            ("olga@acme", "ops.list_hosts", x["status"]) for x in answers
+        ]
+        assert log.verify().ok

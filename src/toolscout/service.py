@@ -34,6 +34,7 @@ from toolscout.errors import (
 )
 from toolscout.executors.base import Executor
 from toolscout.gateway.audit import AuditLog
+from toolscout.gateway.audit_pg import PostgresAuditLog, is_dsn
 from toolscout.gateway.auth import TokenVerifier
 from toolscout.gateway.core import Gateway
 from toolscout.gateway.grants import GrantSigner
@@ -252,7 +253,7 @@ class Toolscout:
         if resolved is None or not self.catalog.decide(principal, resolved).allowed:
             raise UnknownToolError(str(tool_id))
         log = self.catalog.log
-        # without a discovery log (e.g. on PostgreSQL) no discovery is known to speak for
+        # without a discovery log (an in-memory catalog) no discovery is known to speak for
         if log is None or log.owner(discovery_id) != (principal.subject, principal.tenant):
             raise UnknownDiscoveryError(str(discovery_id))
         log.record_feedback(
@@ -410,7 +411,10 @@ def _open_catalog(
 
 
 def _open_audit(settings: Settings) -> AuditLog:
-    return AuditLog(settings.audit_target(), key=settings.audit_key)
+    target = settings.audit_target()
+    if is_dsn(target):
+        return PostgresAuditLog(str(target), key=settings.audit_key, timeout_s=settings.timeout_s)
+    return AuditLog(target, key=settings.audit_key)
 
 
 __all__ = ["Caller", "Toolscout"]

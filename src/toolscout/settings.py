@@ -98,7 +98,8 @@ class Settings:
     jwt_algorithms: tuple[str, ...] = ("HS256",)
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
-    #: the audit log's file (default: ``<db>.audit.db`` beside the catalog)
+    #: the audit log: a SQLite file or a ``postgresql://`` DSN (default: ``<db>.audit.db``
+    #: beside a SQLite catalog; the catalog's own database for a PostgreSQL one)
     audit_path: str | Path | None = None
     #: HMAC key of the audit chain, kept outside the database
     audit_key: str | None = None
@@ -130,13 +131,17 @@ class Settings:
         return self.db if self.db is not None else default_db_path()
 
     def audit_target(self) -> str | Path:
-        """Where the audit log lives: its own file, so catalog writes never block it."""
+        """Where the audit log lives: beside a SQLite catalog in its own file (catalog
+        writes never block it); in the catalog's database when that is PostgreSQL, so
+        every replica appends to one chain."""
         if self.audit_path is not None:
             return self.audit_path
         target = str(self.catalog_target())
         if target in (":memory:", "memory:"):
             return ":memory:"
+        if target.startswith(("postgresql://", "postgres://")):
+            return target
         if "://" in target:
-            raise ConfigError("a catalog on a database server needs an explicit audit_path")
+            raise ConfigError(f"the catalog must be a file or a postgresql:// DSN, got {target!r}")
         path = Path(target)
         return path.with_name(path.stem + ".audit" + (path.suffix or ".db"))

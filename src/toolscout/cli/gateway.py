@@ -156,10 +156,15 @@ def audit(
             "--key", envvar="TOOLSCOUT_AUDIT_KEY", help="The audit log's HMAC key (>= 16 bytes)."
         ),
     ] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="Catalog database file.")] = None,
+    db: Annotated[
+        str | None, typer.Option("--db", help="Catalog database file or postgresql:// DSN.")
+    ] = None,
     audit_db: Annotated[
-        Path | None,
-        typer.Option("--audit-db", help="Audit log file (default: DB's .audit.db, else DB)."),
+        str | None,
+        typer.Option(
+            "--audit-db",
+            help="Audit log file or postgresql:// DSN (default: DB's .audit.db, else DB).",
+        ),
     ] = None,
     json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many records.")] = 100,
@@ -171,13 +176,16 @@ def audit(
     the log disagrees with --expect-head.
     """
     from toolscout.gateway.audit import audit_path_for
+    from toolscout.gateway.audit_pg import is_dsn, read_database, verify_database
     from toolscout.gateway.audit_verify import Head, read_file, verify_file
     from toolscout.settings import default_db_path
 
+    # a log in PostgreSQL: named by --audit-db, or the catalog's own database
+    dsn = audit_db if is_dsn(audit_db) else (db if audit_db is None and is_dsn(db) else None)
     if audit_db is not None:
-        path = audit_db
+        path = Path(audit_db)
     else:
-        catalog = db or default_db_path()
+        catalog = Path(db) if db else default_db_path()
         own = audit_path_for(catalog)
         path = own if own.is_file() else catalog
     if expect_head is not None and not verify:
@@ -189,11 +197,14 @@ def audit(
         _fail(str(exc))
     if verify or head:
         try:
-            result = verify_file(path, key=key, expected_head=expected)
+            if dsn is not None:
+                result = verify_database(dsn, key=key, expected_head=expected)
+            else:
+                result = verify_file(path, key=key, expected_head=expected)
         except ToolscoutError as exc:
             _fail(str(exc))
         if head and not verify:
-            if not path.is_file():
+            if dsn is None and not path.is_file():
                 _fail(f"no audit log at {path}")
             typer.echo(_json.dumps({"head": result.head}) if json else result.head)
             return
@@ -211,10 +222,13 @@ def audit(
         if not result.ok:
             raise typer.Exit(1)
         return
-    if not path.is_file():
+    if dsn is None and not path.is_file():
         _fail(f"no database at {path}")
     try:
-        records = read_file(path, since=cutoff, subject=subject, limit=max(limit, 0) or None)
+        if dsn is not None:
+            records = read_database(dsn, cutoff, subject, max(limit, 0) or None)
+        else:
+            records = read_file(path, since=cutoff, subject=subject, limit=max(limit, 0) or None)
     except ToolscoutError as exc:
         _fail(str(exc))
     if json:

@@ -71,9 +71,11 @@ def serve(
         str | None, typer.Option("--postgres", help="PostgreSQL DSN (postgresql://...).")
     ] = None,
     audit: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            "--audit", help="Audit log file (default: beside --db; needed with --postgres)."
+            "--audit",
+            help="Audit log: a file or a postgresql:// DSN (default: beside --db;"
+            " with --postgres, in that database, one chain for every replica).",
         ),
     ] = None,
     dry_run: Annotated[
@@ -102,8 +104,6 @@ def serve(
     if postgres is not None:
         if not postgres.startswith(("postgresql://", "postgres://")):
             raise ConfigError(f"--postgres must be a postgresql:// DSN, got {postgres[:40]!r}")
-        if audit is None:
-            raise ConfigError("--postgres needs --audit PATH (the audit log file of this replica)")
         target = postgres
     else:
         from toolscout.settings import default_db_path

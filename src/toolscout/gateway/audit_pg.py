@@ -1,0 +1,243 @@
+"""The audit log in PostgreSQL: one hash chain for every replica of a service.
+
+:class:`~toolscout.gateway.audit.AuditLog` keeps its chain in a SQLite file; a
+service run as several replicas on one PostgreSQL keeps it in that database
+instead, so there is one chain, not one per replica, and losing a replica's disk
+loses no evidence. The rows, their hashes, the key check and every reader are
+the SQLite log's own: this module only gives them a PostgreSQL connection.
+
+* The tables live in their own schema, ``toolscout_audit`` (``audit_log``,
+  ``audit_meta``), which an operator can own by another role than the catalog.
+* Appends are serialised across processes by a transaction-scoped advisory lock
+  taken where SQLite takes ``BEGIN IMMEDIATE``: two replicas never chain to the
+  same predecessor.
+* Triggers refuse UPDATE, DELETE and TRUNCATE of ``audit_log``; :meth:`verify`
+  reports them missing as a failure, like :func:`~toolscout.gateway.audit.verify_file`.
+* Times and latencies are ``double precision`` (``real`` would round them and
+  break the chain on reading back).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from toolscout.errors import StoreError
+from toolscout.gateway.audit import AuditLog, AuditRecord, _key_bytes, _key_id, _read
+from toolscout.gateway.audit_verify import Head, Verification, _verify
+
+#: the schema holding the audit tables
+AUDIT_SCHEMA = "toolscout_audit"
+#: the advisory lock key of the chain (any constant shared by every replica)
+_CHAIN_LOCK = 0x7A5C_0A0D
+PG_TRIGGERS = ("audit_log_append_only", "audit_log_no_truncate")
+_LOG_TABLE = f"{AUDIT_SCHEMA}.audit_log"
+_TABLES_SQL = "SELECT table_name FROM information_schema.tables WHERE table_schema = ?"
+_TRIGGERS_SQL = "SELECT tgname FROM pg_trigger WHERE tgrelid = ?::regclass AND NOT tgisinternal"
+
+_PG_SCHEMA = f"""
+CREATE SCHEMA IF NOT EXISTS {AUDIT_SCHEMA};
+CREATE TABLE IF NOT EXISTS {AUDIT_SCHEMA}.audit_log (
+    id          BIGINT           PRIMARY KEY,
+    ts          DOUBLE PRECISION NOT NULL,
+    subject     TEXT             NOT NULL,
+    tenant      TEXT             NOT NULL,
+    tool_id     TEXT             NOT NULL,
+    args_digest TEXT             NOT NULL,
+    decision    TEXT             NOT NULL,
+    reason      TEXT             NOT NULL,
+    latency_ms  DOUBLE PRECISION NOT NULL,
+    status      TEXT             NOT NULL,
+    prev_hash   TEXT             NOT NULL,
+    hash        TEXT             NOT NULL,
+    kind        TEXT             NOT NULL DEFAULT 'record',
+    ref         BIGINT           NOT NULL DEFAULT 0,
+    detail      TEXT             NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS audit_log_ts ON {AUDIT_SCHEMA}.audit_log (ts);
+CREATE INDEX IF NOT EXISTS audit_log_ref ON {AUDIT_SCHEMA}.audit_log (ref);
+CREATE TABLE IF NOT EXISTS {AUDIT_SCHEMA}.audit_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE OR REPLACE FUNCTION {AUDIT_SCHEMA}.refuse_change() RETURNS trigger
+    LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'audit_log is append-only'; END $$;
+CREATE OR REPLACE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE
+    ON {AUDIT_SCHEMA}.audit_log FOR EACH ROW EXECUTE FUNCTION {AUDIT_SCHEMA}.refuse_change();
+CREATE OR REPLACE TRIGGER audit_log_no_truncate BEFORE TRUNCATE
+    ON {AUDIT_SCHEMA}.audit_log FOR EACH STATEMENT EXECUTE FUNCTION {AUDIT_SCHEMA}.refuse_change();
+"""
+
+
+def is_dsn(target: object) -> bool:
+    """Is ``target`` a PostgreSQL connection string rather than a file path?"""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def redact(dsn: str) -> str:
+    """``dsn`` without its password, for messages."""
+    head, at, tail = dsn.rpartition("@")
+    if not at:
+        return dsn
+    scheme, _, userinfo = head.partition("://")
+    return f"{scheme}://{userinfo.split(':', 1)[0]}@{tail}"
+
+
+class _Connection:
+    """A psycopg connection spoken to in the SQLite log's dialect.
+
+    ``?`` placeholders become ``%s``; ``BEGIN IMMEDIATE`` (SQLite's write lock)
+    becomes ``BEGIN`` plus the chain's advisory lock; a driver error becomes one
+    :class:`StoreError` naming the database. A connection lost between
+    transactions is opened again on the next statement."""
+
+    def __init__(self, dsn: str, timeout_s: float, *, read_only: bool = False) -> None:
+        self.dsn = dsn
+        self.timeout_s = timeout_s
+        self.read_only = read_only
+        self._conn: Any = None
+        self._open()
+
+    def _open(self) -> None:
+        import psycopg
+
+        lock_ms = int(self.timeout_s * 1000)  # how long an append waits for another's
+        try:
+            self._conn = psycopg.connect(
+                self.dsn,
+                autocommit=True,
+                connect_timeout=max(1, round(self.timeout_s)),
+                options=f"-c search_path={AUDIT_SCHEMA} -c lock_timeout={lock_ms}"
+                + (" -c default_transaction_read_only=on" if self.read_only else ""),
+            )
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot open the audit log in {redact(self.dsn)}: {_one_line(exc)}"
+            ) from None
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        import psycopg
+
+        if self._conn is None or (self._conn.broken and not self._in_transaction()):
+            self._open()
+        try:
+            if sql.strip().upper() == "BEGIN IMMEDIATE":
+                self._conn.execute("BEGIN")
+                return self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CHAIN_LOCK,))
+            if params:
+                return self._conn.execute(sql.replace("?", "%s"), tuple(params))
+            return self._conn.execute(sql)
+        except psycopg.Error as exc:
+            raise StoreError(f"audit log in {redact(self.dsn)}: {_one_line(exc)}") from None
+
+    def _in_transaction(self) -> bool:
+        import psycopg
+
+        return bool(self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+
+class PostgresAuditLog(AuditLog):
+    """:class:`AuditLog` in PostgreSQL (schema ``toolscout_audit``), shared by replicas."""
+
+    def __init__(
+        self, dsn: str, *, key: str | bytes | None = None, timeout_s: float = 10.0
+    ) -> None:
+        self.path = redact(dsn)  # type: ignore[assignment]  # named in messages only
+        self._key = _key_bytes(key)
+        conn = _Connection(dsn, timeout_s)
+        self._conn = conn  # type: ignore[assignment]
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # one replica creates the tables, the others wait
+            try:
+                conn.execute(_PG_SCHEMA)
+                self._check_key()
+                self._salt = self._key or self._digest_salt()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        self._lock = threading.Lock()
+
+    def verify(self, expected_head: Head | str | None = None) -> Verification:
+        """The chain check, and the append-only triggers present (a failure if not)."""
+        with self._lock:
+            rows = self._conn.execute(_TRIGGERS_SQL, (_LOG_TABLE,)).fetchall()
+        missing = [t for t in PG_TRIGGERS if t not in {r[0] for r in rows}]
+        result = super().verify(expected_head)
+        if missing and result.ok:
+            return Verification(
+                False,
+                None,
+                result.count,
+                f"append-only trigger(s) missing: {', '.join(missing)}",
+                result.head,
+            )
+        return result
+
+
+def verify_database(
+    dsn: str, *, key: str | bytes | None = None, expected_head: Head | str | None = None
+) -> Verification:
+    """:func:`~toolscout.gateway.audit.verify_file` for a log in PostgreSQL: read-only
+    (creates nothing, repairs nothing); a missing table or trigger, a key that does
+    not match, a broken chain or one that disagrees with ``expected_head`` fail."""
+    raw = _key_bytes(key)
+    conn = _Connection(dsn, 10.0, read_only=True)
+    where = redact(dsn)
+    try:
+        tables = {r[0] for r in conn.execute(_TABLES_SQL, (AUDIT_SCHEMA,)).fetchall()}
+        if "audit_log" not in tables:
+            return Verification(False, None, 0, f"{where} has no {AUDIT_SCHEMA}.audit_log table")
+        triggers = {r[0] for r in conn.execute(_TRIGGERS_SQL, (_LOG_TABLE,)).fetchall()}
+        stored = None
+        if "audit_meta" in tables:
+            row = conn.execute("SELECT value FROM audit_meta WHERE key = 'key_id'").fetchone()
+            stored = row[0] if row else None
+        result = _verify(conn, where, raw, expected_head)  # type: ignore[arg-type]
+    finally:
+        conn.close()
+    if stored is not None and stored != _key_id(raw):
+        why = "no key was given" if raw is None else "the key given is not this log's key"
+        return result._replace(ok=False, problem=f"the audit log is keyed and {why}")
+    missing = [t for t in PG_TRIGGERS if t not in triggers]
+    if result.ok and missing:
+        return result._replace(
+            ok=False, problem=f"append-only trigger(s) missing: {', '.join(missing)}"
+        )
+    return result
+
+
+def read_database(
+    dsn: str,
+    since: float | datetime | None = None,
+    subject: str | None = None,
+    limit: int | None = None,
+) -> list[AuditRecord]:
+    """Records of the audit log in PostgreSQL, read in a read-only session."""
+    conn = _Connection(dsn, 10.0, read_only=True)
+    try:
+        if not conn.execute(_TABLES_SQL, (AUDIT_SCHEMA,)).fetchall():
+            raise StoreError(f"{redact(dsn)} has no audit log")
+        return _read(conn, redact(dsn), since, subject, limit)  # type: ignore[arg-type]
+    finally:
+        conn.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+__all__ = [
+    "AUDIT_SCHEMA",
+    "PostgresAuditLog",
+    "is_dsn",
+    "read_database",
+    "redact",
+    "verify_database",
+]
