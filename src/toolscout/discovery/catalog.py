@@ -204,10 +204,10 @@ class Catalog:
 
         store = open_store(path)
         dlog = None
-        if log and isinstance(path, str | Path) and _is_file_path(path):
-            from toolscout.telemetry.log import DiscoveryLog
+        if log and isinstance(path, str | Path):
+            from toolscout.telemetry.log import open_log
 
-            dlog = DiscoveryLog(path, query_log=query_log)
+            dlog = open_log(path, query_log=query_log)
         return cls(
             store,
             embedder=embedder or default_embedder(),

@@ -11,6 +11,13 @@ keeps a keyed SHA-256 of its normalised form (repeats can be counted, the text
 cannot be read back); ``"none"`` keeps neither, and the report still counts.
 Rows are pruned by age with ``prune`` (or ``retention_days`` at open); deleted
 pages are zeroed (``secure_delete``) so pruned text does not linger in the file.
+
+:class:`DiscoveryLog` keeps the log in a SQLite file (the catalog's own);
+:class:`~toolscout.telemetry.log_postgres.PostgresDiscoveryLog` is the same log in a
+PostgreSQL database that several replicas share. Everything but the connection is
+this class's: a subclass gives its :class:`Dialect` (table names, the column that
+orders rows oldest first, the placeholder) and the methods marked *backend* below.
+:func:`open_log` chooses between the two from the catalog's target.
 """
 
 from __future__ import annotations
@@ -20,15 +27,16 @@ import hashlib
 import hmac
 import json
 import queue
+import re
 import secrets
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from toolscout.errors import ConfigError
 
@@ -36,6 +44,8 @@ from toolscout.errors import ConfigError
 QUERY_LOG_MODES = ("text", "hash", "none")
 #: a discovery below this confidence counts as low-confidence when the caller does not say
 LOW_CONFIDENCE = 0.45
+#: statements the writer thread commits together at most
+WRITE_BATCH = 500
 
 _DISCOVERIES = """
 CREATE TABLE IF NOT EXISTS discoveries (
@@ -97,6 +107,29 @@ _UPGRADES = {
 }
 
 _STOP = object()
+_DISCOVERY_ID = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What differs in the SQL of one backend: the statements are written once, with
+    ``{discoveries}``, ``{calls}``, ``{accepted_aliases}``, ``{log_meta}`` for the
+    tables, ``{seq}`` for the column in insertion order, and ``?`` for parameters."""
+
+    tables: tuple[tuple[str, str], ...]  # (name in the statements, name in the database)
+    seq: str
+    param: str
+
+    def render(self, template: str) -> str:
+        sql = template.format(seq=self.seq, **dict(self.tables))
+        return sql if self.param == "?" else sql.replace("?", self.param)
+
+
+SQLITE = Dialect(
+    tables=tuple((t, t) for t in ("discoveries", "calls", "accepted_aliases", "log_meta")),
+    seq="rowid",
+    param="?",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +174,31 @@ def normalise_query(query: str) -> str:
     return " ".join(query.split()).casefold()
 
 
+def open_log(
+    target: str | Path, *, query_log: str = "text", retention_days: float | None = None
+) -> DiscoveryLog | None:
+    """The discovery log kept beside the catalog at ``target``.
+
+    A ``postgresql://`` DSN: the log in that database (shared by every replica on it);
+    a file path: the log in that SQLite file; an in-memory catalog keeps none."""
+    text = str(target)
+    if text.startswith(("postgresql://", "postgres://")):
+        from toolscout.telemetry.log_postgres import PostgresDiscoveryLog
+
+        return PostgresDiscoveryLog(text, query_log=query_log, retention_days=retention_days)
+    if text in (":memory:", "memory:") or "://" in text:
+        return None
+    return DiscoveryLog(target, query_log=query_log, retention_days=retention_days)
+
+
 class DiscoveryLog:
     """Append-only log of discoveries and the executions and feedback that followed them."""
+
+    dialect: ClassVar[Dialect] = SQLITE
+    #: other processes write to the same log (an unknown discovery may be theirs, in flight)
+    shared: ClassVar[bool] = False
+    #: how long ``owner`` waits for a discovery another process may still be writing
+    owner_wait_s: ClassVar[float] = 0.0
 
     def __init__(
         self,
@@ -160,21 +216,52 @@ class DiscoveryLog:
         self.path = str(path)
         self.query_log = query_log
         self.retention_days = retention_days
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._sql: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._connect(self.path)
+        self._key = self._hash_key()
+        self._enforce_mode()
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=100_000)
+        self._thread: threading.Thread | None = None
+        self._writes = 0
+        if retention_days is not None:
+            self.prune(retention_days)
+
+    # -- backend: SQLite ---------------------------------------------------------
+    def _connect(self, location: str) -> None:
+        """Open the database at ``location`` and create (or upgrade) the tables."""
+        self._db = sqlite3.connect(location, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA secure_delete=ON")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
         self._upgrade()
         self._db.executescript(_INDEXES)
-        self._key = self._hash_key()
-        self._enforce_mode()
-        self._lock = threading.Lock()
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=100_000)
-        self._thread: threading.Thread | None = None
-        self._writes = 0
-        if retention_days is not None:
-            self.prune(retention_days)
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; the number of rows it changed."""
+        return int(self._db.execute(sql, tuple(params)).rowcount)
+
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._db.execute(sql, tuple(params)).fetchall()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN")
+        try:
+            yield
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:  # also when COMMIT itself failed (busy)
+                self._db.execute("ROLLBACK")
+            raise
+
+    def _compact(self) -> None:
+        """After rows were deleted or scrubbed: let no copy of them linger."""
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _disconnect(self) -> None:
+        self._db.close()
 
     def _upgrade(self) -> None:
         for table, columns in _UPGRADES.items():
@@ -196,37 +283,51 @@ class DiscoveryLog:
                 "COMMIT;"
             )
 
+    # -- shared by every backend -------------------------------------------------
+    def _render(self, template: str) -> str:
+        sql = self._sql.get(template)
+        if sql is None:
+            sql = self._sql[template] = self.dialect.render(template)
+        return sql
+
     def _enforce_mode(self) -> None:
         """Rows written under a laxer setting are brought down to this one."""
         if self.query_log == "text":
             return
-        rows = self._db.execute(
-            "SELECT id, query FROM discoveries WHERE query IS NOT NULL"
-            + (" OR query_hash IS NOT NULL" if self.query_log == "none" else "")
-        ).fetchall()
+        rows = self._fetch(
+            self._render(
+                "SELECT id, query FROM {discoveries} WHERE query IS NOT NULL"
+                + (" OR query_hash IS NOT NULL" if self.query_log == "none" else "")
+                + " ORDER BY id"
+            )
+        )
         if not rows:
             return
-        self._db.execute("BEGIN")
-        for did, query in rows:
-            digest = self.query_hash(query) if self.query_log == "hash" and query else None
-            self._db.execute(
-                "UPDATE discoveries SET query = NULL, query_hash = coalesce(?, "
-                + ("query_hash" if self.query_log == "hash" else "NULL")
-                + ") WHERE id = ?",
-                (digest, did),
-            )
-        self._db.execute("COMMIT")
-        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        update = self._render(
+            "UPDATE {discoveries} SET query = NULL, query_hash = coalesce(?, "
+            + ("query_hash" if self.query_log == "hash" else "NULL")
+            + ") WHERE id = ?"
+        )
+        with self._transaction():
+            for did, query in rows:
+                digest = self.query_hash(query) if self.query_log == "hash" and query else None
+                self._execute(update, (digest, did))
+        self._compact()
 
     def _hash_key(self) -> bytes:
-        """A random key per database file, so query hashes are not a public dictionary."""
-        row = self._db.execute("SELECT value FROM log_meta WHERE key = 'hash_key'").fetchone()
-        if row is not None:
-            return bytes.fromhex(str(row[0]))
+        """A random key per database, so query hashes are not a public dictionary.
+
+        Inserted if absent, then read: every process on one database uses the first key."""
         key = secrets.token_bytes(32)
-        self._db.execute("INSERT OR IGNORE INTO log_meta VALUES ('hash_key', ?)", (key.hex(),))
-        row = self._db.execute("SELECT value FROM log_meta WHERE key = 'hash_key'").fetchone()
-        return bytes.fromhex(str(row[0]))
+        self._execute(
+            self._render(
+                "INSERT INTO {log_meta} (key, value) VALUES ('hash_key', ?)"
+                " ON CONFLICT (key) DO NOTHING"
+            ),
+            (key.hex(),),
+        )
+        row = self._fetch(self._render("SELECT value FROM {log_meta} WHERE key = 'hash_key'"))
+        return bytes.fromhex(str(row[0][0]))
 
     def query_hash(self, query: str) -> str:
         """The keyed digest this log stores for ``query`` in "hash" (and "text") mode."""
@@ -236,27 +337,50 @@ class DiscoveryLog:
     # -- writing -----------------------------------------------------------------
     def _writer(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is _STOP:
-                self._queue.task_done()
+            batch = [self._queue.get()]
+            while len(batch) < WRITE_BATCH and batch[-1] is not _STOP:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            items = [item for item in batch if item is not _STOP]
+            try:
+                if items:
+                    with self._lock:
+                        self._write(items)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+            if batch[-1] is _STOP:
                 return
-            sql, params = item
-            # telemetry must never break the request path
-            with self._lock, contextlib.suppress(sqlite3.Error):
-                self._db.execute(sql, params)
-            self._queue.task_done()
 
-    def _put(self, sql: str, params: tuple[Any, ...]) -> None:
+    def _write(self, items: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
+        """One transaction for the batch; if it fails, each statement on its own.
+
+        Telemetry must never break the request path (nor stop this thread, which every
+        ``flush`` waits on): a statement that fails is dropped."""
+        try:
+            with self._transaction():
+                for sql, params in items:
+                    self._execute(sql, params)
+            return
+        except Exception:  # retried one by one below
+            pass
+        for sql, params in items:
+            with contextlib.suppress(Exception):
+                self._execute(sql, params)
+
+    def _put(self, template: str, params: tuple[Any, ...]) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._writer, name="toolscout-log", daemon=True)
             self._thread.start()
         with contextlib.suppress(queue.Full):  # drop rather than block
-            self._queue.put_nowait((sql, params))
+            self._queue.put_nowait((self._render(template), params))
         self._writes += 1
         if self.retention_days is not None and self._writes % 1000 == 0:
             cutoff = time.time() - self.retention_days * 86400
-            for table in ("discoveries", "calls"):
-                self._put(f"DELETE FROM {table} WHERE ts < ?", (cutoff,))
+            self._put("DELETE FROM {discoveries} WHERE ts < ?", (cutoff,))
+            self._put("DELETE FROM {calls} WHERE ts < ?", (cutoff,))
 
     def record_discovery(
         self,
@@ -276,7 +400,7 @@ class DiscoveryLog:
         digest = self.query_hash(query) if self.query_log != "none" else None
         low = confidence < LOW_CONFIDENCE if low_confidence is None else low_confidence
         self._put(
-            "INSERT INTO discoveries (id, ts, subject, tenant, conversation, query, query_hash,"
+            "INSERT INTO {discoveries} (id, ts, subject, tenant, conversation, query, query_hash,"
             " shown, confidence, low, latency_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
                 did,
@@ -330,8 +454,8 @@ class DiscoveryLog:
         conversation: str | None,
     ) -> None:
         self._put(
-            "INSERT INTO calls (ts, discovery_id, tool_id, ok, kind, subject, tenant, conversation)"
-            " VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT INTO {calls} (ts, discovery_id, tool_id, ok, kind, subject, tenant,"
+            " conversation) VALUES (?,?,?,?,?,?,?,?)",
             (time.time(), discovery_id, tool_id, int(ok), kind, subject, tenant, conversation),
         )
 
@@ -347,16 +471,22 @@ class DiscoveryLog:
         """Remember that an alias was written into a card, where it came from and why."""
         self.flush()
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO accepted_aliases VALUES (?,?,?,?,?,?,?)",
+            self._execute(
+                self._render(
+                    "INSERT INTO {accepted_aliases} (id, ts, tool_id, alias, tenant, source,"
+                    " evidence) VALUES (?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET"
+                    " ts = excluded.ts, tool_id = excluded.tool_id, alias = excluded.alias,"
+                    " tenant = excluded.tenant, source = excluded.source,"
+                    " evidence = excluded.evidence"
+                ),
                 (alias_id, time.time(), tool_id, alias, tenant, source, json.dumps(evidence)),
             )
 
     def accepted(self) -> list[dict[str, Any]]:
         """Every accepted alias with its source and evidence, oldest first."""
         rows = self._rows(
-            "SELECT id, ts, tool_id, alias, tenant, source, evidence FROM accepted_aliases"
-            " ORDER BY ts"
+            "SELECT id, ts, tool_id, alias, tenant, source, evidence FROM {accepted_aliases}"
+            " ORDER BY ts, {seq}"
         )
         keys = ("id", "ts", "tool_id", "alias", "tenant", "source", "evidence")
         return [{**dict(zip(keys, r, strict=True)), "evidence": json.loads(r[6])} for r in rows]
@@ -368,10 +498,10 @@ class DiscoveryLog:
         cutoff = time.time() - older_than_days * 86400
         self.flush()
         with self._lock:
-            n = self._db.execute("DELETE FROM discoveries WHERE ts < ?", (cutoff,)).rowcount
-            n += self._db.execute("DELETE FROM calls WHERE ts < ?", (cutoff,)).rowcount
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return int(n)
+            n = self._execute(self._render("DELETE FROM {discoveries} WHERE ts < ?"), (cutoff,))
+            n += self._execute(self._render("DELETE FROM {calls} WHERE ts < ?"), (cutoff,))
+            self._compact()
+        return n
 
     def flush(self) -> None:
         if self._thread is not None:
@@ -383,26 +513,33 @@ class DiscoveryLog:
             self._thread.join(timeout=5)
             self._thread = None
         with self._lock:
-            self._db.close()
+            self._disconnect()
 
     # -- reading -----------------------------------------------------------------
-    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def _rows(self, template: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         self.flush()
         with self._lock:
-            return self._db.execute(sql, params).fetchall()
+            return self._fetch(self._render(template), params)
 
     def owner(self, discovery_id: str) -> tuple[str, str] | None:
-        """(subject, tenant) of the caller who made ``discovery_id``; None if unknown."""
-        rows = self._rows(
-            "SELECT subject, tenant FROM discoveries WHERE id = ?", (str(discovery_id),)
-        )
+        """(subject, tenant) of the caller who made ``discovery_id``; None if unknown.
+
+        On a shared log, an id of the form this log hands out that is not (yet) there is
+        asked again for up to ``owner_wait_s``: another replica may still be writing it."""
+        sql = "SELECT subject, tenant FROM {discoveries} WHERE id = ?"
+        rows = self._rows(sql, (str(discovery_id),))
+        if not rows and self.shared and _DISCOVERY_ID.fullmatch(str(discovery_id)):
+            deadline = time.monotonic() + self.owner_wait_s
+            while not rows and time.monotonic() < deadline:
+                time.sleep(0.02)
+                rows = self._rows(sql, (str(discovery_id),))
         return (str(rows[0][0]), str(rows[0][1])) if rows else None
 
     def discoveries(self, since: float = 0.0, until: float | None = None) -> list[DiscoveryRow]:
         """Discoveries logged in ``[since, until)``, oldest first."""
         rows = self._rows(
             "SELECT id, ts, subject, tenant, conversation, query, query_hash, shown, confidence,"
-            " low FROM discoveries WHERE ts >= ? AND ts < ? ORDER BY ts, rowid",
+            " low FROM {discoveries} WHERE ts >= ? AND ts < ? ORDER BY ts, {seq}",
             (since, until if until is not None else float("inf")),
         )
         return [
@@ -424,8 +561,8 @@ class DiscoveryLog:
     def events(self, since: float = 0.0, until: float | None = None) -> list[EventRow]:
         """Executions and feedback logged in ``[since, until)``, oldest first."""
         rows = self._rows(
-            "SELECT ts, discovery_id, tool_id, ok, kind, subject, tenant, conversation FROM calls"
-            " WHERE ts >= ? AND ts < ? ORDER BY ts, rowid",
+            "SELECT ts, discovery_id, tool_id, ok, kind, subject, tenant, conversation"
+            " FROM {calls} WHERE ts >= ? AND ts < ? ORDER BY ts, {seq}",
             (since, until if until is not None else float("inf")),
         )
         return [
@@ -436,8 +573,8 @@ class DiscoveryLog:
     def false_negatives(self, limit: int = 20) -> list[FalseNegative]:
         """Tools that were called after a discovery that did not show them, worst first."""
         rows = self._rows(
-            "SELECT c.tool_id, d.shown, coalesce(d.query, d.query_hash, '') FROM calls c"
-            " JOIN discoveries d ON d.id = c.discovery_id"
+            "SELECT c.tool_id, d.shown, coalesce(d.query, d.query_hash, '') FROM {calls} c"
+            " JOIN {discoveries} d ON d.id = c.discovery_id ORDER BY c.ts, c.{seq}"
         )
         stats: dict[str, list[Any]] = {}
         for tool_id, shown, query in rows:
@@ -463,22 +600,24 @@ class DiscoveryLog:
         where = " AND d.tenant = ?" if tenant is not None else ""
         params: tuple[Any, ...] = (tenant, min_count) if tenant is not None else (min_count,)
         rows = self._rows(
-            "SELECT c.tool_id, d.query, count(*) FROM calls c"
-            " JOIN discoveries d ON d.id = c.discovery_id"
+            "SELECT c.tool_id, d.query, count(*) FROM {calls} c"
+            " JOIN {discoveries} d ON d.id = c.discovery_id"
             f" WHERE c.ok = 1 AND c.kind = 'call' AND d.query IS NOT NULL{where}"
-            " GROUP BY c.tool_id, d.query HAVING count(*) >= ? ORDER BY c.tool_id, count(*) DESC",
+            " GROUP BY c.tool_id, d.query HAVING count(*) >= ?"
+            " ORDER BY c.tool_id, count(*) DESC, d.query",
             params,
         )
         return [(str(t), str(q), int(n)) for t, q, n in rows]
 
     def tenants(self) -> list[str]:
         """Every tenant with discoveries in the log."""
-        return [str(r[0]) for r in self._rows("SELECT DISTINCT tenant FROM discoveries")]
+        rows = self._rows("SELECT DISTINCT tenant FROM {discoveries} ORDER BY tenant")
+        return [str(r[0]) for r in rows]
 
     def stats(self) -> dict[str, float]:
         ((n, conf, lat),) = self._rows(
             "SELECT count(*), coalesce(avg(confidence), 0), coalesce(avg(latency_ms), 0)"
-            " FROM discoveries"
+            " FROM {discoveries}"
         )
-        (calls,) = self._rows("SELECT count(*) FROM calls WHERE kind = 'call'")[0]
+        (calls,) = self._rows("SELECT count(*) FROM {calls} WHERE kind = 'call'")[0]
         return {"discoveries": n, "mean_confidence": conf, "mean_latency_ms": lat, "calls": calls}

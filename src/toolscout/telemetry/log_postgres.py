@@ -1,0 +1,225 @@
+"""The discovery log in PostgreSQL: one log for every replica of a service.
+
+:class:`~toolscout.telemetry.log.DiscoveryLog` keeps its rows in the SQLite
+catalog file; a catalog in PostgreSQL keeps them in that database instead, so a
+discovery made through one replica is known to all of them (feedback on it, the
+executions that follow it, the false-negative report, learned phrases). The
+queue, the writer thread, every statement and every reader are the SQLite log's
+own: this module gives them a connection and a :class:`~toolscout.telemetry.log.Dialect`.
+
+* The tables are ``toolscout_discoveries``, ``toolscout_calls``,
+  ``toolscout_accepted_aliases`` and ``toolscout_log_meta``, created under a
+  transaction-scoped advisory lock, so replicas starting together do not race.
+  The unused drafts of the first two in the store's first migration are set aside.
+* Each table has an identity column ``seq``: "oldest first" is ``ts`` and then
+  ``seq``, as it is ``ts`` and ``rowid`` in SQLite.
+* The query-hash key is one row of ``toolscout_log_meta``, inserted if absent and
+  then read: every replica hashes a query to the same digest.
+* Times are ``double precision`` (``real`` would round them).
+* The log has its own connection, not the store's: writes stay on the log's
+  background thread and never join a catalog transaction. A connection lost
+  between statements is opened again on the next one.
+* Deleted and scrubbed rows are vacuumed at once; PostgreSQL does not zero the
+  freed space the way SQLite's ``secure_delete`` does, and its write-ahead log
+  keeps what was written until the server recycles it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from toolscout.errors import MissingExtraError, StoreError
+from toolscout.telemetry.log import Dialect, DiscoveryLog
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: the advisory lock key taken while the tables are created (any constant shared by replicas)
+_SCHEMA_LOCK = 0x7A5C_10C5
+
+POSTGRES = Dialect(
+    tables=(
+        ("discoveries", "toolscout_discoveries"),
+        ("calls", "toolscout_calls"),
+        ("accepted_aliases", "toolscout_accepted_aliases"),
+        ("log_meta", "toolscout_log_meta"),
+    ),
+    seq="seq",
+    param="%s",
+)
+
+_PG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS toolscout_log_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS toolscout_discoveries (
+    seq          BIGINT GENERATED ALWAYS AS IDENTITY,
+    id           TEXT             PRIMARY KEY,
+    ts           DOUBLE PRECISION NOT NULL,
+    subject      TEXT             NOT NULL,
+    tenant       TEXT             NOT NULL,
+    conversation TEXT,
+    query        TEXT,
+    query_hash   TEXT,
+    shown        TEXT             NOT NULL,
+    confidence   DOUBLE PRECISION NOT NULL,
+    low          INTEGER          NOT NULL DEFAULT 0,
+    latency_ms   DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolscout_calls (
+    seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    ts           DOUBLE PRECISION NOT NULL,
+    discovery_id TEXT,
+    tool_id      TEXT             NOT NULL,
+    ok           INTEGER          NOT NULL,
+    kind         TEXT             NOT NULL DEFAULT 'call',
+    subject      TEXT,
+    tenant       TEXT,
+    conversation TEXT
+);
+CREATE TABLE IF NOT EXISTS toolscout_accepted_aliases (
+    seq      BIGINT GENERATED ALWAYS AS IDENTITY,
+    id       TEXT             PRIMARY KEY,
+    ts       DOUBLE PRECISION NOT NULL,
+    tool_id  TEXT             NOT NULL,
+    alias    TEXT             NOT NULL,
+    tenant   TEXT             NOT NULL,
+    source   TEXT             NOT NULL,
+    evidence TEXT             NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolscout_discoveries_ts ON toolscout_discoveries (ts, seq);
+CREATE INDEX IF NOT EXISTS toolscout_discoveries_conv
+    ON toolscout_discoveries (tenant, conversation, ts);
+CREATE INDEX IF NOT EXISTS toolscout_calls_tool ON toolscout_calls (tool_id);
+CREATE INDEX IF NOT EXISTS toolscout_calls_ts ON toolscout_calls (ts, seq);
+CREATE INDEX IF NOT EXISTS toolscout_calls_discovery ON toolscout_calls (discovery_id);
+"""
+
+
+def redact(dsn: str) -> str:
+    """``dsn`` without its password (URL user info, ``password=`` parameter), for messages."""
+    dsn = re.sub(r"(://[^:@/?#]*):[^@/?#]*@", r"\1@", dsn)
+    return re.sub(r"(password\s*=\s*)('[^']*'|[^&\s]*)", r"\1***", dsn)
+
+
+def _set_aside_drafts(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+    """The store's first migration created a draft ``toolscout_discoveries`` and
+    ``toolscout_calls`` (``at timestamptz``, no ``ts``) that nothing writes: an empty
+    draft is dropped, one holding rows is renamed ``<table>_v1``, so the log's own
+    tables can take the names."""
+    for table in ("toolscout_discoveries", "toolscout_calls"):
+        columns = {r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = %s",
+            (table,),
+        )}  # fmt: skip
+        if not columns or "ts" in columns:
+            continue
+        row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()
+        if row is not None and row[0]:
+            conn.execute(f"ALTER TABLE {table} RENAME TO {table}_v1")
+        else:
+            conn.execute(f"DROP TABLE {table}")
+
+
+class PostgresDiscoveryLog(DiscoveryLog):
+    """:class:`DiscoveryLog` in a PostgreSQL database that several replicas share."""
+
+    dialect: ClassVar[Dialect] = POSTGRES
+    shared: ClassVar[bool] = True
+    owner_wait_s: ClassVar[float] = 0.25
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        query_log: str = "text",
+        retention_days: float | None = None,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        self._timeout_s = connect_timeout_s
+        super().__init__(dsn, query_log=query_log, retention_days=retention_days)
+        self.path = redact(dsn)  # what messages and reports show
+
+    # -- backend: PostgreSQL -----------------------------------------------------
+    def _connect(self, location: str) -> None:
+        try:
+            import psycopg
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise MissingExtraError(exc.name or "psycopg", "postgres") from None
+        self._psycopg = psycopg
+        self._dsn = location
+        self._pg: psycopg.Connection[tuple[Any, ...]] | None = None
+        conn = self._conn()
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                _set_aside_drafts(conn)
+                conn.execute(_PG_SCHEMA)
+        except psycopg.Error as exc:
+            conn.close()
+            raise self._error("cannot create the discovery log's tables in", exc) from None
+
+    def _conn(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """The log's connection, opened again if it was lost."""
+        if self._pg is None or self._pg.closed:
+            try:
+                self._pg = self._psycopg.connect(
+                    self._dsn,
+                    autocommit=True,
+                    connect_timeout=max(1, round(self._timeout_s)),
+                    application_name="toolscout-log",
+                )
+            except self._psycopg.Error as exc:
+                raise self._error("cannot open the discovery log in", exc) from None
+        return self._pg
+
+    def _error(self, what: str, exc: BaseException) -> StoreError:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return StoreError(f"{what} {redact(self._dsn)}: {reason}")
+
+    def _idle(self) -> bool:
+        """No transaction is open (a statement that failed on a lost connection may be re-run)."""
+        idle = self._psycopg.pq.TransactionStatus.IDLE
+        return self._pg is None or self._pg.info.transaction_status in (
+            idle,
+            self._psycopg.pq.TransactionStatus.UNKNOWN,
+        )
+
+    def _run(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[tuple[Any, ...]]:
+        retry = self._idle()
+        for attempt in (1, 2):
+            conn = self._conn()
+            try:
+                return conn.execute(sql, tuple(params) or None)
+            except self._psycopg.OperationalError as exc:
+                if attempt == 2 or not retry or not conn.broken:
+                    raise self._error("discovery log in", exc) from None
+                conn.close()
+            except self._psycopg.Error as exc:
+                raise self._error("discovery log in", exc) from None
+        raise AssertionError("unreachable")
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return int(self._run(sql, params).rowcount)
+
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._run(sql, params).fetchall()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        try:
+            with self._conn().transaction():
+                yield
+        except self._psycopg.Error as exc:
+            raise self._error("discovery log in", exc) from None
+
+    def _compact(self) -> None:
+        # dead row versions (pruned or scrubbed text) go now, not at the next autovacuum
+        with contextlib.suppress(StoreError):
+            self._execute("VACUUM toolscout_discoveries, toolscout_calls")
+
+    def _disconnect(self) -> None:
+        if self._pg is not None:
+            self._pg.close()
