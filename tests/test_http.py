@@ -245,6 +245,29 @@ def _established(proc: Any, port: int) -> int:
     )
 
 
+def test_metrics_of_several_workers_are_summed_in_every_scrape(demo_db: Path) -> None:
+    """With ``--workers 2`` a scrape reaches one worker, chosen by the kernel; each scrape
+    still counts every worker's discoveries (one worker's own counts, before)."""
+    proc, url = start_server("--db", str(demo_db), "--dry-run", "--workers", "2")
+    try:
+        for i in range(20):  # a new connection each: the kernel spreads them over both
+            with httpx.Client(base_url=url, timeout=30) as c:
+                r = c.post("/v1/discover", json={"query": f"refund invoice {i}"}, headers=ALICE)
+                assert r.status_code == 200, r.text
+        for _ in range(6):
+            with httpx.Client(base_url=url, timeout=30) as c:
+                text = c.get("/metrics").text
+            counts = {
+                s.name: s.value
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+                if s.name == "toolscout_discoveries_total"
+            }
+            assert counts == {"toolscout_discoveries_total": 20.0}, counts
+    finally:
+        stop(proc)
+
+
 def test_workers_each_listen_and_share_the_connections(demo_db: Path) -> None:
     """``serve --workers 2``: two worker processes, each with its own listening socket on
     the port, so the kernel spreads connections over both (with uvicorn's one shared

@@ -165,8 +165,17 @@ def run_workers(host: str, port: int, workers: int) -> None:
     CPU). With a socket per worker the kernel spreads new connections over the
     workers. A worker that exits stops the others; SIGINT/SIGTERM stop them all."""
     import multiprocessing
+    import shutil
     import signal
+    import tempfile
 
+    from toolscout.http.metrics import MULTIPROC_ENV
+
+    # the workers' metrics in one directory, summed by whichever worker is scraped
+    # (spawned workers import prometheus_client afresh, with this in their environment)
+    metrics_dir = os.environ.get(MULTIPROC_ENV) or tempfile.mkdtemp(prefix="toolscout-metrics-")
+    own_dir = MULTIPROC_ENV not in os.environ
+    os.environ[MULTIPROC_ENV] = metrics_dir
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_worker, args=(host, port), daemon=False) for _ in range(workers)]
     for proc in procs:
@@ -195,5 +204,7 @@ def run_workers(host: str, port: int, workers: int) -> None:
             proc.join(timeout=10)
             if proc.is_alive():
                 proc.kill()
+        if own_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     if failed:
         raise SystemExit(failed)

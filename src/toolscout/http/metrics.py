@@ -1,18 +1,25 @@
-"""Prometheus metrics of one server process (text exposition format via prometheus_client).
+"""Prometheus metrics of the service (text exposition format via prometheus_client).
 
-Each process has its own registry: with several uvicorn workers, scrape each one
-or sum in Prometheus; the counters never block a request.
+One worker counts in its own registry. ``serve --workers N`` points every worker
+at one directory (``PROMETHEUS_MULTIPROC_DIR``, made and removed by the parent)
+where prometheus_client keeps each process's values in its own memory-mapped
+file, and ``/metrics`` — answered by whichever worker the kernel hands the
+scrape to — sums them all: a scrape sees the service, not one random worker.
+The counters never block a request.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: prometheus_client's switch to multiprocess mode (read when it is first imported)
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 _LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.025, 0.04, 0.06, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -85,4 +92,8 @@ class Metrics:
             self.denials.labels("execute", reason or "refused").inc()
 
     def render(self) -> bytes:
+        if os.environ.get(MULTIPROC_ENV):
+            every = CollectorRegistry()
+            multiprocess.MultiProcessCollector(every)  # type: ignore[no-untyped-call]
+            return generate_latest(every)
         return generate_latest(self.registry)
