@@ -14,7 +14,10 @@ memory figures are its own:
 - re-index of the unchanged catalog (nothing may be embedded or written);
 - memory: the process's peak RSS; disk: the SQLite file, or ``pg_database_size``;
 - discover p50/p95/p99 through ``Toolscout.discover`` for a principal of the
-  query's tenant holding every family's scopes, query embedding included;
+  query's tenant holding every family's scopes, query embedding included, in the
+  steady state (every query's tenant has asked before; the query is embedded anew);
+  and, apart, p50/p99 of each tenant's *first* request (its entitlement, token
+  figure and per-tenant index subsets are computed then);
 - PostgreSQL only: recall@10 of the HNSW search against exact cosine over the
   same rows (tie-aware: an ANN hit counts when its cosine reaches the exact 10th).
 
@@ -124,14 +127,31 @@ def one(store: str, size: int, n_queries: int, cache: Path, dsn: str | None) -> 
     embedder.building = False
     embedder.save()
     queries = catalog_gen.queries(records, n_queries)
-    latencies: list[float] = []
-    hits = 0
-    for i, q in enumerate(queries):
+    from toolscout.discovery.search import clear_query_cache
+
+    def ask(i: int, q: dict[str, Any]) -> tuple[float, bool]:
         who = Principal.of(f"u{i}", q["tenant"], scopes=FAMILY_SCOPES)
         start = time.perf_counter()
         shortlist = ts.discover(who, q["query"], k=5)
-        latencies.append((time.perf_counter() - start) * 1000)
-        hits += bool(set(q["gold"]) & set(shortlist.ids))
+        return (time.perf_counter() - start) * 1000, bool(set(q["gold"]) & set(shortlist.ids))
+
+    # first pass: a tenant's first request pays for its entitlement and per-tenant caches
+    first: list[float] = []
+    seen: set[str] = set()
+    for i, q in enumerate(queries):
+        ms, _ = ask(i, q)
+        if q["tenant"] not in seen:
+            first.append(ms)
+            seen.add(q["tenant"])
+    # steady state: the same requests again from tenants the service has seen (the
+    # query-vector cache is emptied, so every query is embedded again)
+    clear_query_cache()
+    latencies: list[float] = []
+    hits = 0
+    for i, q in enumerate(queries):
+        ms, hit = ask(i, q)
+        latencies.append(ms)
+        hits += hit
     if store == "postgres":
         import psycopg
 
@@ -157,6 +177,9 @@ def one(store: str, size: int, n_queries: int, cache: Path, dsn: str | None) -> 
         "discover_p95_ms": round(pct(latencies, 95), 2),
         "discover_p99_ms": round(pct(latencies, 99), 2),
         "gold_in_top5": round(hits / max(len(queries), 1), 3),
+        "tenants_first_requests": len(first),
+        "first_request_p50_ms": round(pct(first, 50), 2),
+        "first_request_p99_ms": round(pct(first, 99), 2),
     }
     if store == "postgres":
         out.update(ann_recall(target, embedder, queries[:200]))
@@ -256,7 +279,8 @@ def main() -> None:
     results = merged
     cols = ["store", "tools", "build_s", "embed_s", "tools_per_s_excl_embedding",
             "reindex_unchanged_s", "peak_rss_mb", "disk_mb", "discover_p50_ms",
-            "discover_p95_ms", "discover_p99_ms", "gold_in_top5", "ann_recall_at_10",
+            "discover_p95_ms", "discover_p99_ms", "first_request_p50_ms",
+            "first_request_p99_ms", "gold_in_top5", "ann_recall_at_10",
             "load_avg_1m"]  # fmt: skip
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
