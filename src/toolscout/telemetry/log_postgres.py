@@ -215,6 +215,9 @@ class PostgresDiscoveryLog(DiscoveryLog):
         except self._psycopg.Error as exc:
             raise self._error("discovery log in", exc) from None
 
+    def _connected(self) -> bool:
+        return self._pg is not None and not self._pg.closed
+
     def _compact(self) -> None:
         # dead row versions (pruned or scrubbed text) go now, not at the next autovacuum
         with contextlib.suppress(StoreError):
