@@ -107,7 +107,7 @@ def test_both_replicas_audit_into_one_chain(replicas: tuple[str, str], pg_dsn: s
     answers = [_execute((a, b)[i % 2], "ops.list_hosts") for i in range(6)]
     with PostgresAuditLog(pg_dsn, key=KEY) as log:  # `serve` keys the chain with its JWT key
         rows = log.read()
-        assert [r.id for r in rows] == [x["audit_id"] for x in answers] == list(range(1, 7))
+        assert [r.id for r in rows] == [int(x["audit_id"]) for x in answers] == list(range(1, 7))
         assert [(r.subject, r.tool_id, r.status) for r in rows] == [
             ("olga@acme", "ops.list_hosts", x["status"]) for x in answers
         ]
