@@ -34,7 +34,7 @@ from toolscout.errors import (
 )
 from toolscout.executors.base import Executor
 from toolscout.gateway.audit import AuditLog
-from toolscout.gateway.audit_pg import PostgresAuditLog, is_dsn
+from toolscout.gateway.audit_pg import PostgresAuditLog
 from toolscout.gateway.auth import TokenVerifier
 from toolscout.gateway.core import Gateway
 from toolscout.gateway.grants import GrantSigner
@@ -43,6 +43,7 @@ from toolscout.gateway.result import ExecutionResult
 from toolscout.policy import PolicyConfig, Principal, Reason
 from toolscout.settings import Settings
 from toolscout.stores.base import Store
+from toolscout.stores.dsn import is_dsn
 
 Caller = str | Principal
 

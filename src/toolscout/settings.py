@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from toolscout.errors import ConfigError
+from toolscout.stores.dsn import is_dsn
 
 DB_ENV = "TOOLSCOUT_DB"
 
@@ -139,7 +140,7 @@ class Settings:
         target = str(self.catalog_target())
         if target in (":memory:", "memory:"):
             return ":memory:"
-        if target.startswith(("postgresql://", "postgres://")):
+        if is_dsn(target):
             return target
         if "://" in target:
             raise ConfigError(f"the catalog must be a file or a postgresql:// DSN, got {target!r}")

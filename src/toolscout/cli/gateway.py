@@ -176,9 +176,10 @@ def audit(
     the log disagrees with --expect-head.
     """
     from toolscout.gateway.audit import audit_path_for
-    from toolscout.gateway.audit_pg import is_dsn, read_database, verify_database
+    from toolscout.gateway.audit_pg import read_database, verify_database
     from toolscout.gateway.audit_verify import Head, read_file, verify_file
     from toolscout.settings import default_db_path
+    from toolscout.stores.dsn import is_dsn
 
     # a log in PostgreSQL: named by --audit-db, or the catalog's own database
     dsn = audit_db if is_dsn(audit_db) else (db if audit_db is None and is_dsn(db) else None)

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from toolscout.errors import ConfigError, MissingExtraError
+from toolscout.stores.dsn import is_dsn
 
 ENV_DB = "TOOLSCOUT_SERVE_DB"
 ENV_JWT_KEY = "TOOLSCOUT_JWT_KEY"
@@ -102,7 +103,7 @@ def serve(
     if not jwt_key:
         raise ConfigError(f"a JWT key is required: --jwt-key or ${ENV_JWT_KEY}")
     if postgres is not None:
-        if not postgres.startswith(("postgresql://", "postgres://")):
+        if not is_dsn(postgres):
             raise ConfigError(f"--postgres must be a postgresql:// DSN, got {postgres[:40]!r}")
         target = postgres
     else:

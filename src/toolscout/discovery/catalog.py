@@ -631,8 +631,3 @@ class Catalog:
         if self.log is not None:
             did = shortlist.discovery_id if shortlist is not None else None
             self.log.record_call(tool_id, discovery_id=did, ok=ok)
-
-
-def _is_file_path(path: str | Path) -> bool:
-    text = str(path)
-    return text not in (":memory:", "memory:") and "://" not in text

@@ -27,6 +27,7 @@ from typing import Any
 from toolscout.errors import StoreError
 from toolscout.gateway.audit import AuditLog, AuditRecord, _key_bytes, _key_id, _read
 from toolscout.gateway.audit_verify import Head, Verification, _verify
+from toolscout.stores.dsn import one_line, redact
 
 #: the schema holding the audit tables
 AUDIT_SCHEMA = "toolscout_audit"
@@ -68,20 +69,6 @@ CREATE OR REPLACE TRIGGER audit_log_no_truncate BEFORE TRUNCATE
 """
 
 
-def is_dsn(target: object) -> bool:
-    """Is ``target`` a PostgreSQL connection string rather than a file path?"""
-    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
-
-
-def redact(dsn: str) -> str:
-    """``dsn`` without its password, for messages."""
-    head, at, tail = dsn.rpartition("@")
-    if not at:
-        return dsn
-    scheme, _, userinfo = head.partition("://")
-    return f"{scheme}://{userinfo.split(':', 1)[0]}@{tail}"
-
-
 class _Connection:
     """A psycopg connection spoken to in the SQLite log's dialect.
 
@@ -111,7 +98,7 @@ class _Connection:
             )
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot open the audit log in {redact(self.dsn)}: {_one_line(exc)}"
+                f"cannot open the audit log in {redact(self.dsn)}: {one_line(exc)}"
             ) from None
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -127,7 +114,7 @@ class _Connection:
                 return self._conn.execute(sql.replace("?", "%s"), tuple(params))
             return self._conn.execute(sql)
         except psycopg.Error as exc:
-            raise StoreError(f"audit log in {redact(self.dsn)}: {_one_line(exc)}") from None
+            raise StoreError(f"audit log in {redact(self.dsn)}: {one_line(exc)}") from None
 
     def _in_transaction(self) -> bool:
         import psycopg
@@ -229,15 +216,9 @@ def read_database(
         conn.close()
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 __all__ = [
     "AUDIT_SCHEMA",
     "PostgresAuditLog",
-    "is_dsn",
     "read_database",
-    "redact",
     "verify_database",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolscout.stores.base import Store
+from toolscout.stores.dsn import is_dsn
 
 
 def open_store(target: str | Path) -> Store:
@@ -23,7 +24,7 @@ def open_store(target: str | Path) -> Store:
         from toolscout.stores.memory import MemoryStore
 
         return MemoryStore()
-    if text.startswith(("postgresql://", "postgres://")):
+    if is_dsn(text):
         from toolscout.stores.postgres import PostgresStore
 
         store: Store = PostgresStore(text)

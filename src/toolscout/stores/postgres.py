@@ -42,6 +42,7 @@ from toolscout.stores.base import (
     require_vectors,
     uncached_texts,
 )
+from toolscout.stores.dsn import one_line
 from toolscout.stores.sqlite import SQLiteStore
 
 #: NOTIFY channel a writer signals on after each committed write
@@ -121,7 +122,7 @@ class PostgresStore:
                 timeout=10.0,
             )
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open the PostgreSQL store: {_one_line(exc)}") from None
+            raise StoreError(f"cannot open the PostgreSQL store: {one_line(exc)}") from None
         self._lock = threading.RLock()
         self._mirror = SQLiteStore(":memory:", dim=dim)
         self._seen = -1  # generation the mirror reflects
@@ -162,7 +163,7 @@ class PostgresStore:
             with self._pool.connection() as conn:
                 yield conn
         except self._psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL: {_one_line(exc)}") from None
+            raise StoreError(f"PostgreSQL: {one_line(exc)}") from None
 
     def close(self) -> None:
         with self._lock:
@@ -208,7 +209,7 @@ class PostgresStore:
             except psycopg.Error as exc:
                 self._gen_conn = None
                 if attempt == 2:
-                    raise StoreError(f"PostgreSQL: {_one_line(exc)}") from None
+                    raise StoreError(f"PostgreSQL: {one_line(exc)}") from None
         raise AssertionError("unreachable")
 
     def sync(self) -> int:
@@ -669,7 +670,3 @@ def _np(value: Any) -> Vector:
     """A vector column as float32 (pgvector returns its own ``Vector`` type)."""
     raw = value.to_numpy() if hasattr(value, "to_numpy") else value
     return np.asarray(raw, dtype=np.float32)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from toolscout.errors import ConfigError
+from toolscout.stores.dsn import is_dsn
 
 #: what the log may keep of a query
 QUERY_LOG_MODES = ("text", "hash", "none")
@@ -182,7 +183,7 @@ def open_log(
     A ``postgresql://`` DSN: the log in that database (shared by every replica on it);
     a file path: the log in that SQLite file; an in-memory catalog keeps none."""
     text = str(target)
-    if text.startswith(("postgresql://", "postgres://")):
+    if is_dsn(text):
         from toolscout.telemetry.log_postgres import PostgresDiscoveryLog
 
         return PostgresDiscoveryLog(text, query_log=query_log, retention_days=retention_days)

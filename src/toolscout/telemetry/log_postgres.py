@@ -27,11 +27,11 @@ own: this module gives them a connection and a :class:`~toolscout.telemetry.log.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolscout.errors import MissingExtraError, StoreError
+from toolscout.stores.dsn import redact
 from toolscout.telemetry.log import Dialect, DiscoveryLog
 
 if TYPE_CHECKING:
@@ -95,12 +95,6 @@ CREATE INDEX IF NOT EXISTS toolscout_calls_tool ON toolscout_calls (tool_id);
 CREATE INDEX IF NOT EXISTS toolscout_calls_ts ON toolscout_calls (ts, seq);
 CREATE INDEX IF NOT EXISTS toolscout_calls_discovery ON toolscout_calls (discovery_id);
 """
-
-
-def redact(dsn: str) -> str:
-    """``dsn`` without its password (URL user info, ``password=`` parameter), for messages."""
-    dsn = re.sub(r"(://[^:@/?#]*):[^@/?#]*@", r"\1@", dsn)
-    return re.sub(r"(password\s*=\s*)('[^']*'|[^&\s]*)", r"\1***", dsn)
 
 
 def _set_aside_drafts(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
