@@ -20,8 +20,9 @@ from pg_fixture import PostgresServer, pg_dsn, pg_server  # noqa: F401  (fixture
 from support import embedder, spec
 from toolscout import DryRunExecutor, Principal, Settings, Toolscout
 from toolscout.errors import StoreError, UnknownDiscoveryError
+from toolscout.stores.dsn import redact
 from toolscout.telemetry.log import open_log
-from toolscout.telemetry.log_postgres import PostgresDiscoveryLog, redact
+from toolscout.telemetry.log_postgres import PostgresDiscoveryLog
 
 ALICE = Principal.of("alice", "acme", scopes=["*"])
 BOB = Principal.of("bob", "acme", scopes=["*"])
@@ -174,19 +175,44 @@ def test_a_bad_dsn_is_one_clear_error_naming_it_without_its_password() -> None:
     )
 
 
-def test_the_store_migrations_draft_tables_are_set_aside(pg_dsn: str) -> None:  # noqa: F811
+def test_the_first_migrations_draft_log_tables_are_set_aside(pg_dsn: str) -> None:  # noqa: F811
+    """A database of the store's first schema had draft log tables nothing wrote: the second
+    migration drops the empty ones and keeps one holding rows as ``<table>_v1``."""
+    from toolscout.stores.postgres import PostgresStore
+
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE toolscout_discoveries (id text PRIMARY KEY, at timestamptz)")
+        conn.execute("CREATE TABLE toolscout_migrations (version integer PRIMARY KEY)")
+        conn.execute("INSERT INTO toolscout_migrations VALUES (1)")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(_FIRST_SCHEMA.read_text(encoding="utf-8"))
+        for table, columns in _DRAFTS.items():
+            conn.execute(f"CREATE TABLE {table} ({columns})")
         conn.execute("INSERT INTO toolscout_discoveries VALUES ('d0', now())")
-        conn.execute("CREATE TABLE toolscout_calls (seq bigserial PRIMARY KEY, tool_id text)")
+    PostgresStore(pg_dsn).close()
     log = PostgresDiscoveryLog(pg_dsn)
     log.record_discovery("u", "t", "q", ["a"], 0.9, 1.0)
     assert len(log.discoveries()) == 1
     log.close()
     with psycopg.connect(pg_dsn) as conn:
         kept = conn.execute("SELECT id FROM toolscout_discoveries_v1").fetchall()
-        gone = conn.execute("SELECT to_regclass('toolscout_calls_v1')").fetchone()
-    assert kept == [("d0",)] and gone == (None,)
+        gone = [
+            conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+            for name in ("toolscout_calls_v1", "toolscout_audit", "toolscout_audit_v1")
+        ]
+    assert kept == [("d0",)] and gone == [(None,)] * 3
+    PostgresStore(pg_dsn).close()  # the log's own tables are not drafts: opened again, kept
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM toolscout_discoveries").fetchone() == (1,)
+
+
+_FIRST_SCHEMA = (
+    Path(__file__).parents[1] / "src/toolscout/stores/migrations/postgres/001_catalog.sql"
+)
+_DRAFTS = {
+    "toolscout_discoveries": "id text PRIMARY KEY, at timestamptz NOT NULL DEFAULT now()",
+    "toolscout_calls": "seq bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now()",
+    "toolscout_audit": "seq bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now()",
+}
 
 
 def test_when_the_database_goes_away_recording_neither_raises_nor_blocks(

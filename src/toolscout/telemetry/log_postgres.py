@@ -10,7 +10,6 @@ own: this module gives them a connection and a :class:`~toolscout.telemetry.log.
 * The tables are ``toolscout_discoveries``, ``toolscout_calls``,
   ``toolscout_accepted_aliases`` and ``toolscout_log_meta``, created under a
   transaction-scoped advisory lock, so replicas starting together do not race.
-  The unused drafts of the first two in the store's first migration are set aside.
 * Each table has an identity column ``seq``: "oldest first" is ``ts`` and then
   ``seq``, as it is ``ts`` and ``rowid`` in SQLite.
 * The query-hash key is one row of ``toolscout_log_meta``, inserted if absent and
@@ -97,26 +96,6 @@ CREATE INDEX IF NOT EXISTS toolscout_calls_discovery ON toolscout_calls (discove
 """
 
 
-def _set_aside_drafts(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-    """The store's first migration created a draft ``toolscout_discoveries`` and
-    ``toolscout_calls`` (``at timestamptz``, no ``ts``) that nothing writes: an empty
-    draft is dropped, one holding rows is renamed ``<table>_v1``, so the log's own
-    tables can take the names."""
-    for table in ("toolscout_discoveries", "toolscout_calls"):
-        columns = {r[0] for r in conn.execute(
-            "SELECT column_name FROM information_schema.columns"
-            " WHERE table_schema = current_schema() AND table_name = %s",
-            (table,),
-        )}  # fmt: skip
-        if not columns or "ts" in columns:
-            continue
-        row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()
-        if row is not None and row[0]:
-            conn.execute(f"ALTER TABLE {table} RENAME TO {table}_v1")
-        else:
-            conn.execute(f"DROP TABLE {table}")
-
-
 class PostgresDiscoveryLog(DiscoveryLog):
     """:class:`DiscoveryLog` in a PostgreSQL database that several replicas share."""
 
@@ -149,7 +128,6 @@ class PostgresDiscoveryLog(DiscoveryLog):
         try:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                _set_aside_drafts(conn)
                 conn.execute(_PG_SCHEMA)
         except psycopg.Error as exc:
             conn.close()

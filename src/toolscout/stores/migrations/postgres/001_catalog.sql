@@ -60,30 +60,3 @@ CREATE TABLE IF NOT EXISTS toolscout_learned_aliases (
     uses integer NOT NULL,
     PRIMARY KEY (tool_id, phrase)
 );
-
-CREATE TABLE IF NOT EXISTS toolscout_discoveries (
-    id text PRIMARY KEY,
-    at timestamptz NOT NULL DEFAULT now(),
-    subject text NOT NULL,
-    tenant text NOT NULL,
-    query text NOT NULL,
-    shown jsonb NOT NULL,
-    confidence double precision NOT NULL,
-    latency_ms double precision NOT NULL
-);
-
-CREATE TABLE IF NOT EXISTS toolscout_calls (
-    seq bigserial PRIMARY KEY,
-    at timestamptz NOT NULL DEFAULT now(),
-    discovery_id text,
-    tool_id text NOT NULL,
-    ok boolean NOT NULL
-);
-
-CREATE TABLE IF NOT EXISTS toolscout_audit (
-    seq bigserial PRIMARY KEY,
-    at timestamptz NOT NULL DEFAULT now(),
-    record jsonb NOT NULL,
-    prev_hash text NOT NULL,
-    hash text NOT NULL
-);
