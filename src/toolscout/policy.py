@@ -165,6 +165,11 @@ class Entitlement:
         return sum(self.denied.values())
 
 
+def _signature(card: CapabilityCard) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """What a decision depends on besides the principal (cards sharing it share one)."""
+    return (card.tenants, card.scopes, card.risk.privileged)
+
+
 class TenantIndex:
     """The cards of a catalog by the tenant they are offered to, in catalog order.
 
@@ -177,8 +182,7 @@ class TenantIndex:
 
     def __init__(self, cards: Sequence[CapabilityCard]) -> None:
         self.cards = tuple(cards)
-        # what a decision depends on besides the principal (cards sharing it share one)
-        self.signatures = [(c.tenants, c.scopes, c.risk.privileged) for c in self.cards]
+        self.signatures = [_signature(c) for c in self.cards]
         self._shared: list[int] = []
         self._by_tenant: dict[str, list[int]] = {}
         for i, card in enumerate(self.cards):
@@ -214,7 +218,7 @@ def entitle(
             denied[Reason.TENANT] = elsewhere
         visit = [(cards.cards[i], cards.signatures[i]) for i in positions]
     else:
-        visit = [(c, (c.tenants, c.scopes, c.risk.privileged)) for c in cards]
+        visit = [(c, _signature(c)) for c in cards]
     for card, key in visit:
         decision = memo.get(key)
         if decision is None:

@@ -25,8 +25,8 @@ from datetime import datetime
 from typing import Any
 
 from toolscout.errors import StoreError
-from toolscout.gateway.audit import AuditLog, AuditRecord, _key_bytes, _key_id, _read
-from toolscout.gateway.audit_verify import Head, Verification, _verify
+from toolscout.gateway.audit import AuditLog, AuditRecord, _key_bytes, _read
+from toolscout.gateway.audit_verify import Head, Verification, _judged, _verify
 from toolscout.stores.dsn import one_line, redact
 
 #: the schema holding the audit tables
@@ -154,18 +154,8 @@ class PostgresAuditLog(AuditLog):
     def verify(self, expected_head: Head | str | None = None) -> Verification:
         """The chain check, and the append-only triggers present (a failure if not)."""
         with self._lock:
-            rows = self._conn.execute(_TRIGGERS_SQL, (_LOG_TABLE,)).fetchall()
-        missing = [t for t in PG_TRIGGERS if t not in {r[0] for r in rows}]
-        result = super().verify(expected_head)
-        if missing and result.ok:
-            return Verification(
-                False,
-                None,
-                result.count,
-                f"append-only trigger(s) missing: {', '.join(missing)}",
-                result.head,
-            )
-        return result
+            missing = _missing_triggers(self._conn)  # type: ignore[arg-type]
+        return _judged(super().verify(expected_head), missing)
 
 
 def verify_database(
@@ -181,7 +171,7 @@ def verify_database(
         tables = {r[0] for r in conn.execute(_TABLES_SQL, (AUDIT_SCHEMA,)).fetchall()}
         if "audit_log" not in tables:
             return Verification(False, None, 0, f"{where} has no {AUDIT_SCHEMA}.audit_log table")
-        triggers = {r[0] for r in conn.execute(_TRIGGERS_SQL, (_LOG_TABLE,)).fetchall()}
+        missing = _missing_triggers(conn)
         stored = None
         if "audit_meta" in tables:
             row = conn.execute("SELECT value FROM audit_meta WHERE key = 'key_id'").fetchone()
@@ -189,15 +179,12 @@ def verify_database(
         result = _verify(conn, where, raw, expected_head)  # type: ignore[arg-type]
     finally:
         conn.close()
-    if stored is not None and stored != _key_id(raw):
-        why = "no key was given" if raw is None else "the key given is not this log's key"
-        return result._replace(ok=False, problem=f"the audit log is keyed and {why}")
-    missing = [t for t in PG_TRIGGERS if t not in triggers]
-    if result.ok and missing:
-        return result._replace(
-            ok=False, problem=f"append-only trigger(s) missing: {', '.join(missing)}"
-        )
-    return result
+    return _judged(result, missing, stored, raw)
+
+
+def _missing_triggers(conn: _Connection) -> list[str]:
+    rows = conn.execute(_TRIGGERS_SQL, (_LOG_TABLE,)).fetchall()
+    return [t for t in PG_TRIGGERS if t not in {r[0] for r in rows}]
 
 
 def read_database(

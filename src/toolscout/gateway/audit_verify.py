@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -178,14 +178,23 @@ def verify_file(
         result = _verify(conn, path, raw, expected)
     finally:
         conn.close()
-    if stored_key_id is not None and stored_key_id != _key_id(raw):
-        why = "no key was given" if raw is None else "the key given is not this log's key"
+    return _judged(result, missing, stored_key_id, raw)
+
+
+def _judged(
+    result: Verification,
+    missing_triggers: Sequence[str],
+    stored_key_id: str | None = None,
+    key: bytes | None = None,
+) -> Verification:
+    """The chain's verdict, failed first when the log is keyed by another key than
+    ``key``, then (when the chain holds) when append-only triggers are missing."""
+    if stored_key_id is not None and stored_key_id != _key_id(key):
+        why = "no key was given" if key is None else "the key given is not this log's key"
         return result._replace(ok=False, problem=f"the audit log is keyed and {why}")
-    if not result.ok:
-        return result
-    if missing:
+    if result.ok and missing_triggers:
         return result._replace(
-            ok=False, problem=f"append-only trigger(s) missing: {', '.join(missing)}"
+            ok=False, problem=f"append-only trigger(s) missing: {', '.join(missing_triggers)}"
         )
     return result
 
@@ -234,12 +243,7 @@ def _verify_legacy(path: Path, key: bytes | None, expected: Head | None) -> Veri
     finally:
         src.close()
         mem.close()
-    missing = [t for t in TRIGGERS if t not in names]
-    if result.ok and missing:
-        return result._replace(
-            ok=False, problem=f"append-only trigger(s) missing: {', '.join(missing)}"
-        )
-    return result
+    return _judged(result, [t for t in TRIGGERS if t not in names])
 
 
 def _ro_uri(path: Path, immutable: bool = False) -> str:

@@ -13,9 +13,9 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence, Set
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,7 @@ from toolscout.stores.base import (
 )
 
 FIELD_NAMES = LEXICAL_FIELDS
+_T = TypeVar("_T")
 
 _SCHEMA_V1 = f"""
 CREATE TABLE IF NOT EXISTS tools (
@@ -116,6 +117,13 @@ def scope_value(tenants: Sequence[str]) -> str:
     return " ".join(tokens) or SHARED_SCOPE
 
 
+def _chunks(values: Sequence[str], size: int = 500) -> Iterator[tuple[list[str], str]]:
+    """``values`` in pieces small enough for SQLite's ``IN (?, ...)``: each with its marks."""
+    for start in range(0, len(values), size):
+        chunk = list(values[start : start + size])
+        yield chunk, ",".join("?" * len(chunk))
+
+
 def _card_from_json(raw: str) -> CapabilityCard:
     return CapabilityCard.from_dict(json.loads(raw))
 
@@ -131,6 +139,29 @@ def _cosines(matrix: npt.NDArray[np.float32], vector: Vector) -> npt.NDArray[np.
     return out
 
 
+class _PerAllowed(Generic[_T]):
+    """Values derived from one allowed set, cached by the set's identity (an entitlement
+    is immutable and reused across requests); the least recently used go past ``size``."""
+
+    def __init__(self, size: int = SUBSET_CACHE) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[int, Hashable], tuple[Set[str], _T]] = OrderedDict()
+
+    def get(self, allowed: Set[str], extra: Hashable = None) -> _T | None:
+        key = (id(allowed), extra)
+        hit = self._items.get(key)
+        if hit is None or hit[0] is not allowed:
+            return None
+        self._items.move_to_end(key)
+        return hit[1]
+
+    def put(self, allowed: Set[str], value: _T, extra: Hashable = None) -> _T:
+        self._items[(id(allowed), extra)] = (allowed, value)
+        if len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return value
+
+
 class _Scopes:
     """Each tool's scope tokens, and the scope filter of an allowed set (cached by the
     identity of the immutable set, as an entitlement is reused across requests)."""
@@ -143,15 +174,14 @@ class _Scopes:
             self.of[tool_id] = tokens
             for token in tokens:
                 self.rows[token] = self.rows.get(token, 0) + 1
-        self._filters: OrderedDict[int, tuple[Set[str], str]] = OrderedDict()
+        self._filters: _PerAllowed[str] = _PerAllowed()
 
     def filter(self, allowed: Set[str]) -> str:
         """An FTS5 expression matching every allowed tool's scope column, or "" when
         it would cover most of the catalog anyway (then it only costs)."""
-        hit = self._filters.get(id(allowed))
-        if hit is not None and hit[0] is allowed:
-            self._filters.move_to_end(id(allowed))
-            return hit[1]
+        hit = self._filters.get(allowed)
+        if hit is not None:
+            return hit
         tokens: set[str] = set()
         for tool_id in allowed:
             tokens.update(self.of.get(tool_id, ()))
@@ -159,27 +189,21 @@ class _Scopes:
                 break
         covered = sum(self.rows.get(t, 0) for t in tokens)
         small = len(tokens) <= SCOPE_FILTER_TOKENS and covered <= SCOPE_FILTER_SHARE * len(self.of)
-        expr = " OR ".join(sorted(tokens)) if small and tokens else ""
-        self._filters[id(allowed)] = (allowed, expr)
-        if len(self._filters) > SUBSET_CACHE:
-            self._filters.popitem(last=False)
-        return expr
+        return self._filters.put(allowed, " OR ".join(sorted(tokens)) if small and tokens else "")
 
 
 class _Subset:
     """The rows of one allowed set (and kinds), grouped by tool for ``np.maximum.reduceat``."""
 
-    __slots__ = ("allowed", "local", "needed", "rows_u", "starts", "tools")
+    __slots__ = ("local", "needed", "rows_u", "starts", "tools")
 
     def __init__(
         self,
-        allowed: Set[str],
         tools: npt.NDArray[np.int64],
         starts: npt.NDArray[np.int64],
         rows_u: npt.NDArray[np.int64],
         n_unique: int,
     ) -> None:
-        self.allowed = allowed
         self.tools = tools  # positions of the tools that own a row, ascending
         self.starts = starts  # where each tool's rows start in ``rows_u``
         self.rows_u = rows_u  # each row's unique-vector index
@@ -222,7 +246,7 @@ class _DenseIndex:
         self.kind_codes = codes
         self.card_row = {int(owner[i]): i for i, r in enumerate(rows) if r[1] == "card"}
         self._kinds: OrderedDict[frozenset[str], npt.NDArray[np.bool_]] = OrderedDict()
-        self._subsets: OrderedDict[tuple[int, frozenset[str]], _Subset] = OrderedDict()
+        self._subsets: _PerAllowed[_Subset] = _PerAllowed()
 
     def kind_rows(self, kinds: Set[str]) -> npt.NDArray[np.bool_]:
         """Which rows are of ``kinds`` (a few recent combinations are kept: a caller's
@@ -255,21 +279,16 @@ class _DenseIndex:
     def subset(self, allowed: Set[str], kinds: Set[str]) -> _Subset:
         """The rows of ``kinds`` owned by ``allowed`` tools; cached by the identity of the
         (immutable) allowed set, as an entitlement is reused across requests."""
-        key = (id(allowed), frozenset(kinds))
-        hit = self._subsets.get(key)
-        if hit is not None and hit.allowed is allowed:
-            self._subsets.move_to_end(key)
+        hit = self._subsets.get(allowed, frozenset(kinds))
+        if hit is not None:
             return hit
         mask = np.zeros(len(self.ids), dtype=bool)
         mask[[self.position[t] for t in allowed if t in self.position]] = True
         rows = np.nonzero(mask[self.owner_of] & self.kind_rows(kinds))[0]
         owners = self.owner_of[rows]  # ascending: rows are sorted by owner
         tools, starts = np.unique(owners, return_index=True)
-        sub = _Subset(allowed, tools, starts, self.row_u[rows], len(self.matrix))
-        self._subsets[key] = sub
-        if len(self._subsets) > SUBSET_CACHE:
-            self._subsets.popitem(last=False)
-        return sub
+        sub = _Subset(tools, starts, self.row_u[rows], len(self.matrix))
+        return self._subsets.put(allowed, sub, frozenset(kinds))
 
     def search(
         self, vector: Vector, allowed: Set[str], limit: int, kinds: Set[str], also: Sequence[str]
@@ -448,9 +467,7 @@ class SQLiteStore:
         wanted = list(dict.fromkeys(ids))
         out: dict[str, str] = {}
         with self._lock:  # by id: an upstream's change of a few tools reads a few rows
-            for i in range(0, len(wanted), 500):
-                chunk = wanted[i : i + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in _chunks(wanted):
                 out.update(
                     self._db.execute(
                         f"SELECT id, content_hash FROM tools WHERE id IN ({marks})", chunk
@@ -534,9 +551,7 @@ class SQLiteStore:
     def specs(self, ids: Sequence[str]) -> dict[str, ToolSpec]:
         out: dict[str, ToolSpec] = {}
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = list(ids[start : start + 500])
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in _chunks(ids):
                 for card, params, o in self._db.execute(
                     f"SELECT card, parameters, output_schema FROM tools WHERE id IN ({marks})",
                     chunk,
@@ -567,9 +582,7 @@ class SQLiteStore:
 
     def _cached_locked(self, hashes: Sequence[str], model_id: str) -> set[str]:
         found: set[str] = set()
-        for start in range(0, len(hashes), 500):
-            chunk = list(hashes[start : start + 500])
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _chunks(hashes):
             found.update(
                 r[0]
                 for r in self._db.execute(
@@ -586,9 +599,7 @@ class SQLiteStore:
     def vectors_of(self, hashes: Sequence[str], model_id: str) -> dict[str, Vector]:
         out: dict[str, Vector] = {}
         with self._lock:
-            for start in range(0, len(hashes), 500):
-                chunk = list(hashes[start : start + 500])
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in _chunks(hashes):
                 for th, blob in self._db.execute(
                     "SELECT text_hash, vec FROM vectors"
                     f" WHERE model_id = ? AND text_hash IN ({marks})",

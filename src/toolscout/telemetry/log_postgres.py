@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolscout.errors import MissingExtraError, StoreError
-from toolscout.stores.dsn import redact
+from toolscout.stores.dsn import one_line, redact
 from toolscout.telemetry.log import Dialect, DiscoveryLog
 
 if TYPE_CHECKING:
@@ -148,8 +148,7 @@ class PostgresDiscoveryLog(DiscoveryLog):
         return self._pg
 
     def _error(self, what: str, exc: BaseException) -> StoreError:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        return StoreError(f"{what} {redact(self._dsn)}: {reason}")
+        return StoreError(f"{what} {redact(self._dsn)}: {one_line(exc)}")
 
     def _idle(self) -> bool:
         """No transaction is open (a statement that failed on a lost connection may be re-run)."""
