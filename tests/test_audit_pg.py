@@ -170,3 +170,19 @@ def test_the_cli_reads_and_verifies_the_log_in_the_database(pg_dsn: str) -> None
         assert n == (0,)
     empty = cli("--db", pg_dsn.rsplit("/", 1)[0] + "/postgres", "--verify")
     assert empty.returncode == 1 and "has no toolscout_audit.audit_log table" in empty.stdout
+
+
+def test_a_connection_the_server_dropped_is_opened_again(pg_dsn: str) -> None:  # noqa: F811
+    """A replica's audit outlives a dropped connection (a restart, a proxy's time-out):
+    the next append opens a new one and the chain goes on unbroken."""
+    with PostgresAuditLog(pg_dsn, key=KEY) as log:
+        log.append(**entry(subject="before"))
+        with _raw(pg_dsn) as conn:
+            (killed,) = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = 'toolscout-audit'"
+            ).fetchone()
+        assert killed == 1
+        log.append(**entry(subject="after"))
+        assert [r.subject for r in log.read()] == ["before", "after"]
+        assert log.verify().ok

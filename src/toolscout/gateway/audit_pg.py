@@ -27,7 +27,8 @@ from typing import Any
 from toolscout.errors import StoreError
 from toolscout.gateway.audit import AuditLog, AuditRecord, _key_bytes, _read
 from toolscout.gateway.audit_verify import Head, Verification, _judged, _verify
-from toolscout.stores.dsn import one_line, redact
+from toolscout.stores.dsn import redact
+from toolscout.stores.pgsession import PgSession
 
 #: the schema holding the audit tables
 AUDIT_SCHEMA = "toolscout_audit"
@@ -70,60 +71,30 @@ CREATE OR REPLACE TRIGGER audit_log_no_truncate BEFORE TRUNCATE
 
 
 class _Connection:
-    """A psycopg connection spoken to in the SQLite log's dialect.
-
-    ``?`` placeholders become ``%s``; ``BEGIN IMMEDIATE`` (SQLite's write lock)
-    becomes ``BEGIN`` plus the chain's advisory lock; a driver error becomes one
-    :class:`StoreError` naming the database. A connection lost between
-    transactions is opened again on the next statement."""
+    """The audit log's :class:`~toolscout.stores.pgsession.PgSession`, spoken to in the
+    SQLite log's dialect: ``?`` placeholders become ``%s``, and ``BEGIN IMMEDIATE``
+    (SQLite's write lock) becomes ``BEGIN`` plus the chain's advisory lock."""
 
     def __init__(self, dsn: str, timeout_s: float, *, read_only: bool = False) -> None:
-        self.dsn = dsn
-        self.timeout_s = timeout_s
-        self.read_only = read_only
-        self._conn: Any = None
-        self._open()
-
-    def _open(self) -> None:
-        import psycopg
-
-        lock_ms = int(self.timeout_s * 1000)  # how long an append waits for another's
-        try:
-            self._conn = psycopg.connect(
-                self.dsn,
-                autocommit=True,
-                connect_timeout=max(1, round(self.timeout_s)),
-                options=f"-c search_path={AUDIT_SCHEMA} -c lock_timeout={lock_ms}"
-                + (" -c default_transaction_read_only=on" if self.read_only else ""),
-            )
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot open the audit log in {redact(self.dsn)}: {one_line(exc)}"
-            ) from None
+        lock_ms = int(timeout_s * 1000)  # how long an append waits for another's
+        self._session = PgSession(
+            dsn,
+            name="audit log",
+            timeout_s=timeout_s,
+            options=f"-c search_path={AUDIT_SCHEMA} -c lock_timeout={lock_ms}"
+            + (" -c default_transaction_read_only=on" if read_only else ""),
+            application_name="toolscout-audit",
+        )
+        self._session.connection()  # an unreachable database fails here, naming it
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        import psycopg
-
-        if self._conn is None or (self._conn.broken and not self._in_transaction()):
-            self._open()
-        try:
-            if sql.strip().upper() == "BEGIN IMMEDIATE":
-                self._conn.execute("BEGIN")
-                return self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CHAIN_LOCK,))
-            if params:
-                return self._conn.execute(sql.replace("?", "%s"), tuple(params))
-            return self._conn.execute(sql)
-        except psycopg.Error as exc:
-            raise StoreError(f"audit log in {redact(self.dsn)}: {one_line(exc)}") from None
-
-    def _in_transaction(self) -> bool:
-        import psycopg
-
-        return bool(self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
+        if sql.strip().upper() == "BEGIN IMMEDIATE":
+            self._session.run("BEGIN")
+            return self._session.run("SELECT pg_advisory_xact_lock(%s)", (_CHAIN_LOCK,))
+        return self._session.run(sql.replace("?", "%s") if params else sql, params)
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
+        self._session.close()
 
 
 class PostgresAuditLog(AuditLog):

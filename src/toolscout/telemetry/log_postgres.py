@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from toolscout.errors import MissingExtraError, StoreError
-from toolscout.stores.dsn import one_line, redact
+from toolscout.errors import StoreError
+from toolscout.stores.dsn import redact
+from toolscout.stores.pgsession import PgSession
 from toolscout.telemetry.log import Dialect, DiscoveryLog
-
-if TYPE_CHECKING:
-    import psycopg
 
 #: the advisory lock key taken while the tables are created (any constant shared by replicas)
 _SCHEMA_LOCK = 0x7A5C_10C5
@@ -117,77 +115,34 @@ class PostgresDiscoveryLog(DiscoveryLog):
 
     # -- backend: PostgreSQL -----------------------------------------------------
     def _connect(self, location: str) -> None:
-        try:
-            import psycopg
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise MissingExtraError(exc.name or "psycopg", "postgres") from None
-        self._psycopg = psycopg
-        self._dsn = location
-        self._pg: psycopg.Connection[tuple[Any, ...]] | None = None
-        conn = self._conn()
+        self._session = PgSession(
+            location,
+            name="discovery log",
+            timeout_s=self._timeout_s,
+            application_name="toolscout-log",
+        )
+        conn = self._session.connection()
         try:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 conn.execute(_PG_SCHEMA)
-        except psycopg.Error as exc:
+        except self._session.driver_error as exc:
             conn.close()
-            raise self._error("cannot create the discovery log's tables in", exc) from None
-
-    def _conn(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """The log's connection, opened again if it was lost."""
-        if self._pg is None or self._pg.closed:
-            try:
-                self._pg = self._psycopg.connect(
-                    self._dsn,
-                    autocommit=True,
-                    connect_timeout=max(1, round(self._timeout_s)),
-                    application_name="toolscout-log",
-                )
-            except self._psycopg.Error as exc:
-                raise self._error("cannot open the discovery log in", exc) from None
-        return self._pg
-
-    def _error(self, what: str, exc: BaseException) -> StoreError:
-        return StoreError(f"{what} {redact(self._dsn)}: {one_line(exc)}")
-
-    def _idle(self) -> bool:
-        """No transaction is open (a statement that failed on a lost connection may be re-run)."""
-        idle = self._psycopg.pq.TransactionStatus.IDLE
-        return self._pg is None or self._pg.info.transaction_status in (
-            idle,
-            self._psycopg.pq.TransactionStatus.UNKNOWN,
-        )
-
-    def _run(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[tuple[Any, ...]]:
-        retry = self._idle()
-        for attempt in (1, 2):
-            conn = self._conn()
-            try:
-                return conn.execute(sql, tuple(params) or None)
-            except self._psycopg.OperationalError as exc:
-                if attempt == 2 or not retry or not conn.broken:
-                    raise self._error("discovery log in", exc) from None
-                conn.close()
-            except self._psycopg.Error as exc:
-                raise self._error("discovery log in", exc) from None
-        raise AssertionError("unreachable")
+            raise self._session.error("cannot create the discovery log's tables in", exc) from None
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return int(self._run(sql, params).rowcount)
+        return int(self._session.run(sql, params).rowcount)
 
     def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._run(sql, params).fetchall()
+        return self._session.run(sql, params).fetchall()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        try:
-            with self._conn().transaction():
-                yield
-        except self._psycopg.Error as exc:
-            raise self._error("discovery log in", exc) from None
+        with self._session.transaction():
+            yield
 
     def _connected(self) -> bool:
-        return self._pg is not None and not self._pg.closed
+        return self._session.connected
 
     def _compact(self) -> None:
         # dead row versions (pruned or scrubbed text) go now, not at the next autovacuum
@@ -195,5 +150,4 @@ class PostgresDiscoveryLog(DiscoveryLog):
             self._execute("VACUUM toolscout_discoveries, toolscout_calls")
 
     def _disconnect(self) -> None:
-        if self._pg is not None:
-            self._pg.close()
+        self._session.close()
