@@ -57,6 +57,15 @@ def _system_user() -> str | None:
     return PG_USER
 
 
+def _as(user: str | None) -> dict[str, Any]:
+    """``subprocess`` arguments that run a command as ``user`` with its own group only:
+    with root's group kept, a directory only root's group may not enter (a ``mktemp -d``
+    clone, mode 0700) stays shut even when it lets others through."""
+    if user is None:
+        return {}
+    return {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
+
+
 def _readable(path: Path) -> None:
     """Let another user traverse to ``path`` and read/execute what is under it."""
     for parent in [path, *path.parents]:
@@ -95,7 +104,7 @@ def _reap_orphans(bin_dir: Path, user: str | None) -> None:
         subprocess.run(
             [str(bin_dir / "pg_ctl"), "-D", str(base / "data"), "-m", "immediate", "stop"],
             capture_output=True,
-            user=user,
+            **_as(user),
         )
         shutil.rmtree(base, ignore_errors=True)
 
@@ -135,7 +144,7 @@ class PostgresServer:
 
     def _run(self, exe: str, *args: str) -> None:
         proc = subprocess.run(
-            [str(self.bin / exe), *args], capture_output=True, text=True, user=self.user
+            [str(self.bin / exe), *args], capture_output=True, text=True, **_as(self.user)
         )
         if proc.returncode != 0:
             raise RuntimeError(f"{exe} failed: {proc.stderr.strip() or proc.stdout.strip()}")
