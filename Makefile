@@ -20,7 +20,21 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
-test: lint
+# the MCP gateway tests run the published reference servers and the Inspector CLI from
+# npm, installed into .ci/node (git-ignored); npm itself is a system package
+NODE := .ci/node
+NODE_STAMP := $(NODE)/.installed-stamp
+NPM_PACKAGES := @modelcontextprotocol/server-filesystem@2026.8.31 \
+	@modelcontextprotocol/server-memory@2026.8.31 \
+	@modelcontextprotocol/inspector-cli@1.0.3
+
+$(NODE_STAMP):
+	@command -v npm >/dev/null 2>&1 || { echo "make test needs npm for the MCP gateway tests (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	mkdir -p $(NODE) && printf '*\n' > $(NODE)/.gitignore
+	npm install --prefix $(NODE) --no-audit --no-fund --loglevel=error $(NPM_PACKAGES)
+	touch $(NODE_STAMP)
+
+test: lint $(NODE_STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

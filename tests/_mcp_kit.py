@@ -1,6 +1,6 @@
 """Shared helpers of the MCP gateway tests: where the published servers are, ports, processes.
 
-The npm servers and the Inspector CLI are installed by ``.ci/run`` into
+The npm servers and the Inspector CLI are installed by ``make test`` into
 ``.ci/node`` (``TOOLSCOUT_NODE_MODULES`` overrides the ``node_modules`` path); the
 PyPI servers come with the dev extra. Nothing here skips: a missing server fails.
 """
@@ -22,7 +22,7 @@ APP = Path(__file__).resolve().parent / "mcp_upstream_app.py"
 def node_modules() -> Path:
     path = Path(os.environ.get("TOOLSCOUT_NODE_MODULES", ROOT / ".ci" / "node" / "node_modules"))
     assert (path / "@modelcontextprotocol").is_dir(), (
-        f"the npm MCP servers are not installed under {path}; run .ci/run (it installs them)"
+        f"the npm MCP servers are not installed under {path}; run make test (it installs them)"
     )
     return path
 
@@ -30,14 +30,14 @@ def node_modules() -> Path:
 def npm_server(package: str) -> list[str]:
     """``node <entry>`` of an installed ``@modelcontextprotocol/<package>``."""
     entry = node_modules() / "@modelcontextprotocol" / package / "dist" / "index.js"
-    assert entry.is_file(), f"{entry} is missing; run .ci/run"
+    assert entry.is_file(), f"{entry} is missing; run make test (it installs it)"
     return ["node", str(entry)]
 
 
 def inspector_cli() -> tuple[list[str], Path]:
     """The Inspector CLI command, and the directory it must run in (it reads ../package.json)."""
     build = node_modules() / "@modelcontextprotocol" / "inspector-cli" / "build"
-    assert (build / "index.js").is_file(), f"{build} is missing; run .ci/run"
+    assert (build / "index.js").is_file(), f"{build} is missing; run make test (it installs it)"
     return ["node", str(build / "index.js")], build
 
 
