@@ -66,12 +66,15 @@ def splice(existing: str, section: str) -> str:
     return existing.rstrip() + "\n\n" + block + "\n"
 
 
-def goal_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def goal_table(
+    reports: Mapping[str, Mapping[str, Any]], grid: Mapping[str, Any] | None = None
+) -> list[str]:
     """recall@5 and complete@5 per set: the parts, the default in-set and held out."""
     lines = [
         "| set | bm25 | dense | hybrid-fixed | best part | default in-set | default held-out "
-        "| held-out ≥ best part | complete@5 held-out | complete@5 with multi-intent |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| held-out ≥ best part | held-out − best part, 95% CI | complete@5 held-out "
+        "| complete@5 with multi-intent |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, report in reports.items():
         m = report["strategies"]
@@ -83,10 +86,43 @@ def goal_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
         held = r5(HELD_OUT)
         comp = m.get(HELD_OUT, {}).get("complete@5")
         comp_on = m.get("hybrid-intents", {}).get("complete@5")
+        ci = (grid or {}).get(name, {}).get("held_out_margin")
+        interval = f"{ci[0]:+.3f} [{ci[1]:+.3f}, {ci[2]:+.3f}]" if ci else "–"
         lines.append(
             f"| {name} | {r5('bm25'):.3f} | {r5('dense'):.3f} | {r5('hybrid-fixed'):.3f} "
             f"| {best:.3f} | {r5('hybrid'):.3f} | {held:.3f} | "
-            f"{'yes' if held >= best else 'no'} | {comp:.3f} | {comp_on:.3f} |"
+            f"{'yes' if held >= best else 'no'} | {interval} | {comp:.3f} | {comp_on:.3f} |"
+        )
+    return lines
+
+
+def grid_table(grid: Mapping[str, Any], fits: Mapping[str, Any]) -> list[str]:
+    """Each (blend, yield) pair's recall@5 margin over each set's best part (each set run
+    with its held-out prior), and the worst of them; the pair each fit chose is marked."""
+    if not grid:
+        return []
+    names = list(grid)
+    pairs = [k for k in grid[names[0]] if "/" in k]
+    chosen: dict[str, list[str]] = {}
+    for who, fit in fits.items():
+        if "blend" in fit:
+            chosen.setdefault(f"{fit['blend']:g}/{fit['dedupe_yield']:g}", []).append(who)
+    lines = [
+        "The blend and dedupe yield grid (`fitting.recall_grid`): recall@5 of the default "
+        "minus the set's best part ("
+        + ", ".join(f"{n} {grid[n]['best_part']:.3f}" for n in names)
+        + "); a fit takes the pair with the largest worst margin over its sets, the smaller "
+        "blend and yield on a tie (`fitting.choose_blend`).",
+        "",
+        "| blend / yield | " + " | ".join(names) + " | worst | chosen by the fit without |",
+        "|---|" + "---|" * (len(names) + 2),
+    ]
+    for pair in pairs:
+        margins = [grid[n][pair] - grid[n]["best_part"] for n in names]
+        lines.append(
+            f"| {pair} | "
+            + " | ".join(f"{m:+.3f}" for m in margins)
+            + f" | {min(margins):+.3f} | {', '.join(chosen.get(pair, []))} |"
         )
     return lines
 
@@ -120,6 +156,7 @@ def markdown(
     command: str,
     plot: str | None,
     fits: Mapping[str, Any] | None = None,
+    grid: Mapping[str, Any] | None = None,
 ) -> str:
     from toolscout.evaluate.harness import describe_strategy, markdown_table, summary_line
 
@@ -154,20 +191,28 @@ def markdown(
             "recall@5 on each set. *held-out*: the ranker prior, the confidence "
             "scaling and the confidence model fitted on the other four sets only "
             "(leave-one-set-out); *in-set*: the "
-            "shipped constants, fitted on all five. The goal is judged on held-out figures.",
+            "shipped constants, fitted on all five. The goal is judged on held-out figures. "
+            "The interval is the held-out default's margin over the best part on the blend "
+            "grid below (the same queries, the pair the fit without the set chose), with a "
+            "95% paired bootstrap interval over the queries (`fitting.paired_interval`): "
+            "where it holds zero, the sample cannot tell the two apart.",
             "",
-            *goal_table(reports),
+            *goal_table(reports, grid),
             "",
             "Fitted constants (weights in the order of `calibrate.FEATURES`, then the "
             "none option's bias; Platt a, b; the confidence model in the order of "
-            "`calibrate.CONFIDENCE_INPUTS`):",
+            "`calibrate.CONFIDENCE_INPUTS`; the blend of the fixed fusion and the dedupe "
+            "yield chosen on the grid below):",
             "",
-            "| fitted without | prior | platt | confidence |",
-            "|---|---|---|---|",
+            "| fitted without | prior | platt | confidence | blend | dedupe yield |",
+            "|---|---|---|---|---|---|",
             *[
-                f"| {k} | {v['prior']} | {v['platt']} | {v.get('confidence')} |"
+                f"| {k} | {v['prior']} | {v['platt']} | {v.get('confidence')} "
+                f"| {v.get('blend')} | {v.get('dedupe_yield')} |"
                 for k, v in fits.items()
             ],
+            "",
+            *grid_table(grid or {}, fits),
             "",
             "### Confidence reliability (held-out)",
             "",
@@ -224,13 +269,22 @@ def plot_recall(reports: Mapping[str, Mapping[str, Any]], path: Path) -> None:
 
 def fit_constants(
     sets: Sequence[Path], workdir: Path, limit: int | None, embedder: Any, console: Any
-) -> dict[str, Any]:
-    """Pass 1: index every set, collect ranker examples, fit per held-out set and on all."""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Pass 1: index every set, collect ranker examples, fit per held-out set and on all;
+    also each set's blend grid (recall@5 per blend/yield pair, and its best part's)."""
     from toolscout.discovery.catalog import Catalog
     from toolscout.evaluate.evalset import read_queries, read_tools, sample
-    from toolscout.evaluate.fitting import examples, fit_platt, fit_prior
+    from toolscout.evaluate.fitting import (
+        best_part,
+        choose_blend,
+        examples,
+        fit_platt,
+        fit_prior,
+        mean,
+        paired_interval,
+        recall_grid,
+    )
     from toolscout.evaluate.harness import _scorable
-    from toolscout.settings import SearchSettings
 
     by_set: dict[str, Any] = {}
     for d in sets:
@@ -249,21 +303,57 @@ def fit_constants(
         w, b = fit_prior(by_set, name)
         a, c = fit_platt(by_set, name, w, b)
         fits[name or "all"] = {"prior": [round(x, 4) for x in (*w, b)], "platt": [a, c]}
+    # the blend and the dedupe yield: each set's recall@5 over the grid with its held-out
+    # prior, against the best of its parts; chosen per held-out set on the others only
+    grids: dict[str, Any] = {}
+    parts: dict[str, list[float]] = {}
+    for d in sets:
+        specs, renamed = read_tools(d / "tools.jsonl")
+        with Catalog.open(workdir / f"{d.name}.db", embedder=embedder, log=False) as cat:
+            scored, _ = _scorable(cat, sample(read_queries(d / "queries.jsonl"), limit), renamed)
+            parts[d.name] = best_part(cat, scored)
+            grids[d.name] = recall_grid(cat, scored, held_settings(fits[d.name]))
+        console.print(f"{d.name}: best part {mean(parts[d.name]):.3f}; blend grid done")
+    for name in [*by_set, None]:
+        fit_ = fits[name or "all"]
+        blend, dedupe_yield = choose_blend(grids, parts, name)
+        w, b = fit_["prior"][:-1], fit_["prior"][-1]
+        fit_.update(
+            blend=blend, dedupe_yield=dedupe_yield, platt=list(fit_platt(by_set, name, w, b, blend))
+        )
+    grid: dict[str, Any] = {}
+    for n, g in grids.items():
+        pair = (fits[n]["blend"], fits[n]["dedupe_yield"])
+        margin, low, high = paired_interval(g[pair], parts[n])
+        grid[n] = {
+            "best_part": round(mean(parts[n]), 4),
+            "held_out_margin": [round(margin, 4), round(low, 4), round(high, 4)],
+        }
+        grid[n].update({f"{a:g}/{y:g}": round(mean(v), 4) for (a, y), v in g.items()})
     # the confidence model reads each set's selections as the held-out run makes them (the
     # ranker prior fitted without that set: a catalog the prior has not seen, like a user's)
     rows: dict[str, tuple[Any, Any]] = {}
     for d in sets:
-        held = fits[d.name]
-        settings = SearchSettings(
-            ranker_prior=tuple(held["prior"]), confidence_platt=tuple(held["platt"])
-        )
+        settings = held_settings(fits[d.name])
         specs, renamed = read_tools(d / "tools.jsonl")
         with Catalog.open(workdir / f"{d.name}.db", embedder=embedder, log=False) as cat:
             scored, _ = _scorable(cat, sample(read_queries(d / "queries.jsonl"), limit), renamed)
             rows[d.name] = confidence_rows(cat, scored, settings)
     for name in [*by_set, None]:
         fits[name or "all"]["confidence"] = fit_confidence_without(rows, name)
-    return fits
+    return fits, grid
+
+
+def held_settings(fit: Mapping[str, Any]) -> Any:
+    """The product default with the constants of one fit (the held-out run's settings)."""
+    from toolscout.settings import SearchSettings
+
+    return SearchSettings(
+        ranker_prior=tuple(fit["prior"]),
+        confidence_platt=tuple(fit["platt"]),
+        ranker_blend=fit.get("blend"),
+        dedupe_yield=fit.get("dedupe_yield"),
+    )
 
 
 def confidence_rows(catalog: Any, queries: Sequence[Any], settings: Any) -> tuple[Any, Any]:
@@ -357,7 +447,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from toolscout.cli.eval import progress_bar
     from toolscout.embed.minilm import MiniLMEmbedder
     from toolscout.evaluate.harness import run
-    from toolscout.settings import SearchSettings
 
     console = Console(stderr=True)
     embedder = MiniLMEmbedder()
@@ -365,16 +454,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="toolscout-quality-") as tmp:
         workdir = args.cache or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        fits = fit_constants(sets, workdir, args.limit, embedder, console)
+        fits, grid = fit_constants(sets, workdir, args.limit, embedder, console)
         reports: dict[str, dict[str, Any]] = {}
         for d in sets:
             console.print(f"[bold]{d.name}[/]")
             held = fits[d.name]
-            extra = {
-                HELD_OUT: SearchSettings(
-                    ranker_prior=tuple(held["prior"]), confidence_platt=tuple(held["platt"])
-                )
-            }
+            extra = {HELD_OUT: held_settings(held)}
             common: dict[str, Any] = {
                 "limit": args.limit,
                 "embedder": embedder,
@@ -406,6 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": command,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "fits": fits,
+        "grid": grid,
         "sets": reports,
     }
     args.json.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -413,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rel_plot = os.path.relpath(args.plot, args.docs.parent)
     existing = args.docs.read_text(encoding="utf-8") if args.docs.exists() else ""
     args.docs.parent.mkdir(parents=True, exist_ok=True)
-    section = markdown(reports, command, rel_plot, fits)
+    section = markdown(reports, command, rel_plot, fits, grid)
     args.docs.write_text(splice(existing, section), encoding="utf-8")
     print(section)
     print(f"wrote {args.docs}, {args.json}, {args.plot}")

@@ -10,21 +10,26 @@ import pytest
 from support import embedder, spec
 from toolscout.discovery.calibrate import (
     FEATURES,
+    FIXED_MIX,
     PRIOR,
     PRIOR_NONE,
     VERSION,
     Calibration,
     Example,
+    blended,
     fit,
     platt,
     pseudo_queries,
+    scores,
     stale,
     top_probability,
 )
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.lexical import words
 from toolscout.discovery.search import CALIBRATION_META
+from toolscout.errors import ConfigError
 from toolscout.policy import Principal
+from toolscout.settings import SearchSettings
 
 SUBJECTS = [
     ("weather.forecast", "Weather forecast for a city: rain, temperature and wind by day."),
@@ -139,6 +144,28 @@ def test_weights_over_another_prior_keep_the_catalog_adjustment() -> None:
     w, b = cal.weights_over(zero)
     assert w == pytest.approx((1.0,) * len(FEATURES)) and b == pytest.approx(0.5)
     assert cal.weights_over(None) == (shifted, PRIOR_NONE + 0.5)
+
+
+def test_the_blend_adds_the_fixed_fusion_to_the_learned_score() -> None:
+    w = blended(PRIOR, 10.0)
+    by_name = dict(zip(FEATURES, w, strict=True))
+    plain = dict(zip(FEATURES, PRIOR, strict=True))
+    assert by_name["lexical"] == pytest.approx(plain["lexical"] + 3.0)
+    assert by_name["cosine_norm"] == pytest.approx(plain["cosine_norm"] + 7.0)
+    assert by_name["name"] == pytest.approx(plain["name"])
+    # a very large blend ranks a pool as the fixed fusion does
+    x = np.array(
+        [
+            [1.0, 1.0, 0.5, 0.3, -0.1, 1.0, 1.0, 0.3, 0.3],  # the names match
+            [0.4, 0.5, 0.6, 1.0, 0.0, 0.0, 0.0, 1.0, 0.4],  # the best cosine
+        ]
+    )
+    fixed = x @ np.array(FIXED_MIX)
+    huge = scores(x, blended(PRIOR, 1e4))
+    assert int(np.argmax(huge)) == int(np.argmax(fixed)) == 1
+    assert int(np.argmax(scores(x, PRIOR))) == 0
+    with pytest.raises(ConfigError, match="ranker_blend"):
+        SearchSettings(ranker_blend=-1.0)
 
 
 def test_stale() -> None:

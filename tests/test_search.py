@@ -95,6 +95,36 @@ def test_select_forces_exact_hits_and_suppresses_duplicates() -> None:
     assert [c.id for c in no_dedupe] == ["a", "a2"]
 
 
+def test_a_near_duplicate_yields_only_to_a_distinct_tool_nearly_as_likely() -> None:
+    base = np.eye(3, dtype=np.float32)
+    vecs = {"a": base[0], "a2": base[0], "b": base[1], "c": base[2]}
+
+    def pick(scores: dict[str, float], yield_: float) -> list[str]:
+        cands = [Candidate(t, fused=f) for t, f in scores.items()]
+        chosen = select(
+            cands,
+            {},
+            2,
+            dedupe=True,
+            dedupe_yield=yield_,
+            card_vectors=lambda ids: {i: vecs[i] for i in ids if i in vecs},
+        )
+        return [c.id for c in chosen]
+
+    close = {"a": 1.0, "a2": 0.9, "b": 0.8, "c": 0.1}
+    far = {"a": 1.0, "a2": 0.9, "b": 0.2, "c": 0.1}
+    # 0 is the plain rule: any distinct tool goes before a copy
+    assert pick(far, 0.0) == ["a", "b"]
+    # a distinct tool scoring half the copy's score or more takes its place ...
+    assert pick(close, 0.5) == ["a", "b"]
+    # ... one far less likely does not
+    assert pick(far, 0.5) == ["a", "a2"]
+    # with nothing distinct below, the copy keeps its place whatever the share
+    assert pick({"a": 1.0, "a2": 0.9}, 0.0) == ["a", "a2"]
+    with pytest.raises(ConfigError, match="dedupe_yield"):
+        SearchSettings(dedupe_yield=1.5)
+
+
 def test_select_respects_token_budget_but_keeps_one() -> None:
     cost = {"a": 300, "b": 100, "c": 500}
     chosen = select(

@@ -45,6 +45,10 @@ class SearchSettings:
     reformulate: bool = True
     #: push near-duplicates (card cosine >= 0.97) behind distinct tools in the top-K
     dedupe: bool = True
+    #: a near-duplicate gives way only to a distinct tool scoring at least this share of
+    #: its own score (0: to any distinct tool; 1: only to one scoring as high; None: the
+    #: shipped search.DEDUPE_YIELD, chosen on data by benchmarks/quality.py)
+    dedupe_yield: float | None = None
     #: use aliases learned from the discovery log
     learned_aliases: bool = True
     #: a confidence (with fusion="learned": the calibrated chance that the top tool is
@@ -62,6 +66,9 @@ class SearchSettings:
     ranker_prior: tuple[float, ...] | None = None
     #: Platt scaling (a, b) of the learned confidence (None: the shipped one)
     confidence_platt: tuple[float, float] | None = None
+    #: how much of the fixed fusion's score the learned ranker adds to its own (None: the
+    #: shipped calibrate.BLEND)
+    ranker_blend: float | None = None
 
     def __post_init__(self) -> None:
         if not (self.lexical or self.dense):
@@ -70,6 +77,10 @@ class SearchSettings:
             raise ConfigError(f"dense_weight must be within [0, 1], got {self.dense_weight}")
         if self.fusion not in ("learned", "weighted", "rrf"):
             raise ConfigError(f"fusion must be 'learned', 'weighted' or 'rrf', got {self.fusion!r}")
+        if self.dedupe_yield is not None and not 0.0 <= self.dedupe_yield <= 1.0:
+            raise ConfigError(f"dedupe_yield must be within [0, 1], got {self.dedupe_yield}")
+        if self.ranker_blend is not None and not 0.0 <= self.ranker_blend <= 1000.0:
+            raise ConfigError(f"ranker_blend must be within [0, 1000], got {self.ranker_blend}")
         if self.candidate_pool < 10:
             raise ConfigError(f"candidate_pool must be at least 10, got {self.candidate_pool}")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from toolscout.discovery import calibrate
 from toolscout.discovery import inject as rendering
 from toolscout.discovery.groups import expand_groups
-from toolscout.discovery.search import Candidate, Query, Retrieval, parse_query
+from toolscout.discovery.search import DEDUPE_YIELD, Candidate, Query, Retrieval, parse_query
 from toolscout.discovery.search import select as select_candidates
 from toolscout.discovery.shortlist import ScoredTool, Shortlist, TokenReport, Trace
 from toolscout.errors import ConfigError, FormatError
@@ -85,6 +85,7 @@ def select(
         exact,
         k,
         dedupe=settings.dedupe,
+        dedupe_yield=DEDUPE_YIELD if settings.dedupe_yield is None else settings.dedupe_yield,
         card_vectors=lambda ids: catalog.store.card_vectors(ids, catalog.embedder.model_id),
         token_cost=lambda tid: catalog.schema_tokens(tid, fmt),
         token_budget=token_budget,

@@ -17,6 +17,7 @@ import numpy as np
 
 from toolscout.cards import ToolSpec
 from toolscout.discovery.calibrate import (
+    BLEND,
     PLATT,
     Calibration,
     FieldTerms,
@@ -73,6 +74,9 @@ FIELD_WEIGHTS: Mapping[str, float] = {
 ADAPT_SHIFT = 0.1
 #: two tools whose card vectors are at least this close are near-duplicates
 NEAR_DUPLICATE_COSINE = 0.97
+#: a near-duplicate gives way only to a distinct tool scoring at least this share of its
+#: score: chosen on data (leave-one-set-out, with calibrate.BLEND, by benchmarks/quality.py)
+DEDUPE_YIELD = 0.5
 #: the store meta key the catalog's calibration is kept under
 CALIBRATION_META = "calibration"
 #: query vectors kept (repeated queries skip the encoder)
@@ -397,8 +401,14 @@ class Retriever:
             index.calibration_read = True
         cal = index.calibration or Calibration()
         weights, none_bias = cal.weights_over(self.settings.ranker_prior)
+        blend = self.settings.ranker_blend
         self.ranker = Ranker(
-            weights, none_bias, index.fields, index.idf, self.settings.confidence_platt or PLATT
+            weights,
+            none_bias,
+            index.fields,
+            index.idf,
+            self.settings.confidence_platt or PLATT,
+            BLEND if blend is None else blend,
         )
         return self.ranker
 
@@ -581,8 +591,14 @@ def select(
     card_vectors: Callable[[Sequence[str]], Mapping[str, Vector]] | None,
     token_cost: Callable[[str], int] | None = None,
     token_budget: int | None = None,
+    dedupe_yield: float = DEDUPE_YIELD,
 ) -> list[Candidate]:
-    """Top-``k``: exact hits first, then by fused score, near-duplicates pushed back."""
+    """Top-``k``: exact hits first, then by fused score, near-duplicates pushed back.
+
+    A near-duplicate of a tool already chosen is pushed back only when a distinct
+    candidate further down scores at least ``dedupe_yield`` of its score: a copy the
+    ranker finds far likelier than anything else keeps its place.
+    """
     by_id = {c.id: c for c in candidates}
     forced = [by_id.get(t) or Candidate(t) for t in exact]
     for c in forced:
@@ -596,17 +612,22 @@ def select(
         if (dedupe and card_vectors is not None)
         else {}
     )
+
+    def copies(c: Candidate, of: Sequence[Candidate]) -> bool:
+        v = vecs.get(c.id)
+        return v is not None and any(
+            (w := vecs.get(s.id)) is not None and float(v @ w) >= NEAR_DUPLICATE_COSINE for s in of
+        )
+
     deferred: list[Candidate] = []
-    for c in rest:
+    for i, c in enumerate(rest):
         if len(chosen) >= k:
             break
-        v = vecs.get(c.id)
-        if v is not None and any(
-            (w := vecs.get(s.id)) is not None and float(v @ w) >= NEAR_DUPLICATE_COSINE
-            for s in chosen
-        ):
-            deferred.append(c)
-            continue
+        if copies(c, chosen):
+            rival = next((d for d in rest[i + 1 :] if not copies(d, chosen)), None)
+            if rival is not None and rival.fused >= dedupe_yield * c.fused:
+                deferred.append(c)
+                continue
         chosen.append(c)
     for c in deferred:
         if len(chosen) >= k:

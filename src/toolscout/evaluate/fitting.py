@@ -1,11 +1,16 @@
-"""Leave-one-set-out fitting of the ranker prior and the confidence scaling.
+"""Leave-one-set-out fitting of the ranker prior, the confidence scaling, the blend and the
+dedupe yield.
 
 The learned ranker (:mod:`toolscout.discovery.calibrate`) starts from prior
 weights; the confidence goes through a Platt step. Both are constants chosen
 on data, so they are fitted here on the queries of *other* evaluation sets and
 scored on the one held out: :func:`examples` turns a set's queries into ranker
 examples through the product's own retrieval, :func:`fit_prior` fits on every
-set but one, :func:`fit_platt` scales confidence on the same sets.
+set but one, :func:`fit_platt` scales confidence on the same sets. The blend of the
+fixed fusion into the learned score and the dedupe yield are chosen on a grid
+(:func:`recall_grid`) for the largest worst margin over the product's own parts
+(:func:`best_part`) across the other sets (:func:`choose_blend`): the goal is never to lose
+to a part on a catalog not seen.
 """
 
 from __future__ import annotations
@@ -16,17 +21,23 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from toolscout.discovery import pipeline
 from toolscout.discovery.calibrate import (
     Example,
     FieldTerms,
+    blended,
     features,
     fit,
     scores,
     top_probability,
 )
 from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.search import parse_query
+from toolscout.discovery.search import select as select_candidates
+from toolscout.errors import QueryError
 from toolscout.evaluate.evalset import EvalQuery
-from toolscout.evaluate.harness import eval_principal
+from toolscout.evaluate.harness import DEPTH, STRATEGIES, discover_once, eval_principal
+from toolscout.evaluate.metrics import recall_at
 from toolscout.settings import SearchSettings
 
 #: examples drawn from each set, so a large set does not outweigh a small one
@@ -74,18 +85,20 @@ def fit_platt(
     held_out: str | None,
     weights: Sequence[float],
     none_bias: float,
+    blend: float = 0.0,
 ) -> tuple[float, float]:
     """(a, b) so that σ(a·logit(p) + b) matches how often the top tool is right, on every
-    set but ``held_out``."""
+    set but ``held_out`` (the top as the ranker orders with ``blend``)."""
     z: list[float] = []
     y: list[float] = []
     for ex in _balanced(by_set, held_out):
         if not len(ex.x):
             continue
         s = scores(ex.x, weights)
-        p = min(max(top_probability(s, none_bias), 1e-6), 1 - 1e-6)
+        top = int(np.argmax(scores(ex.x, blended(weights, blend)))) if blend else int(np.argmax(s))
+        p = min(max(top_probability(s, none_bias, top), 1e-6), 1 - 1e-6)
         z.append(math.log(p / (1 - p)))
-        y.append(float(ex.target >= 0 and int(np.argmax(s)) == ex.target))
+        y.append(float(ex.target >= 0 and top == ex.target))
     if not z:
         return 1.0, 0.0
     zz, yy = np.array(z), np.array(y)
@@ -95,3 +108,117 @@ def fit_platt(
         a -= 0.5 * float(((q - yy) * zz).mean())
         b -= 0.5 * float((q - yy).mean())
     return round(a, 4), round(b, 4)
+
+
+# -- the blend and the dedupe yield: chosen for the worst margin over the parts ------------
+#: the grid both are chosen on (0 and 0.0: the plain learned ranker and the plain dedupe)
+BLENDS: tuple[float, ...] = (0.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+YIELDS: tuple[float, ...] = (0.0, 0.5, 0.8, 0.9, 1.0)
+#: the product's own parts: the default must not lose to any of them
+PARTS: tuple[str, ...] = ("bm25", "dense", "hybrid-fixed")
+RECALL_K = 5
+
+#: (blend, yield) → recall@5 of each query, in the order given
+Grid = dict[tuple[float, float], list[float]]
+
+
+def part_recalls(catalog: Catalog, queries: Sequence[EvalQuery]) -> dict[str, list[float]]:
+    """recall@5 of each query under each of the parts (:data:`PARTS`)."""
+    principal = eval_principal(catalog)
+    return {
+        name: [
+            recall_at(
+                discover_once(catalog, STRATEGIES[name], q.query, principal).ranked,
+                q.gold,
+                RECALL_K,
+            )
+            for q in queries
+        ]
+        for name in PARTS
+    }
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / max(len(values), 1)
+
+
+def best_part(catalog: Catalog, queries: Sequence[EvalQuery]) -> list[float]:
+    """recall@5 of each query under the part with the best mean (ties: the first part)."""
+    recalls = part_recalls(catalog, queries)
+    return max(recalls.values(), key=mean)
+
+
+def recall_grid(
+    catalog: Catalog,
+    queries: Sequence[EvalQuery],
+    settings: SearchSettings,
+    blends: Sequence[float] = BLENDS,
+    yields: Sequence[float] = YIELDS,
+) -> Grid:
+    """recall@5 of each query under the product default (``settings``: its prior and Platt
+    step) for every (blend, yield) pair: one retrieval per query and blend, the selection
+    per yield."""
+    ent = catalog.entitle(eval_principal(catalog))
+    df, n_docs = catalog.store.document_frequency()
+    model = catalog.embedder.model_id
+    out: Grid = {}
+    for blend in blends:
+        run = settings.but(ranker_blend=blend)
+        got: dict[float, list[float]] = {y: [] for y in yields}
+        for q in queries:
+            try:
+                parsed = parse_query(q.query, df, n_docs, run)
+            except QueryError:
+                for y in yields:
+                    got[y].append(0.0)  # refused: nothing found
+                continue
+            retrieval = pipeline.retrieve(catalog, parsed, ent, run)
+            exact = catalog.phrases().find(parsed.text, ent.ids) if run.exact_hits else {}
+            for y in yields:
+                chosen = select_candidates(
+                    retrieval.candidates,
+                    exact,
+                    DEPTH,
+                    dedupe=run.dedupe,
+                    dedupe_yield=y,
+                    card_vectors=lambda ids: catalog.store.card_vectors(ids, model),
+                )
+                got[y].append(recall_at([c.id for c in chosen], q.gold, RECALL_K))
+        for y in yields:
+            out[(blend, y)] = got[y]
+    return out
+
+
+def choose_blend(
+    grids: Mapping[str, Grid], parts: Mapping[str, Sequence[float]], held_out: str | None
+) -> tuple[float, float]:
+    """The (blend, yield) whose worst mean margin over the best part, across every set but
+    ``held_out``, is largest (ties: the smaller blend, then the smaller yield)."""
+    names = [n for n in sorted(grids) if n != held_out]
+    if not names:
+        raise ValueError("choose_blend needs at least one set besides the held-out one")
+    pairs = sorted(set.intersection(*(set(grids[n]) for n in names)))
+    if not pairs:
+        raise ValueError("the sets' grids share no (blend, yield) pair")
+
+    def worst(pair: tuple[float, float]) -> float:
+        return min(mean(grids[n][pair]) - mean(parts[n]) for n in names)
+
+    best = pairs[0]
+    for pair in pairs[1:]:
+        if worst(pair) > worst(best) + 1e-9:
+            best = pair
+    return best
+
+
+def paired_interval(
+    a: Sequence[float], b: Sequence[float], *, rounds: int = 2000, seed: int = SEED
+) -> tuple[float, float, float]:
+    """mean(a − b) and its 95% paired bootstrap interval (queries resampled, seeded)."""
+    if len(a) != len(b) or not a:
+        raise ValueError("paired_interval needs two equally long, non-empty sequences")
+    diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, len(diff), size=(rounds, len(diff)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(diff.mean()), float(low), float(high)

@@ -435,7 +435,10 @@ def describe_strategy(name: str) -> str:
         return "product default on the same test half, after learning from the history half"
     settings = STRATEGIES.get(name)
     if name not in STRATEGIES:
-        return "product default with the ranker prior and confidence fitted without this set"
+        return (
+            "product default with the ranker prior, the blend, the dedupe yield and the "
+            "confidence fitted without this set"
+        )
     if settings is None:
         return "keyword counter: +3 per tag in the query, +1 per query word in the summary"
     base = SearchSettings()
