@@ -127,6 +127,24 @@ def grid_table(grid: Mapping[str, Any], fits: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def calibrated_max_gap(deciles: Sequence[Mapping[str, Any]], rounds: int = 2000) -> float:
+    """The max gap a perfectly calibrated confidence would show on this sample, 95th
+    percentile: each decile's right answers drawn as Binomial(n, its mean confidence)."""
+    import numpy as np
+
+    from toolscout.evaluate.metrics import RELIABILITY_MIN_SHARE
+
+    total = sum(int(d["n"]) for d in deciles)
+    kept = [d for d in deciles if d["n"] >= RELIABILITY_MIN_SHARE * total]
+    if not kept:
+        return 0.0
+    rng = np.random.default_rng(20261130)
+    n = np.array([int(d["n"]) for d in kept])
+    p = np.clip(np.array([float(d["confidence"]) for d in kept]), 0.0, 1.0)
+    drawn = rng.binomial(n, p, size=(rounds, len(kept))) / n
+    return float(np.percentile(np.abs(drawn - p).max(axis=1), 95))
+
+
 def reliability_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Held-out confidence against how often the top tool was right, per decile."""
     lines = [
@@ -144,8 +162,10 @@ def reliability_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 f"| {row['n']}{small} | {row['confidence']:.2f} | {row['right']:.2f} | {gap:.2f} |"
             )
         if rel:
+            floor = calibrated_max_gap(rel["deciles"])
             lines.append(
-                f"| {name} | max gap (deciles ≥5%); ECE {rel['ece']:.2f} | {n} | | "
+                f"| {name} | max gap (deciles ≥5%); ECE {rel['ece']:.2f}; a calibrated "
+                f"model on this sample: up to {floor:.2f} (95%) | {n} | | "
                 f"| **{rel['max_gap']:.2f}** |"
             )
     return lines
@@ -428,6 +448,20 @@ def shown_args(args: Sequence[str]) -> list[str]:
     return out
 
 
+def render(results: Path, docs: Path, plot: Path) -> int:
+    """The docs section again from a finished run's JSON (tables only; nothing is re-run)."""
+    try:
+        doc = json.loads(results.read_text(encoding="utf-8"))
+        reports, command, fits = doc["sets"], doc["command"], doc["fits"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise SystemExit(f"error: {results} is not a quality.py result ({exc})") from exc
+    section = markdown(reports, command, os.path.relpath(plot, docs.parent), fits, doc.get("grid"))
+    existing = docs.read_text(encoding="utf-8") if docs.exists() else ""
+    docs.write_text(splice(existing, section), encoding="utf-8")
+    print(f"wrote {docs} from {results}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -438,7 +472,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/quality.json")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "recall_at_k.png")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="only write the docs section again from --json (the run's own command is kept)",
+    )
     args = parser.parse_args(args_list)
+    if args.render:
+        return render(args.json, args.docs, args.plot)
 
     import tempfile
 
