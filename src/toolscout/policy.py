@@ -159,6 +159,8 @@ class Entitlement:
     allowed: tuple[CapabilityCard, ...]
     denied: Mapping[Reason, int]
     ids: frozenset[str] = frozenset()
+    #: the allowed cards by id (built once per entitlement, which the catalog caches)
+    by_id: Mapping[str, CapabilityCard] = field(default_factory=dict)
 
     @property
     def filtered(self) -> int:
@@ -230,4 +232,5 @@ def entitle(
         else:
             assert decision.reason is not None
             denied[decision.reason] = denied.get(decision.reason, 0) + 1
-    return Entitlement(tuple(allowed), denied, frozenset(c.id for c in allowed))
+    by_id = {c.id: c for c in allowed}
+    return Entitlement(tuple(allowed), denied, frozenset(by_id), by_id)

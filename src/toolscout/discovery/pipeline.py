@@ -196,7 +196,7 @@ def discover(
             tenant=principal.tenant,
         )
         schemas, names, tokens = inject(catalog, sel.chosen, principal, fmt)
-        cards = {c.id: c for c in ent.allowed}
+        cards = ent.by_id
         tools = tuple(
             ScoredTool(c.id, cards[c.id].name, c.fused, c.lexical, c.dense, c.exact)
             for c in sel.chosen
