@@ -287,13 +287,28 @@ def plot_recall(reports: Mapping[str, Mapping[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+@contextmanager
+def opened_set(
+    d: Path, workdir: Path, limit: int | None, embedder: Any, *, index: bool = False
+) -> Iterator[tuple[Any, list[Any]]]:
+    """A set's catalog (indexed first when ``index``) and its seeded, scorable queries."""
+    from toolscout.discovery.catalog import Catalog
+    from toolscout.evaluate.evalset import read_queries, read_tools, sample
+    from toolscout.evaluate.harness import _scorable
+
+    specs, renamed = read_tools(d / "tools.jsonl")
+    with Catalog.open(workdir / f"{d.name}.db", embedder=embedder, log=False) as cat:
+        if index:
+            cat.add(specs, replace_all=True)
+        scored, _ = _scorable(cat, sample(read_queries(d / "queries.jsonl"), limit), renamed)
+        yield cat, list(scored)
+
+
 def fit_constants(
     sets: Sequence[Path], workdir: Path, limit: int | None, embedder: Any, console: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Pass 1: index every set, collect ranker examples, fit per held-out set and on all;
     also each set's blend grid (recall@5 per blend/yield pair, and its best part's)."""
-    from toolscout.discovery.catalog import Catalog
-    from toolscout.evaluate.evalset import read_queries, read_tools, sample
     from toolscout.evaluate.fitting import (
         best_part,
         choose_blend,
@@ -304,16 +319,11 @@ def fit_constants(
         paired_interval,
         recall_grid,
     )
-    from toolscout.evaluate.harness import _scorable
 
     by_set: dict[str, Any] = {}
     for d in sets:
         start = time.perf_counter()
-        specs, renamed = read_tools(d / "tools.jsonl")
-        with Catalog.open(workdir / f"{d.name}.db", embedder=embedder, log=False) as cat:
-            cat.add(specs, replace_all=True)
-            asked = sample(read_queries(d / "queries.jsonl"), limit)
-            scored, _ = _scorable(cat, asked, renamed)
+        with opened_set(d, workdir, limit, embedder, index=True) as (cat, scored):
             by_set[d.name] = examples(cat, scored)
         console.print(
             f"{d.name}: {len(by_set[d.name])} examples ({time.perf_counter() - start:.0f}s)"
@@ -328,9 +338,7 @@ def fit_constants(
     grids: dict[str, Any] = {}
     parts: dict[str, list[float]] = {}
     for d in sets:
-        specs, renamed = read_tools(d / "tools.jsonl")
-        with Catalog.open(workdir / f"{d.name}.db", embedder=embedder, log=False) as cat:
-            scored, _ = _scorable(cat, sample(read_queries(d / "queries.jsonl"), limit), renamed)
+        with opened_set(d, workdir, limit, embedder) as (cat, scored):
             parts[d.name] = best_part(cat, scored)
             grids[d.name] = recall_grid(cat, scored, held_settings(fits[d.name]))
         console.print(f"{d.name}: best part {mean(parts[d.name]):.3f}; blend grid done")
@@ -354,11 +362,8 @@ def fit_constants(
     # ranker prior fitted without that set: a catalog the prior has not seen, like a user's)
     rows: dict[str, tuple[Any, Any]] = {}
     for d in sets:
-        settings = held_settings(fits[d.name])
-        specs, renamed = read_tools(d / "tools.jsonl")
-        with Catalog.open(workdir / f"{d.name}.db", embedder=embedder, log=False) as cat:
-            scored, _ = _scorable(cat, sample(read_queries(d / "queries.jsonl"), limit), renamed)
-            rows[d.name] = confidence_rows(cat, scored, settings)
+        with opened_set(d, workdir, limit, embedder) as (cat, scored):
+            rows[d.name] = confidence_rows(cat, scored, held_settings(fits[d.name]))
     for name in [*by_set, None]:
         fits[name or "all"]["confidence"] = fit_confidence_without(rows, name)
     return fits, grid
@@ -400,7 +405,7 @@ def confidence_rows(catalog: Any, queries: Sequence[Any], settings: Any) -> tupl
         )  # fmt: skip
         if not sel.chosen or sel.retrieval is None:
             continue  # nothing shown: the confidence is 0 by rule
-        exact = catalog.phrases().find(parsed.text, ent.ids) if settings.exact_hits else {}
+        exact = pipeline.exact_mentions(catalog, parsed, ent, settings)
         xs.append(pipeline.confidence_inputs(catalog, parsed, sel.retrieval, sel.chosen, exact))
         ys.append(float(sel.chosen[0].id in q.gold))
     return np.array(xs, dtype=np.float64), np.array(ys, dtype=np.float64)

@@ -77,19 +77,10 @@ def select(
         confidence = 1.0 if everything else 0.0
         return Selection(chosen_tier, everything, confidence, not everything, None)
     retrieval = retrieve(catalog, query, ent, settings, tenant)
-    exact = catalog.phrases().find(query.text, ent.ids) if settings.exact_hits else {}
+    exact = exact_mentions(catalog, query, ent, settings)
     # a request that clearly asks for more tasks than k gets one tool per task (budget allowing)
     k = min(max(k, len(retrieval.intents)), MAX_K)
-    chosen = select_candidates(
-        retrieval.candidates,
-        exact,
-        k,
-        dedupe=settings.dedupe,
-        dedupe_yield=DEDUPE_YIELD if settings.dedupe_yield is None else settings.dedupe_yield,
-        card_vectors=lambda ids: catalog.store.card_vectors(ids, catalog.embedder.model_id),
-        token_cost=lambda tid: catalog.schema_tokens(tid, fmt),
-        token_budget=token_budget,
-    )
+    chosen = top_k(catalog, retrieval, exact, k, settings, fmt=fmt, token_budget=token_budget)
     confidence = shown_confidence(catalog, query, retrieval, chosen, exact, settings)
     if chosen_tier is rendering.Tier.GROUPS:
         chosen = expand_groups(
@@ -101,6 +92,38 @@ def select(
         )
     low = confidence < settings.confidence_threshold
     return Selection(chosen_tier, chosen, confidence, low, retrieval)
+
+
+def exact_mentions(
+    catalog: Catalog, query: Query, ent: Entitlement, settings: SearchSettings
+) -> Mapping[str, str]:
+    """The entitled tools the request names verbatim (id, name or alias), when exact hits
+    are on: they always make the shortlist."""
+    return catalog.phrases().find(query.text, ent.ids) if settings.exact_hits else {}
+
+
+def top_k(
+    catalog: Catalog,
+    retrieval: Retrieval,
+    exact: Mapping[str, str],
+    k: int,
+    settings: SearchSettings,
+    *,
+    fmt: str = "openai",
+    token_budget: int | None = None,
+) -> list[Candidate]:
+    """Stage 3: the exact mentions, then the ranking with near-duplicates pushed back, within
+    the token budget."""
+    return select_candidates(
+        retrieval.candidates,
+        exact,
+        k,
+        dedupe=settings.dedupe,
+        dedupe_yield=DEDUPE_YIELD if settings.dedupe_yield is None else settings.dedupe_yield,
+        card_vectors=lambda ids: catalog.store.card_vectors(ids, catalog.embedder.model_id),
+        token_cost=lambda tid: catalog.schema_tokens(tid, fmt),
+        token_budget=token_budget,
+    )
 
 
 def shown_confidence(

@@ -33,7 +33,6 @@ from toolscout.discovery.calibrate import (
 )
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.search import parse_query
-from toolscout.discovery.search import select as select_candidates
 from toolscout.errors import QueryError
 from toolscout.evaluate.evalset import EvalQuery
 from toolscout.evaluate.harness import DEPTH, STRATEGIES, discover_once, eval_principal
@@ -95,7 +94,7 @@ def fit_platt(
         if not len(ex.x):
             continue
         s = scores(ex.x, weights)
-        top = int(np.argmax(scores(ex.x, blended(weights, blend)))) if blend else int(np.argmax(s))
+        top = int(np.argmax(scores(ex.x, blended(weights, blend))))
         p = min(max(top_probability(s, none_bias, top), 1e-6), 1 - 1e-6)
         z.append(math.log(p / (1 - p)))
         y.append(float(ex.target >= 0 and top == ex.target))
@@ -160,10 +159,10 @@ def recall_grid(
     per yield."""
     ent = catalog.entitle(eval_principal(catalog))
     df, n_docs = catalog.store.document_frequency()
-    model = catalog.embedder.model_id
     out: Grid = {}
     for blend in blends:
         run = settings.but(ranker_blend=blend)
+        selections = {y: run.but(dedupe_yield=y) for y in yields}
         got: dict[float, list[float]] = {y: [] for y in yields}
         for q in queries:
             try:
@@ -173,16 +172,9 @@ def recall_grid(
                     got[y].append(0.0)  # refused: nothing found
                 continue
             retrieval = pipeline.retrieve(catalog, parsed, ent, run)
-            exact = catalog.phrases().find(parsed.text, ent.ids) if run.exact_hits else {}
-            for y in yields:
-                chosen = select_candidates(
-                    retrieval.candidates,
-                    exact,
-                    DEPTH,
-                    dedupe=run.dedupe,
-                    dedupe_yield=y,
-                    card_vectors=lambda ids: catalog.store.card_vectors(ids, model),
-                )
+            exact = pipeline.exact_mentions(catalog, parsed, ent, run)
+            for y, chosen_by in selections.items():
+                chosen = pipeline.top_k(catalog, retrieval, exact, DEPTH, chosen_by)
                 got[y].append(recall_at([c.id for c in chosen], q.gold, RECALL_K))
         for y in yields:
             out[(blend, y)] = got[y]
