@@ -236,11 +236,16 @@ def features(
     q = set(query_terms)
     weights = {t: idf(t) for t in q}
     total = sum(weights.values()) or 1.0
+    empty: frozenset[str] = frozenset()
     for i, tid in enumerate(ids):
-        name = fields.name.get(tid, frozenset())
-        if name:
-            x[i, 5] = sum(idf(t) for t in name & q) / sum(idf(t) for t in name)
-        x[i, 6] = sum(weights[t] for t in q & fields.summary.get(tid, frozenset())) / total
+        # most candidates share no word with the query: no idf is computed for them
+        name = fields.name.get(tid, empty)
+        in_name = name & q
+        if in_name:
+            x[i, 5] = sum(weights[t] for t in in_name) / sum(idf(t) for t in name)
+        in_summary = q & fields.summary.get(tid, empty)
+        if in_summary:
+            x[i, 6] = sum(weights[t] for t in in_summary) / total
     return ids, x
 
 
