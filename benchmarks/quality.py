@@ -40,7 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCH = ROOT.parent / "shared" / "bench"
 START, END = "<!-- quality:start -->", "<!-- quality:end -->"
 #: the strategies every set runs (plus hybrid-held-out)
-STRATEGIES = ("bm25", "dense", "hybrid-fixed", "hybrid", "hybrid-intents")
+STRATEGIES = (
+    "bm25", "dense", "hybrid-fixed", "hybrid", "hybrid-no-prerequisites", "hybrid-intents",
+)  # fmt: skip
 HELD_OUT = "hybrid-held-out"
 
 

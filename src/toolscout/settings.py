@@ -49,6 +49,9 @@ class SearchSettings:
     #: its own score (0: to any distinct tool; 1: only to one scoring as high; None: the
     #: shipped search.DEDUPE_YIELD, chosen on data by benchmarks/quality.py)
     dedupe_yield: float | None = None
+    #: a shortlisted tool that requires an identifier the request does not give
+    #: (``person_id``) is followed by the entitled tool that finds it (``search_person``)
+    prerequisites: bool = True
     #: use aliases learned from the discovery log
     learned_aliases: bool = True
     #: a confidence (with fusion="learned": the calibrated chance that the top tool is

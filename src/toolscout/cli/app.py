@@ -434,7 +434,11 @@ def _print_shortlist(result: Any) -> None:
             f"{t.score:.3f}",
             f"{t.lexical:.3f}",
             f"{t.dense:.3f}",
-            f"named in query ({t.exact})" if t.exact else "",
+            f"named in query ({t.exact})"
+            if t.exact
+            else f"finds an id {t.needed_by} needs"
+            if t.needed_by
+            else "",
         )
     out.print(table)
     conf = f"confidence {result.confidence:.2f}" + (" (LOW)" if result.low_confidence else "")

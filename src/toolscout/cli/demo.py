@@ -108,6 +108,8 @@ def run_demo(db: Path | None, *, k: int = 3, console: Console) -> None:
                     table.add_column(col, justify="left" if col == "tool" else "right")
                 for i, t in enumerate(result.tools, 1):
                     note = f" [dim](named: {t.exact})[/]" if t.exact else ""
+                    if t.needed_by:
+                        note = f" [dim](finds an id {t.needed_by} needs)[/]"
                     table.add_row(
                         str(i), t.id + note, f"{t.score:.3f}", f"{t.lexical:.3f}", f"{t.dense:.3f}"
                     )

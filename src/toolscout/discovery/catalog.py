@@ -24,6 +24,7 @@ from toolscout.cards import CapabilityCard, ToolSpec, check_unique
 from toolscout.discovery import inject
 from toolscout.discovery.calibrate import Calibration, stale
 from toolscout.discovery.lexical import terms, words
+from toolscout.discovery.prerequisites import FinderIndex
 from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Reformulator, Retriever
 from toolscout.discovery.shortlist import IndexReport, Shortlist
 from toolscout.embed.base import Embedder, normalise, text_hash
@@ -147,6 +148,7 @@ class _State:
         self.by_id = {c.id: c for c in self.cards}
         self.policy = policy
         self.phrases: PhraseIndex | None = None
+        self.finders: FinderIndex | None = None
         self.df = df
         self.names: dict[str, str] | None = None  # id -> rendered name
         self.rendered: dict[str, str] | None = None  # rendered name -> id
@@ -364,6 +366,14 @@ class Catalog:
             if state.phrases is None:
                 state.phrases = PhraseIndex(self.specs(), state.df)
             return state.phrases
+
+    def finders(self) -> FinderIndex:
+        """The tools named as finders (search, find, lookup, list), by their name words."""
+        state = self.refresh()
+        with state.lock:
+            if state.finders is None:
+                state.finders = FinderIndex(state.cards)
+            return state.finders
 
     def names(self) -> dict[str, str]:
         """Tool id → the function name every rendering uses (unique over the catalog)."""

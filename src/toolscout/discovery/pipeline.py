@@ -16,9 +16,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 from toolscout.discovery import calibrate
 from toolscout.discovery import inject as rendering
 from toolscout.discovery.groups import expand_groups
-from toolscout.discovery.search import DEDUPE_YIELD, Candidate, Query, Retrieval, parse_query
+from toolscout.discovery.prerequisites import add_prerequisites
+from toolscout.discovery.search import (
+    DEDUPE_YIELD,
+    Candidate,
+    Query,
+    Retrieval,
+    parse_query,
+    within_budget,
+)
 from toolscout.discovery.search import select as select_candidates
 from toolscout.discovery.shortlist import ScoredTool, Shortlist, TokenReport, Trace
+from toolscout.discovery.tokencount import count_json
 from toolscout.errors import ConfigError, FormatError
 from toolscout.policy import Entitlement, Principal
 from toolscout.settings import SearchSettings
@@ -80,7 +89,9 @@ def select(
     exact = exact_mentions(catalog, query, ent, settings)
     # a request that clearly asks for more tasks than k gets one tool per task (budget allowing)
     k = min(max(k, len(retrieval.intents)), MAX_K)
-    chosen = top_k(catalog, retrieval, exact, k, settings, fmt=fmt, token_budget=token_budget)
+    chosen = top_k(
+        catalog, query, ent, retrieval, exact, k, settings, fmt=fmt, token_budget=token_budget
+    )
     confidence = shown_confidence(catalog, query, retrieval, chosen, exact, settings)
     if chosen_tier is rendering.Tier.GROUPS:
         chosen = expand_groups(
@@ -104,6 +115,8 @@ def exact_mentions(
 
 def top_k(
     catalog: Catalog,
+    query: Query,
+    ent: Entitlement,
     retrieval: Retrieval,
     exact: Mapping[str, str],
     k: int,
@@ -112,18 +125,34 @@ def top_k(
     fmt: str = "openai",
     token_budget: int | None = None,
 ) -> list[Candidate]:
-    """Stage 3: the exact mentions, then the ranking with near-duplicates pushed back, within
-    the token budget."""
-    return select_candidates(
+    """Stage 3: the exact mentions, then the ranking with near-duplicates pushed back, each
+    tool followed by the entitled finders it needs (when on), within the token budget."""
+
+    def cost(tool_id: str) -> int:
+        return catalog.schema_tokens(tool_id, fmt)
+
+    chosen = select_candidates(
         retrieval.candidates,
         exact,
         k,
         dedupe=settings.dedupe,
         dedupe_yield=DEDUPE_YIELD if settings.dedupe_yield is None else settings.dedupe_yield,
         card_vectors=lambda ids: catalog.store.card_vectors(ids, catalog.embedder.model_id),
-        token_cost=lambda tid: catalog.schema_tokens(tid, fmt),
+        token_cost=cost,
         token_budget=token_budget,
     )
+    if not settings.prerequisites:
+        return chosen
+    with_finders = add_prerequisites(
+        chosen,
+        k,
+        request=query.text,
+        index=catalog.finders(),
+        allowed=ent.ids,
+        specs_of=catalog.specs_of,
+        retrieved={c.id: c for c in retrieval.candidates},
+    )
+    return within_budget(with_finders, cost, token_budget)
 
 
 def shown_confidence(
@@ -177,7 +206,7 @@ def inject(
     schemas = tuple(rendering.render(specs, fmt, names))
     tokens = TokenReport(
         catalog=catalog.entitled_tokens(principal, fmt),
-        injected=rendering.schema_tokens(specs, fmt, names) if specs else 0,
+        injected=count_json(list(schemas)) if specs else 0,
     )
     return schemas, {names[s.id]: s.id for s in specs}, tokens
 
@@ -221,7 +250,7 @@ def discover(
         schemas, names, tokens = inject(catalog, sel.chosen, principal, fmt)
         cards = ent.by_id
         tools = tuple(
-            ScoredTool(c.id, cards[c.id].name, c.fused, c.lexical, c.dense, c.exact)
+            ScoredTool(c.id, cards[c.id].name, c.fused, c.lexical, c.dense, c.exact, c.needed_by)
             for c in sel.chosen
             if c.id in cards
         )

@@ -106,6 +106,7 @@ class Candidate:
     dense: float = 0.0  # cosine
     fused: float = 0.0
     exact: str = ""  # "", "name", "id" or "alias": why it is guaranteed
+    needed_by: str = ""  # the shortlisted tool this one finds an identifier for
 
 
 @dataclass(slots=True)
@@ -633,14 +634,24 @@ def select(
         if len(chosen) >= k:
             break
         chosen.append(c)
-    if token_budget is not None and token_cost is not None:
-        kept: list[Candidate] = []
-        used = 0
-        for c in chosen:
-            cost = token_cost(c.id)
-            if kept and used + cost > token_budget:
-                continue
-            kept.append(c)
-            used += cost
-        chosen = kept
-    return chosen
+    return within_budget(chosen, token_cost, token_budget)
+
+
+def within_budget(
+    chosen: Sequence[Candidate],
+    token_cost: Callable[[str], int] | None,
+    token_budget: int | None,
+) -> list[Candidate]:
+    """``chosen`` in order, leaving out each tool that would overflow ``token_budget``
+    (the first is always kept)."""
+    if token_budget is None or token_cost is None:
+        return list(chosen)
+    kept: list[Candidate] = []
+    used = 0
+    for c in chosen:
+        cost = token_cost(c.id)
+        if kept and used + cost > token_budget:
+            continue
+        kept.append(c)
+        used += cost
+    return kept

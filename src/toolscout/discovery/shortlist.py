@@ -18,6 +18,9 @@ class ScoredTool:
     lexical: float
     dense: float
     exact: str = ""
+    #: set when the tool was added as the finder of an identifier this shortlisted tool
+    #: requires and the request does not give (discovery/prerequisites.py)
+    needed_by: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -27,6 +30,7 @@ class ScoredTool:
             "lexical": round(self.lexical, 4),
             "dense": round(self.dense, 4),
             "exact": self.exact or None,
+            "needed_by": self.needed_by or None,
         }
 
 

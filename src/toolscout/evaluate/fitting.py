@@ -174,7 +174,7 @@ def recall_grid(
             retrieval = pipeline.retrieve(catalog, parsed, ent, run)
             exact = pipeline.exact_mentions(catalog, parsed, ent, run)
             for y, chosen_by in selections.items():
-                chosen = pipeline.top_k(catalog, retrieval, exact, DEPTH, chosen_by)
+                chosen = pipeline.top_k(catalog, parsed, ent, retrieval, exact, DEPTH, chosen_by)
                 got[y].append(recall_at([c.id for c in chosen], q.gold, RECALL_K))
         for y in yields:
             out[(blend, y)] = got[y]

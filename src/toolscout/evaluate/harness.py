@@ -66,6 +66,7 @@ _PLAIN = SearchSettings(
     dedupe=False,
     learned_aliases=False,
     multi_intent=False,
+    prerequisites=False,
 )
 _HYBRID = SearchSettings()
 #: name → settings; ``None`` is the naive keyword baseline
@@ -81,6 +82,7 @@ STRATEGIES: dict[str, SearchSettings | None] = {
     "hybrid-no-exact": _HYBRID.but(exact_hits=False),
     "hybrid-no-reformulate": _HYBRID.but(reformulate=False),
     "hybrid-no-dedupe": _HYBRID.but(dedupe=False),
+    "hybrid-no-prerequisites": _HYBRID.but(prerequisites=False),
 }
 DEFAULT_STRATEGIES: tuple[str, ...] = ("naive", "bm25", "dense", "hybrid")
 #: reported by the warm run: product default before and after learning from the history half
@@ -450,7 +452,8 @@ def describe_strategy(name: str) -> str:
     if changed:
         return ", ".join(changed)
     switches = (
-        "adaptive_fusion", "exact_hits", "reformulate", "dedupe", "learned_aliases", "multi_intent",
+        "adaptive_fusion", "exact_hits", "reformulate", "dedupe", "prerequisites",
+        "learned_aliases", "multi_intent",
     )  # fmt: skip
     on = [f for f in switches if getattr(base, f)]
     off = [f for f in switches if not getattr(base, f)]

@@ -30,6 +30,11 @@ class ScoredToolOut(BaseModel):
     lexical: float
     dense: float
     exact: str | None = None
+    needed_by: str | None = Field(
+        None,
+        description="Set on a tool added because the shortlisted tool named here requires"
+        " an identifier (e.g. person_id) that this tool finds and the request does not give",
+    )
 
 
 class TokensOut(BaseModel):
