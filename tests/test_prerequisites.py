@@ -133,7 +133,7 @@ def test_a_finder_the_caller_may_not_use_is_never_added(movies: Catalog) -> None
 
 
 def _index() -> FinderIndex:
-    return FinderIndex(s.card for s in _specs())
+    return FinderIndex.of(s.card for s in _specs())
 
 
 def test_a_finder_that_needs_the_same_identifier_finds_nothing() -> None:

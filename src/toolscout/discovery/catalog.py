@@ -370,9 +370,10 @@ class Catalog:
     def finders(self) -> FinderIndex:
         """The tools named as finders (search, find, lookup, list), by their name words."""
         state = self.refresh()
+        names = self.phrases().fields.name  # outside the lock: phrases() takes it
         with state.lock:
             if state.finders is None:
-                state.finders = FinderIndex(state.cards)
+                state.finders = FinderIndex(names)
             return state.finders
 
     def names(self) -> dict[str, str]:

@@ -86,18 +86,24 @@ def needed_entities(spec: ToolSpec) -> list[tuple[str, ...]]:
 
 
 class FinderIndex:
-    """The catalog's finders (tools named with a finder verb) by the words of their name."""
+    """The catalog's finders (tools named with a finder verb) by the words of their name.
 
-    def __init__(self, cards: Iterable[CapabilityCard]) -> None:
+    Built from each tool's stemmed name terms (tool id → terms, in catalog order: the
+    ranker's :class:`~toolscout.discovery.calibrate.FieldTerms` already holds them)."""
+
+    def __init__(self, name_terms: Mapping[str, frozenset[str]]) -> None:
         self.name_terms: dict[str, frozenset[str]] = {}
         self._by_term: dict[str, list[str]] = {}
-        for card in cards:
-            words = frozenset(terms(card.name)) | frozenset(terms(card.id))
+        for tool_id, words in name_terms.items():
             if not words & FINDER_VERBS:
                 continue
-            self.name_terms[card.id] = words
+            self.name_terms[tool_id] = words
             for term in words - FINDER_VERBS:
-                self._by_term.setdefault(term, []).append(card.id)
+                self._by_term.setdefault(term, []).append(tool_id)
+
+    @classmethod
+    def of(cls, cards: Iterable[CapabilityCard]) -> FinderIndex:
+        return cls({card.id: frozenset(terms(card.name)) for card in cards})
 
     def __len__(self) -> int:
         return len(self.name_terms)
