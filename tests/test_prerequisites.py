@@ -10,6 +10,7 @@ import pytest
 
 from support import embedder, spec
 from toolscout.cards import ToolSpec
+from toolscout.discovery.calibrate import FieldTerms
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.prerequisites import (
     FinderIndex,
@@ -133,7 +134,7 @@ def test_a_finder_the_caller_may_not_use_is_never_added(movies: Catalog) -> None
 
 
 def _index() -> FinderIndex:
-    return FinderIndex.of(s.card for s in _specs())
+    return FinderIndex(FieldTerms.of(s.card for s in _specs()).name)
 
 
 def test_a_finder_that_needs_the_same_identifier_finds_nothing() -> None:
@@ -151,7 +152,7 @@ def test_a_finder_that_needs_the_same_identifier_finds_nothing() -> None:
         index=index,
         allowed=set(by_id) - {"movies.search_person"},
         specs_of=lambda ids: [by_id[t] for t in ids if t in by_id],
-        retrieved={},
+        candidates=[],
     )
     assert [c.id for c in out] == ["movies.person_movie_credits"]
 
@@ -170,7 +171,7 @@ def test_the_shortlist_keeps_its_length_and_its_order() -> None:
         index=_index(),
         allowed=set(by_id),
         specs_of=lambda ids: [by_id[t] for t in ids if t in by_id],
-        retrieved={"movies.search_movie": Candidate("movies.search_movie", fused=0.3)},
+        candidates=[Candidate("movies.search_movie", fused=0.3)],
     )
     assert [c.id for c in out] == [
         "movies.movie_credits",

@@ -150,7 +150,7 @@ def top_k(
         index=catalog.finders(),
         allowed=ent.ids,
         specs_of=catalog.specs_of,
-        retrieved={c.id: c for c in retrieval.candidates},
+        candidates=retrieval.candidates,
     )
     return within_budget(with_finders, cost, token_budget)
 

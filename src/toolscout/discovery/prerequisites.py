@@ -25,10 +25,10 @@ The rule, with no constant fitted to any data:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import replace
 
-from toolscout.cards import CapabilityCard, ToolSpec
+from toolscout.cards import ToolSpec
 from toolscout.discovery.lexical import terms
 from toolscout.discovery.search import Candidate
 
@@ -101,10 +101,6 @@ class FinderIndex:
             for term in words - FINDER_VERBS:
                 self._by_term.setdefault(term, []).append(tool_id)
 
-    @classmethod
-    def of(cls, cards: Iterable[CapabilityCard]) -> FinderIndex:
-        return cls({card.id: frozenset(terms(card.name)) for card in cards})
-
     def __len__(self) -> int:
         return len(self.name_terms)
 
@@ -126,11 +122,13 @@ def add_prerequisites(
     index: FinderIndex,
     allowed: Set[str],
     specs_of: Callable[[Sequence[str]], Sequence[ToolSpec]],
-    retrieved: Mapping[str, Candidate],
+    candidates: Sequence[Candidate],
 ) -> list[Candidate]:
-    """``chosen`` in order, each tool followed by the finders it lacks, cut to ``k``."""
+    """``chosen`` in order, each tool followed by the finders it lacks, cut to ``k``
+    (``candidates``: the retrieval's pool, whose scores an added finder keeps)."""
     if not chosen or not len(index) or gives_identifier(request):
         return list(chosen)
+    retrieved = {c.id: c for c in candidates}
     specs = {s.id: s for s in specs_of([c.id for c in chosen])}
     out: list[Candidate] = []
     taken: set[str] = set()
