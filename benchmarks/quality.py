@@ -416,7 +416,8 @@ def confidence_rows(catalog: Any, queries: Sequence[Any], settings: Any) -> tupl
 def fit_confidence_without(
     rows: Mapping[str, tuple[Any, Any]], held_out: str | None
 ) -> list[float]:
-    """calibrate.CONFIDENCE fitted on every set but ``held_out``, each set weighing the same."""
+    """calibrate.CONFIDENCE fitted on every set but ``held_out``, each set weighing the same,
+    with a bias per set and the median of those biases shipped (``fit_confidence(groups=)``)."""
     import numpy as np
 
     from toolscout.discovery.calibrate import fit_confidence
@@ -425,7 +426,8 @@ def fit_confidence_without(
     x = np.vstack([r[0] for r in kept])
     y = np.concatenate([r[1] for r in kept])
     w = np.concatenate([np.full(len(r[1]), 1.0 / len(r[1])) for r in kept])
-    return list(fit_confidence(x, y, w))
+    groups = np.concatenate([np.full(len(r[1]), i) for i, r in enumerate(kept)])
+    return list(fit_confidence(x, y, w, groups=groups))
 
 
 @contextmanager

@@ -120,3 +120,25 @@ def test_fit_confidence_recovers_a_known_model() -> None:
     # weights count: the same rows weighted to favour positives move the bias up
     heavier = fit_confidence(x, y, np.where(y > 0, 3.0, 1.0), l2=0.0)
     assert heavier[0] > beta[0] + 0.5
+
+
+def test_fit_confidence_per_catalog_bias_ships_the_median() -> None:
+    """Shared weights, a bias per catalog: an outlier catalog's base rate does not move
+    the bias shipped (the median), where a pooled fit is dragged towards it."""
+    rng = np.random.default_rng(11)
+    biases = (0.5, 0.2, 0.4, -3.0)  # the last: a catalog whose first tool is rarely gold
+    xs, ys, gs = [], [], []
+    for g, b in enumerate(biases):
+        x = np.c_[np.ones(3000), rng.normal(size=(3000, 2))]
+        z = b + x[:, 1:] @ np.array([1.5, -0.7])
+        xs.append(x)
+        ys.append((rng.random(3000) < 1 / (1 + np.exp(-z))).astype(np.float64))
+        gs.append(np.full(3000, g))
+    x, y, groups = np.vstack(xs), np.concatenate(ys), np.concatenate(gs)
+    mixed = fit_confidence(x, y, np.ones(len(y)), l2=0.0, groups=groups)
+    assert len(mixed) == 3
+    assert abs(mixed[0] - 0.3) < 0.2, mixed  # median of 0.5, 0.2, 0.4, -3.0 is 0.3
+    assert np.allclose(mixed[1:], [1.5, -0.7], atol=0.15), mixed
+    pooled = fit_confidence(x, y, np.ones(len(y)), l2=0.0)
+    assert pooled[0] < mixed[0] - 0.3
+

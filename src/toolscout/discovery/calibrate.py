@@ -595,14 +595,43 @@ def confidence(inputs: Sequence[float], model: Sequence[float] | None = None) ->
 
 
 def fit_confidence(
-    x: Matrix, right: npt.NDArray[np.float64], weight: npt.NDArray[np.float64], l2: float = 1e-3
+    x: Matrix,
+    right: npt.NDArray[np.float64],
+    weight: npt.NDArray[np.float64],
+    l2: float = 1e-3,
+    groups: npt.NDArray[np.int64] | None = None,
 ) -> tuple[float, ...]:
     """The logistic model of :func:`confidence`: rows of :func:`confidence_inputs`, whether
-    the shown top was right, and each row's weight (Newton steps; the bias is not shrunk)."""
+    the shown top was right, and each row's weight (Newton steps; the bias is not shrunk).
+
+    With ``groups`` (one catalog number per row) each catalog gets its own bias and the
+    other weights are shared; the bias returned is the median of the catalogs' biases. A
+    catalog's base rate is not something its inputs can show (in a hub of near-identical
+    models the first tool is rarely *the* gold one, however good the match), so one
+    such catalog would otherwise pull every other catalog's confidence towards its own.
+    """
+    if groups is None:
+        return _fit_logistic(x, right, weight, l2, 1)
+    names, index = np.unique(groups, return_inverse=True)
+    onehot = np.zeros((len(index), len(names)))
+    onehot[np.arange(len(index)), index] = 1.0
+    beta = _fit_logistic(np.hstack([onehot, x[:, 1:]]), right, weight, l2, len(names))
+    bias = float(np.median(beta[: len(names)]))
+    return (round(bias, 4), *beta[len(names) :])
+
+
+def _fit_logistic(
+    x: Matrix,
+    right: npt.NDArray[np.float64],
+    weight: npt.NDArray[np.float64],
+    l2: float,
+    free: int,
+) -> tuple[float, ...]:
+    """Weighted logistic regression by Newton steps; the first ``free`` columns not shrunk."""
     w = weight / weight.sum()
     beta = np.zeros(x.shape[1])
     shrink = np.full(x.shape[1], l2)
-    shrink[0] = 0.0
+    shrink[:free] = 0.0
     for _ in range(50):
         p = 1.0 / (1.0 + np.exp(-np.clip(x @ beta, -30, 30)))
         grad = x.T @ (w * (p - right)) + shrink * beta
