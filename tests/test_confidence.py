@@ -13,10 +13,12 @@ from test_calibrate import _specs
 from toolscout.discovery.calibrate import (
     CONFIDENCE,
     CONFIDENCE_INPUTS,
+    MAX_SHIFT,
     FieldTerms,
     confidence,
     confidence_inputs,
     fit_confidence,
+    fit_shift,
     idf_of,
 )
 from toolscout.discovery.catalog import Catalog
@@ -142,3 +144,20 @@ def test_fit_confidence_per_catalog_bias_ships_the_median() -> None:
     pooled = fit_confidence(x, y, np.ones(len(y)), l2=0.0)
     assert pooled[0] < mixed[0] - 0.3
 
+
+def test_fit_shift_recovers_a_known_bias_and_keeps_the_order() -> None:
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=3000)
+    truth = -1.2  # the shared model is over-confident on this catalog by 1.2 logits
+    right = rng.random(3000) < 1 / (1 + np.exp(-(z + truth)))
+    reported = 1 / (1 + np.exp(-z))
+    shift = fit_shift(list(reported), list(right))
+    assert abs(shift - truth) < 0.15, shift
+    fixed = [confidence([1.0], model=[float(v)], shift=shift) for v in z[:50]]
+    assert np.array_equal(np.argsort(fixed), np.argsort(z[:50]))  # the order is kept
+    # few outcomes move it little (the prior); none, not at all; mismatched input refused
+    assert abs(fit_shift([0.9] * 3, [False] * 3)) < abs(fit_shift([0.9] * 300, [False] * 300))
+    assert fit_shift([0.9] * 300, [False] * 300) >= -MAX_SHIFT
+    assert fit_shift([], []) == 0.0
+    with pytest.raises(ValueError, match="one outcome per confidence"):
+        fit_shift([0.5], [])

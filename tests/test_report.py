@@ -15,7 +15,14 @@ from toolscout.discovery.catalog import Catalog
 from toolscout.errors import ConfigError
 from toolscout.policy import Principal
 from toolscout.telemetry.log import DiscoveryLog
-from toolscout.telemetry.report import accept_alias, alias_id, build_report, parse_age, report_for
+from toolscout.telemetry.report import (
+    accept_alias,
+    accept_confidence,
+    alias_id,
+    build_report,
+    parse_age,
+    report_for,
+)
 
 ROOT = Principal.of("root", "acme", scopes=["*"])
 IDS = ["a.shown", "a.hidden", "a.second", "a.never"]
@@ -166,3 +173,84 @@ def test_report_from_the_shell(shop: Path) -> None:
         assert fragment in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     missing = report_cli("--db", str(shop.parent / "missing.db"))
     assert missing.returncode == 2 and "no catalog at" in missing.stderr
+
+
+def test_confidence_against_outcomes(tmp_path: Path) -> None:
+    """Discoveries reported at 0.8 whose first tool was used one time in four: the check
+    shows it per band and proposes a correction down; too few outcomes propose none."""
+    log = DiscoveryLog(tmp_path / "log.db")
+    for i in range(40):
+        d = log.record_discovery("u1", "acme", f"q{i}", ["a.shown", "a.hidden"], 0.8, 1.0)
+        log.record_call("a.shown" if i % 4 == 0 else "a.hidden", discovery_id=d, ok=True)
+    for i in range(10):  # low confidence, and right every time
+        d = log.record_discovery("u1", "acme", f"low{i}", ["a.second"], 0.2, 1.0)
+        log.record_call("a.second", discovery_id=d, ok=True)
+    log.record_discovery("u1", "acme", "no outcome", ["a.shown"], 0.9, 1.0)  # not counted
+    log.record_discovery("u1", "acme", "nothing shown", [], 0.0, 1.0)
+    check = build_report(log, IDS).confidence
+    assert check is not None and check.outcomes == 50
+    bands = {(b.low, b.high): b for b in check.bands}
+    assert (bands[(0.8, 1.0)].discoveries, bands[(0.8, 1.0)].right_first) == (40, 0.25)
+    assert (bands[(0.0, 0.3)].discoveries, bands[(0.0, 0.3)].right_first) == (10, 1.0)
+    assert check.shift is not None and check.shift < -0.5
+    assert json.loads(json.dumps(build_report(log, IDS).to_dict()))["confidence"]["outcomes"] == 50
+    # only the outcomes since the last correction count: none after now
+    later = build_report(log, IDS, confidence_since=1e12).confidence
+    assert later is not None and (later.outcomes, later.shift) == (0, None)
+    log.close()
+
+
+def test_accepting_the_confidence_correction(shop: Path) -> None:
+    """Thirty refund requests after which the caller used the invoice tool: the stored
+    correction lowers what later discoveries report, and another process sees it."""
+    with Catalog.open(shop, embedder=embedder()) as catalog:
+        assert catalog.log is not None
+        with pytest.raises(ConfigError, match="30 are needed"):
+            accept_confidence(catalog)  # two outcomes in the log so far
+        before = catalog.discover("refund my order", ROOT, k=2, tier="progressive")
+        assert before.ids[0] == "shop.refund"
+        for _ in range(30):
+            s = catalog.discover("refund my order", ROOT, k=2, tier="progressive")
+            catalog.log.record_call("shop.invoice", discovery_id=s.discovery_id, ok=True)
+        catalog.log.flush()
+        check = report_for(catalog).confidence
+        assert check is not None and check.outcomes == 32 and check.shift is not None
+        assert check.shift < 0
+        with Catalog.open(shop, embedder=embedder()) as other:  # e.g. a running gateway
+            assert other.confidence_shift.shift == 0.0
+            done = accept_confidence(catalog)
+            assert done.shift == pytest.approx(check.shift) and done.outcomes == 32
+            later = other.discover("refund my order", ROOT, k=2, tier="progressive")
+            assert later.ids == before.ids  # the order never moves
+            assert later.confidence < before.confidence - 0.1
+        # the outcomes it was fitted on are not read again
+        again = report_for(catalog).confidence
+        assert again is not None and again.outcomes == 0
+        for bad in (float("nan"), 9.0):
+            with pytest.raises(ConfigError, match="confidence shift"):
+                catalog.set_confidence_shift(bad)
+        assert catalog.confidence_shift.shift == pytest.approx(check.shift)  # kept
+        catalog.set_confidence_shift(0.0)
+        reset = catalog.discover("refund my order", ROOT, k=2, tier="progressive")
+        assert reset.confidence == pytest.approx(before.confidence)
+
+
+def test_confidence_correction_from_the_shell(shop: Path) -> None:
+    few = report_cli("--db", str(shop), "--accept-confidence")
+    assert few.returncode == 2 and "30 are needed" in few.stderr, few.stderr
+    with Catalog.open(shop, embedder=embedder()) as catalog:
+        assert catalog.log is not None
+        for _ in range(30):
+            s = catalog.discover("refund my order", ROOT, k=2, tier="progressive")
+            catalog.log.record_call("shop.invoice", discovery_id=s.discovery_id, ok=True)
+    text = report_cli("--db", str(shop))
+    assert "confidence against outcomes (32 discoveries" in text.stdout, text.stdout
+    assert "correction that fits: -" in text.stdout
+    done = report_cli("--db", str(shop), "--accept-confidence")
+    assert done.returncode == 0 and "confidence correction +0.00 -> -" in done.stdout, done.stderr
+    both = report_cli("--db", str(shop), "--accept-confidence", "--reset-confidence")
+    assert both.returncode == 2 and "exclude each other" in both.stderr
+    reset = report_cli("--db", str(shop), "--reset-confidence")
+    assert reset.returncode == 0 and "removed" in reset.stdout
+    with Catalog.open(shop, embedder=embedder()) as catalog:
+        assert catalog.confidence_shift.shift == 0.0

@@ -10,7 +10,14 @@ from typing import Annotated
 import typer
 
 from toolscout.cli.app import DbOption, err, fail, out
-from toolscout.telemetry.report import FalseNegativeReport, accept_alias, parse_age, report_for
+from toolscout.telemetry.report import (
+    MIN_OUTCOMES,
+    FalseNegativeReport,
+    accept_alias,
+    accept_confidence,
+    parse_age,
+    report_for,
+)
 
 
 def report_command(
@@ -32,6 +39,17 @@ def report_command(
         int, typer.Option("--min-evidence", help="Misses needed before an alias is suggested.")
     ] = 1,
     top: Annotated[int, typer.Option("--top", help="Tools and suggestions printed.")] = 20,
+    accept_conf: Annotated[
+        bool,
+        typer.Option(
+            "--accept-confidence",
+            help="Store the confidence correction the period's outcomes support.",
+        ),
+    ] = False,
+    reset_conf: Annotated[
+        bool,
+        typer.Option("--reset-confidence", help="Remove the stored confidence correction."),
+    ] = False,
 ) -> None:
     """Per-tool miss rates, the queries that missed, tools never surfaced, alias suggestions."""
     from toolscout.discovery.catalog import Catalog
@@ -50,6 +68,22 @@ def report_command(
         if keep is not None:
             removed = catalog.log.prune(keep / 86400)
             err.print(f"pruned {removed} log entries older than {prune}", markup=False)
+        if accept_conf or reset_conf:
+            if accept_conf and reset_conf:
+                raise fail("--accept-confidence and --reset-confidence exclude each other")
+            old = catalog.confidence_shift.shift
+            if reset_conf:
+                catalog.set_confidence_shift(0.0)
+                out.print(f"confidence correction removed (was {old:+.2f} logits)", markup=False)
+                return
+            new = accept_confidence(catalog, since=time.time() - period)
+            out.print(
+                f"confidence correction {old:+.2f} -> {new.shift:+.2f} logits "
+                f"({new.outcomes} outcomes in all); later discoveries report the corrected "
+                "confidence",
+                markup=False,
+            )
+            return
         if accept is not None:
             done = accept_alias(catalog, accept)
             s = done.suggestion
@@ -78,6 +112,7 @@ def _print(report: FalseNegativeReport, since: str, top: int) -> None:
     )
     for note in report.notes:
         out.print(f"note: {note}", markup=False)
+    _print_confidence(report)
     missed = [t for t in report.tools if t.misses or t.second_searches]
     if missed:
         out.print("\nmissed tools (executed or named by feedback, not shown):", markup=False)
@@ -107,3 +142,28 @@ def _print(report: FalseNegativeReport, since: str, top: int) -> None:
                 f", tenant {s.tenant or '-'})",
                 markup=False,
             )
+
+
+def _print_confidence(report: FalseNegativeReport) -> None:
+    check = report.confidence
+    if check is None or not check.outcomes:
+        return
+    out.print(
+        f"\nconfidence against outcomes ({check.outcomes} discoveries followed by a call or "
+        f"feedback): mean {check.mean_confidence:.2f}, first tool used {check.right_first:.0%}",
+        markup=False,
+    )
+    for b in check.bands:
+        out.print(
+            f"  {b.low:.1f}-{b.high:.1f}: {b.discoveries} discoveries, mean confidence "
+            f"{b.mean_confidence:.2f}, first tool used {b.right_first:.0%}",
+            markup=False,
+        )
+    if check.shift is None:
+        out.print(f"  (a correction is proposed from {MIN_OUTCOMES} outcomes)", markup=False)
+    else:
+        out.print(
+            f"  correction that fits: {check.shift:+.2f} logits "
+            "(toolscout report --accept-confidence)",
+            markup=False,
+        )

@@ -587,11 +587,74 @@ def confidence_inputs(
     return x
 
 
-def confidence(inputs: Sequence[float], model: Sequence[float] | None = None) -> float:
-    """The estimated probability that the shown top tool is right (σ of a linear model)."""
+def confidence(
+    inputs: Sequence[float], model: Sequence[float] | None = None, shift: float = 0.0
+) -> float:
+    """The estimated probability that the shown top tool is right (σ of a linear model).
+
+    ``shift`` is the catalog's own correction of the bias, learned from its discovery log
+    (:func:`fit_shift`; 0 until one is accepted)."""
     w = CONFIDENCE if model is None else model
-    z = sum(a * b for a, b in zip(w, inputs, strict=True))
+    z = sum(a * b for a, b in zip(w, inputs, strict=True)) + shift
     return 1.0 / (1.0 + math.exp(-min(max(z, -30.0), 30.0)))
+
+
+#: the largest correction :func:`fit_shift` returns, in logits (a factor of e**4 ≈ 55 in odds)
+MAX_SHIFT = 4.0
+#: the prior on the correction: normal around 0 with this deviation (few outcomes, small move)
+SHIFT_PRIOR_SD = 1.0
+#: the store meta key of a catalog's :class:`ConfidenceShift`
+SHIFT_META = "confidence.shift"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceShift:
+    """A catalog's correction of the confidence bias, learned from its discovery log."""
+
+    shift: float = 0.0  # in logits, added to the shared model's
+    outcomes: int = 0  # logged discoveries it was fitted on (summed over acceptances)
+    ts: float = 0.0  # when it was accepted (0: never); the log before it is not reused
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str | None) -> ConfidenceShift:
+        """The stored correction; none (0) when missing or unreadable."""
+        if not raw:
+            return cls()
+        try:
+            d = json.loads(raw)
+            out = cls(float(d["shift"]), int(d["outcomes"]), float(d["ts"]))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return cls()
+        return out if math.isfinite(out.shift) and abs(out.shift) <= MAX_SHIFT else cls()
+
+
+def fit_shift(confidences: Sequence[float], right: Sequence[bool]) -> float:
+    """The one-number correction that makes logged confidences match how often the first
+    tool shown turned out right: the δ maximising Σ log-likelihood of σ(logit(c) + δ), with
+    a normal prior of deviation :data:`SHIFT_PRIOR_SD` (Newton steps; within ±MAX_SHIFT).
+
+    Only the bias moves, so the order of requests by confidence is kept; what the shared
+    model cannot know (this catalog's base rate) is what the log tells."""
+    if len(confidences) != len(right):
+        raise ValueError("one outcome per confidence is needed")
+    if not confidences:
+        return 0.0
+    z = np.array([_logit(float(c)) for c in confidences])
+    y = np.array([1.0 if r else 0.0 for r in right])
+    prec = 1.0 / SHIFT_PRIOR_SD**2
+    delta = 0.0
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-np.clip(z + delta, -30, 30)))
+        grad = float((p - y).sum()) + prec * delta
+        hess = float((p * (1 - p)).sum()) + prec
+        step = grad / hess
+        delta = min(max(delta - step, -MAX_SHIFT), MAX_SHIFT)
+        if abs(step) < 1e-9:
+            break
+    return round(delta, 4)
 
 
 def fit_confidence(

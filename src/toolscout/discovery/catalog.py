@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -22,13 +23,19 @@ from typing import TYPE_CHECKING, Any
 
 from toolscout.cards import CapabilityCard, ToolSpec, check_unique
 from toolscout.discovery import inject
-from toolscout.discovery.calibrate import Calibration, stale
+from toolscout.discovery.calibrate import (
+    MAX_SHIFT,
+    SHIFT_META,
+    Calibration,
+    ConfidenceShift,
+    stale,
+)
 from toolscout.discovery.lexical import terms, words
 from toolscout.discovery.prerequisites import FinderIndex
 from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Reformulator, Retriever
 from toolscout.discovery.shortlist import IndexReport, Shortlist
 from toolscout.embed.base import Embedder, normalise, text_hash
-from toolscout.errors import UnknownToolError
+from toolscout.errors import ConfigError, UnknownToolError
 from toolscout.policy import (
     Decision,
     Entitlement,
@@ -142,11 +149,12 @@ class _State:
     """What the catalog derives from one store generation; replaced whole, never patched."""
 
     def __init__(self, generation: int, cards: Sequence[CapabilityCard], policy: PolicyConfig,
-                 df: Mapping[str, int]) -> None:  # fmt: skip
+                 df: Mapping[str, int], shift: ConfidenceShift | None = None) -> None:  # fmt: skip
         self.generation = generation
         self.cards = tuple(cards)
         self.by_id = {c.id: c for c in self.cards}
         self.policy = policy
+        self.shift = shift or ConfidenceShift()
         self.phrases: PhraseIndex | None = None
         self.finders: FinderIndex | None = None
         self.df = df
@@ -261,7 +269,13 @@ class Catalog:
                 return state
             gen = self.store.generation()
             df, _ = self.store.document_frequency()
-            state = _State(gen, self.store.cards(), self._stored_policy() or PolicyConfig(), df)
+            state = _State(
+                gen,
+                self.store.cards(),
+                self._stored_policy() or PolicyConfig(),
+                df,
+                ConfidenceShift.from_json(self.store.meta(SHIFT_META)),
+            )
             self._specs.clear()
             self._state = state
             return state
@@ -294,6 +308,25 @@ class Catalog:
         """Store ``policy`` with the catalog: every user of this store applies it from now on."""
         self.store.set_meta("policy", json.dumps(policy.to_dict()))
         self.refresh()
+
+    @property
+    def confidence_shift(self) -> ConfidenceShift:
+        """The correction of the reported confidence learned from this catalog's own log
+        (``toolscout report --accept-confidence``); 0 until one is accepted."""
+        return self.refresh().shift
+
+    def set_confidence_shift(self, shift: float, outcomes: int = 0) -> ConfidenceShift:
+        """Store the confidence correction (in logits): every user of this store applies it."""
+        if not math.isfinite(shift) or abs(shift) > MAX_SHIFT:
+            raise ConfigError(
+                f"confidence shift {shift!r} is not a number within ±{MAX_SHIFT:g} logits"
+            )
+        if outcomes < 0:
+            raise ConfigError(f"outcomes must be at least 0, not {outcomes}")
+        value = ConfidenceShift(round(shift, 4), outcomes, time.time())
+        self.store.set_meta(SHIFT_META, value.to_json())
+        self.refresh()
+        return value
 
     def __len__(self) -> int:
         return len(self.refresh().cards)

@@ -166,14 +166,16 @@ def shown_confidence(
     """The estimated chance that the shortlist's first tool is right (0 when there is none).
 
     With the learned ranker, a calibrated model over the ranker's probability and the
-    exact mentions (:func:`calibrate.confidence`); the fixed fusions keep their heuristic,
-    where an exact mention counts as sure.
+    exact mentions (:func:`calibrate.confidence`), with the catalog's own correction from
+    its log when one was accepted; the fixed fusions keep their heuristic, where an exact
+    mention counts as sure.
     """
     if not chosen:
         return 0.0
     if settings.fusion != "learned":
         return 1.0 if exact else retrieval.confidence
-    return calibrate.confidence(confidence_inputs(catalog, query, retrieval, chosen, exact))
+    inputs = confidence_inputs(catalog, query, retrieval, chosen, exact)
+    return calibrate.confidence(inputs, shift=catalog.confidence_shift.shift)
 
 
 def confidence_inputs(

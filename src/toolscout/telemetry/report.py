@@ -7,6 +7,13 @@ show the tool. A conversation that searched again before the call is a
 **second search**: the first query missed the tool even if the second found it.
 From the queries that missed come **alias suggestions**, each with its evidence,
 per tenant; accepting one writes it into the tool's card (``accept_alias``).
+
+The same links check the reported **confidence** against what happened: a discovery
+followed by a call or feedback was *right first* when its first tool is among the
+tools then used. Per band of confidence the report gives how often that was so, and
+the one-number correction of the bias that would make them agree
+(``calibrate.fit_shift``); accepting it (``accept_confidence``) stores it with the
+catalog, and every later discovery reports the corrected number.
 """
 
 from __future__ import annotations
@@ -16,16 +23,67 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
+from toolscout.discovery.calibrate import MAX_SHIFT, fit_shift
 from toolscout.errors import ConfigError, UnknownToolError
 from toolscout.telemetry.log import DiscoveryLog, DiscoveryRow, EventRow, normalise_query
 
 if TYPE_CHECKING:
+    from toolscout.discovery.calibrate import ConfidenceShift
     from toolscout.discovery.catalog import Catalog
 
 #: the longest query text suggested as an alias, in characters
 ALIAS_MAX_CHARS = 200
+#: discoveries with an outcome needed before a confidence correction is proposed
+MIN_OUTCOMES = 30
+#: the bands of confidence the check reports (the thresholds docs/benchmarks.md advises)
+CONFIDENCE_BANDS = (0.0, 0.3, 0.5, 0.8, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceBand:
+    """Discoveries whose reported confidence fell in ``[low, high)`` and had an outcome."""
+
+    low: float
+    high: float
+    discoveries: int
+    mean_confidence: float
+    right_first: float  # share whose first tool was among the tools then used
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "low": self.low,
+            "high": self.high,
+            "discoveries": self.discoveries,
+            "mean_confidence": round(self.mean_confidence, 4),
+            "right_first": round(self.right_first, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceCheck:
+    """The reported confidence against the outcomes the log links to it."""
+
+    outcomes: int  # discoveries that showed tools and were followed by a call or feedback
+    mean_confidence: float
+    right_first: float
+    bands: tuple[ConfidenceBand, ...]
+    #: the correction (logits) that makes them agree; None below MIN_OUTCOMES
+    shift: float | None
+    since: float  # outcomes before this were not read (the last accepted correction)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcomes": self.outcomes,
+            "mean_confidence": round(self.mean_confidence, 4),
+            "right_first": round(self.right_first, 4),
+            "bands": [b.to_dict() for b in self.bands],
+            "shift": self.shift,
+            "min_outcomes": MIN_OUTCOMES,
+            "since": self.since,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +176,7 @@ class FalseNegativeReport:
     suggestions: tuple[AliasSuggestion, ...]
     low_confidence_queries: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    confidence: ConfidenceCheck | None = None
 
     @property
     def miss_rate(self) -> float:
@@ -139,6 +198,7 @@ class FalseNegativeReport:
             "never_surfaced": list(self.never_surfaced),
             "suggestions": [s.to_dict() for s in self.suggestions],
             "notes": list(self.notes),
+            "confidence": self.confidence.to_dict() if self.confidence else None,
         }
 
 
@@ -197,6 +257,43 @@ def _link(discoveries: Sequence[DiscoveryRow], events: Sequence[EventRow]) -> li
     return needs
 
 
+def confidence_check(needs: Sequence[_Need], since: float = 0.0) -> ConfidenceCheck:
+    """Each discovery that showed tools and was followed by a call or feedback: was its
+    first tool among the tools used? Per band, and the correction that fits them."""
+    used: dict[str, tuple[DiscoveryRow, set[str]]] = {}
+    for need in needs:
+        d = need.discovery
+        if d is None or not d.shown or d.ts < since:
+            continue
+        used.setdefault(d.id, (d, set()))[1].add(need.event.tool_id)
+    conf = [d.confidence for d, _ in used.values()]
+    right = [d.shown[0] in tools for d, tools in used.values()]
+    bands = []
+    edges = CONFIDENCE_BANDS
+    for lo, hi in pairwise(edges):
+        last = hi == edges[-1]
+        idx = [i for i, c in enumerate(conf) if lo <= c < hi or (last and c == hi)]
+        if idx:
+            bands.append(
+                ConfidenceBand(
+                    lo,
+                    hi,
+                    len(idx),
+                    sum(conf[i] for i in idx) / len(idx),
+                    sum(right[i] for i in idx) / len(idx),
+                )
+            )
+    n = len(conf)
+    return ConfidenceCheck(
+        outcomes=n,
+        mean_confidence=sum(conf) / n if n else 0.0,
+        right_first=sum(right) / n if n else 0.0,
+        bands=tuple(bands),
+        shift=fit_shift(conf, right) if n >= MIN_OUTCOMES else None,
+        since=since,
+    )
+
+
 def build_report(
     log: DiscoveryLog,
     catalog_ids: Iterable[str],
@@ -207,9 +304,11 @@ def build_report(
     aliases: dict[str, Sequence[str]] | None = None,
     min_evidence: int = 1,
     max_queries: int = 5,
+    confidence_since: float = 0.0,
 ) -> FalseNegativeReport:
     """The report over ``[since, until)``; ``aliases`` (tool id -> existing aliases) keeps
-    suggestions to phrases the card does not have yet."""
+    suggestions to phrases the card does not have yet; the confidence check reads only
+    discoveries from ``confidence_since`` on (when the catalog's correction last moved)."""
     end = until if until is not None else time.time() + 1
     discoveries = log.discoveries(since, end)
     events = log.events(since, end)
@@ -318,6 +417,7 @@ def build_report(
         suggestions=tuple(suggestions),
         low_confidence_queries=tuple(dict.fromkeys(d.query for d in low if d.query))[:10],
         notes=tuple(notes),
+        confidence=confidence_check(needs, max(since, confidence_since)),
     )
 
 
@@ -337,6 +437,7 @@ def report_for(
         tool=tool,
         aliases={s.id: s.card.aliases for s in specs},
         min_evidence=min_evidence,
+        confidence_since=catalog.confidence_shift.ts,
     )
 
 
@@ -375,3 +476,20 @@ def accept_aliases(catalog: Catalog, suggestion_ids: Sequence[str]) -> list[Acce
     for s in chosen:
         catalog.log.record_accepted(s.id, s.tool_id, s.alias, s.tenant, s.to_dict()["evidence"])
     return [AcceptedAlias(s, result.stats.embedded) for s in chosen]
+
+
+def accept_confidence(catalog: Catalog, *, since: float = 0.0) -> ConfidenceShift:
+    """Store the confidence correction the log supports (added to the one in force).
+
+    Raises :class:`ConfigError` when fewer than :data:`MIN_OUTCOMES` discoveries since
+    ``since`` (and since the last correction) have an outcome."""
+    check = report_for(catalog, since=since).confidence
+    if check is None or check.shift is None:
+        n = check.outcomes if check else 0
+        raise ConfigError(
+            f"{n} discoveries with an outcome (a call or feedback after them) since the last "
+            f"correction; {MIN_OUTCOMES} are needed before the confidence is corrected"
+        )
+    old = catalog.confidence_shift
+    total = min(max(old.shift + check.shift, -MAX_SHIFT), MAX_SHIFT)
+    return catalog.set_confidence_shift(total, old.outcomes + check.outcomes)
