@@ -186,6 +186,8 @@ def test_confidence_against_outcomes(tmp_path: Path) -> None:
         d = log.record_discovery("u1", "acme", f"low{i}", ["a.second"], 0.2, 1.0)
         log.record_call("a.second", discovery_id=d, ok=True)
     log.record_discovery("u1", "acme", "no outcome", ["a.shown"], 0.9, 1.0)  # not counted
+    d = log.record_discovery("u1", "acme", "all shown", IDS, 1.0, 1.0)  # the tier rule's 1.0
+    log.record_call("a.never", discovery_id=d, ok=True)  # ... is not an estimate: not counted
     log.record_discovery("u1", "acme", "nothing shown", [], 0.0, 1.0)
     check = build_report(log, IDS).confidence
     assert check is not None and check.outcomes == 50

@@ -263,7 +263,9 @@ def confidence_check(needs: Sequence[_Need], since: float = 0.0) -> ConfidenceCh
     used: dict[str, tuple[DiscoveryRow, set[str]]] = {}
     for need in needs:
         d = need.discovery
-        if d is None or not d.shown or d.ts < since:
+        # 1.0 is not the model's estimate but a rule (every tool shown, under 10 entitled;
+        # or a fixed fusion's exact mention): its first tool says nothing of the confidence
+        if d is None or not d.shown or d.ts < since or d.confidence >= 1.0:
             continue
         used.setdefault(d.id, (d, set()))[1].add(need.event.tool_id)
     conf = [d.confidence for d, _ in used.values()]
