@@ -28,17 +28,23 @@ import argparse
 import json
 import os
 import platform
+import random
 import shlex
+import string
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCH = ROOT.parent / "shared" / "bench"
 START, END = "<!-- quality:start -->", "<!-- quality:end -->"
+#: the weight of each set's requests no tool serves in the confidence fit (a share of the
+#: set's; fixed by design, not fitted: the dev sets hold no such request to fit it on)
+NO_TOOL_SHARE = 0.1
 #: the strategies every set runs (plus hybrid-held-out)
 STRATEGIES = (
     "bm25", "dense", "hybrid-fixed", "hybrid", "hybrid-no-prerequisites", "hybrid-intents",
@@ -173,6 +179,28 @@ def reliability_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def no_tool_table(grid: Mapping[str, Any]) -> list[str]:
+    """Held-out confidence of the requests no tool serves (``no_tool_requests``)."""
+    rows = [(n, g["no_tool"]) for n, g in grid.items() if "no_tool" in g]
+    if not rows:
+        return []
+    return [
+        "Requests no tool serves (`no_tool_requests`: words of three unrelated tools "
+        "shuffled, and strings of random letters; the outcome is always wrong), with the "
+        "confidence model fitted without the set; *flagged* is the share below "
+        "`SearchSettings.confidence_threshold`:",
+        "",
+        "| set | requests shown a tool | mean confidence | max confidence | flagged |",
+        "|---|---|---|---|---|",
+        *[
+            f"| {n} | {r['n']} | {r['mean_confidence']:.2f} | {r['max_confidence']:.2f} "
+            f"| {r['flagged']:.0%} |"
+            for n, r in rows
+        ],
+        "",
+    ]
+
+
 def markdown(
     reports: Mapping[str, Mapping[str, Any]],
     command: str,
@@ -246,6 +274,7 @@ def markdown(
             "",
             *reliability_table(reports),
             "",
+            *no_tool_table(grid or {}),
         ]
     for name, report in reports.items():
         lines += [f"### {name}", "", summary_line(report) + ".", "", markdown_table(report)]
@@ -363,12 +392,60 @@ def fit_constants(
     # the confidence model reads each set's selections as the held-out run makes them (the
     # ranker prior fitted without that set: a catalog the prior has not seen, like a user's)
     rows: dict[str, tuple[Any, Any]] = {}
+    negatives: dict[str, Any] = {}
     for d in sets:
         with opened_set(d, workdir, limit, embedder) as (cat, scored):
             rows[d.name] = confidence_rows(cat, scored, held_settings(fits[d.name]))
+            negatives[d.name] = confidence_rows(
+                cat, no_tool_requests(cat), held_settings(fits[d.name])
+            )[0]
     for name in [*by_set, None]:
-        fits[name or "all"]["confidence"] = fit_confidence_without(rows, name)
+        fits[name or "all"]["confidence"] = fit_confidence_without(rows, negatives, name)
+    for n, x in negatives.items():
+        grid[n]["no_tool"] = no_tool_summary(x, fits[n]["confidence"])
     return fits, grid
+
+
+@dataclass(frozen=True, slots=True)
+class NoTool:
+    """A request no tool of the catalog serves (what ``confidence_rows`` reads of a query)."""
+
+    query: str
+    gold: tuple[str, ...] = ()
+
+
+def no_tool_requests(catalog: Any) -> list[NoTool]:
+    """Requests with no right tool, written from the catalog alone: words of three unrelated
+    tools shuffled together (``calibrate.pseudo_queries``' "none" kind, with another seed
+    than the ranker's fit) and as many strings of random letters."""
+    from toolscout.discovery.calibrate import SEED, pseudo_queries
+
+    mixtures = [p.text for p in pseudo_queries(catalog.specs(), SEED + 1) if p.tool_id is None]
+    rng = random.Random(SEED + 1)
+    letters = [
+        " ".join(
+            "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 8)))
+            for _ in range(rng.randint(1, 4))
+        )
+        for _ in mixtures
+    ]
+    return [NoTool(t) for t in mixtures + letters]
+
+
+def no_tool_summary(x: Any, model: Sequence[float]) -> dict[str, float]:
+    """The held-out confidence of a set's no-tool requests: its mean, the share flagged."""
+    import numpy as np
+
+    from toolscout.settings import SearchSettings
+
+    conf = 1.0 / (1.0 + np.exp(-np.clip(x @ np.asarray(model), -30, 30)))
+    threshold = SearchSettings().confidence_threshold
+    return {
+        "n": len(conf),
+        "mean_confidence": round(float(conf.mean()), 3),
+        "max_confidence": round(float(conf.max()), 3),
+        "flagged": round(float((conf < threshold).mean()), 3),
+    }
 
 
 def held_settings(fit: Mapping[str, Any]) -> Any:
@@ -414,20 +491,37 @@ def confidence_rows(catalog: Any, queries: Sequence[Any], settings: Any) -> tupl
 
 
 def fit_confidence_without(
-    rows: Mapping[str, tuple[Any, Any]], held_out: str | None
+    rows: Mapping[str, tuple[Any, Any]], negatives: Mapping[str, Any], held_out: str | None
 ) -> list[float]:
     """calibrate.CONFIDENCE fitted on every set but ``held_out``, each set weighing the same,
-    with a bias per set and the median of those biases shipped (``fit_confidence(groups=)``)."""
+    with a bias per set and the median of those biases shipped (``fit_confidence(groups=)``).
+
+    Each set's no-tool requests (``negatives``: inputs only, the outcome is always wrong)
+    weigh :data:`NO_TOOL_SHARE` of the set: the dev sets have no request without a gold
+    tool, and without them the model meets gibberish only in use."""
     import numpy as np
 
     from toolscout.discovery.calibrate import fit_confidence
 
-    kept = [rows[n] for n in sorted(rows) if n != held_out and len(rows[n][1])]
-    x = np.vstack([r[0] for r in kept])
-    y = np.concatenate([r[1] for r in kept])
-    w = np.concatenate([np.full(len(r[1]), 1.0 / len(r[1])) for r in kept])
-    groups = np.concatenate([np.full(len(r[1]), i) for i, r in enumerate(kept)])
-    return list(fit_confidence(x, y, w, groups=groups))
+    xs, ys, ws, gs = [], [], [], []
+    kept = [n for n in sorted(rows) if n != held_out and len(rows[n][1])]
+    for i, n in enumerate(kept):
+        x, y = rows[n]
+        neg = negatives.get(n)
+        share = NO_TOOL_SHARE if neg is not None and len(neg) else 0.0
+        xs.append(x)
+        ys.append(y)
+        ws.append(np.full(len(y), (1.0 - share) / len(y)))
+        if share:
+            xs.append(neg)
+            ys.append(np.zeros(len(neg)))
+            ws.append(np.full(len(neg), share / len(neg)))
+        gs.append(np.full(len(y) + (len(neg) if share else 0), i))
+    return list(
+        fit_confidence(
+            np.vstack(xs), np.concatenate(ys), np.concatenate(ws), groups=np.concatenate(gs)
+        )
+    )
 
 
 @contextmanager

@@ -203,7 +203,7 @@ def test_calibration_is_stored_deterministic_and_not_refit_without_change(
 )
 def test_nonsense_gets_low_confidence(catalog: Catalog, nonsense: str) -> None:
     got = catalog.discover(nonsense, Principal.of("u", scopes=["*"]), k=3)
-    # flagged: below the threshold integrators act on (0.11-0.24 with the shipped model)
+    # flagged: below the threshold integrators act on (0.05-0.17 with the shipped model)
     threshold = SearchSettings().confidence_threshold
     assert got.confidence < threshold and got.low_confidence, (nonsense[:20], got.confidence)
 
