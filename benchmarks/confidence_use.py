@@ -29,7 +29,6 @@ import json
 import shlex
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -138,14 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     table = "\n".join(lines)
     print(f"Reproduce with `{command}`\n\n{table}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "command": command,
-        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "splits": SPLITS,
-        "sets": results,
-    }
-    args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    quality.write_results(args.json, command, splits=SPLITS, sets=results)
     return 0
 
 

@@ -23,7 +23,6 @@ import json
 import shlex
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -97,9 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {rec['hybrid'] - rec['bm25']:+.3f} | {rec['hybrid'] - best:+.3f} |"
         )
     print(f"Reproduce with `{command}`\n\n" + "\n".join(lines))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"command": command, "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "sets": results}
-    args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    quality.write_results(args.json, command, sets=results)
     return 0
 
 

@@ -537,6 +537,13 @@ def confidence_model(model: Sequence[float]) -> Iterator[None]:
         calibrate.CONFIDENCE = shipped
 
 
+def write_results(path: Path, command: str, **fields: Any) -> None:
+    """A benchmark's JSON: the command that made it, when, and its own fields."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"command": command, "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **fields}
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def shown_args(args: Sequence[str]) -> list[str]:
     """The command-line arguments worth printing: no progress flag, no cache directory."""
     out: list[str] = []
@@ -630,15 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     shown = shown_args(args_list)
     command = shlex.join(["PYTHONPATH=src", ".venv/bin/python", "benchmarks/quality.py", *shown])
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "command": command,
-        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "fits": fits,
-        "grid": grid,
-        "sets": reports,
-    }
-    args.json.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_results(args.json, command, fits=fits, grid=grid, sets=reports)
     plot_recall(reports, args.plot)
     rel_plot = os.path.relpath(args.plot, args.docs.parent)
     existing = args.docs.read_text(encoding="utf-8") if args.docs.exists() else ""
