@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import quality
-from toolscout.discovery.calibrate import fit_shift
+from toolscout.discovery.calibrate import fit_shift, sigmoid
 from toolscout.evaluate.metrics import reliability
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,10 +43,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SIZES = (0, 30, 100, 300)
 SPLITS = 200
 SEED = 20261130
-
-
-def sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
 
 
 def simulate(z: np.ndarray, right: np.ndarray, n_log: int, rng: Any) -> dict[str, float]:
@@ -106,9 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             results[d.name] = per
             print(f"{d.name}: {per}", file=sys.stderr, flush=True)
 
-    shown = quality.shown_args(sys.argv[1:] if argv is None else argv)
-    command = shlex.join(
-        ["PYTHONPATH=src", ".venv/bin/python", "benchmarks/confidence_use.py", *shown]
+    command = quality.command_line(
+        "benchmarks/confidence_use.py", sys.argv[1:] if argv is None else argv
     )
     lines = [
         "| set | requests | first tool right | "

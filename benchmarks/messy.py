@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -80,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             print(f"{d.name}: {results[d.name]}", file=sys.stderr, flush=True)
 
-    shown = quality.shown_args(sys.argv[1:] if argv is None else argv)
-    command = shlex.join(["PYTHONPATH=src", ".venv/bin/python", "benchmarks/messy.py", *shown])
+    command = quality.command_line("benchmarks/messy.py", sys.argv[1:] if argv is None else argv)
     lines = [
         "| set | queries | calibration leans | bm25 | dense | hybrid-fixed | default "
         "| default − bm25 | default − best part |",

@@ -436,9 +436,10 @@ def no_tool_summary(x: Any, model: Sequence[float]) -> dict[str, float]:
     """The held-out confidence of a set's no-tool requests: its mean, the share flagged."""
     import numpy as np
 
+    from toolscout.discovery.calibrate import sigmoid
     from toolscout.settings import SearchSettings
 
-    conf = 1.0 / (1.0 + np.exp(-np.clip(x @ np.asarray(model), -30, 30)))
+    conf = sigmoid(x @ np.asarray(model))
     threshold = SearchSettings().confidence_threshold
     return {
         "n": len(conf),
@@ -544,6 +545,11 @@ def write_results(path: Path, command: str, **fields: Any) -> None:
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def command_line(script: str, argv: Sequence[str]) -> str:
+    """The command to print for a benchmark run (``shown_args`` of its arguments)."""
+    return shlex.join(["PYTHONPATH=src", ".venv/bin/python", script, *shown_args(argv)])
+
+
 def shown_args(args: Sequence[str]) -> list[str]:
     """The command-line arguments worth printing: no progress flag, no cache directory."""
     out: list[str] = []
@@ -635,8 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reports[d.name] = report
             reports[d.name]["held_out_fit"] = held
 
-    shown = shown_args(args_list)
-    command = shlex.join(["PYTHONPATH=src", ".venv/bin/python", "benchmarks/quality.py", *shown])
+    command = command_line("benchmarks/quality.py", args_list)
     write_results(args.json, command, fits=fits, grid=grid, sets=reports)
     plot_recall(reports, args.plot)
     rel_plot = os.path.relpath(args.plot, args.docs.parent)

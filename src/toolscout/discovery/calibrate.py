@@ -539,6 +539,11 @@ class Scored(Protocol):
     dense: float
 
 
+def sigmoid(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """σ element-wise, as :func:`confidence` computes it (the logit clipped to ±30)."""
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -30.0, 30.0)))
+
+
 def _logit(p: float, eps: float = 1e-4) -> float:
     p = min(max(p, eps), 1 - eps)
     return math.log(p / (1 - p))
@@ -649,7 +654,7 @@ def fit_shift(confidences: Sequence[float], right: Sequence[bool]) -> float:
     prec = 1.0 / SHIFT_PRIOR_SD**2
     delta = 0.0
     for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-np.clip(z + delta, -30, 30)))
+        p = sigmoid(z + delta)
         grad = float((p - y).sum()) + prec * delta
         hess = float((p * (1 - p)).sum()) + prec
         step = grad / hess
@@ -698,7 +703,7 @@ def _fit_logistic(
     shrink = np.full(x.shape[1], l2)
     shrink[:free] = 0.0
     for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-np.clip(x @ beta, -30, 30)))
+        p = sigmoid(x @ beta)
         grad = x.T @ (w * (p - right)) + shrink * beta
         hess = (x * (w * p * (1 - p))[:, None]).T @ x + np.diag(shrink) + 1e-9 * np.eye(len(beta))
         step = np.linalg.solve(hess, grad)

@@ -271,10 +271,8 @@ def confidence_check(needs: Sequence[_Need], since: float = 0.0) -> ConfidenceCh
     conf = [d.confidence for d, _ in used.values()]
     right = [d.shown[0] in tools for d, tools in used.values()]
     bands = []
-    edges = CONFIDENCE_BANDS
-    for lo, hi in pairwise(edges):
-        last = hi == edges[-1]
-        idx = [i for i, c in enumerate(conf) if lo <= c < hi or (last and c == hi)]
+    for lo, hi in pairwise(CONFIDENCE_BANDS):
+        idx = [i for i, c in enumerate(conf) if lo <= c < hi]  # 1.0 was left out above
         if idx:
             bands.append(
                 ConfidenceBand(
