@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from toolscout.discovery.lexical import identifiers, ngrams, phrase_key, terms, words
+from toolscout.discovery.lexical import identifiers, phrase_key, terms, words
 
 
 def test_identifiers_split_like_words() -> None:
@@ -18,6 +18,5 @@ def test_identifiers_found_in_prose() -> None:
     assert identifiers(text) == ["billing.issue_refund", "findOrder", "ApexMap"]
 
 
-def test_phrase_key_and_ngrams() -> None:
+def test_phrase_key() -> None:
     assert phrase_key("terminate_batch_process") == phrase_key("Terminate batch process")
-    assert list(ngrams(["a", "b", "c"], 2)) == ["a", "b", "c", "a b", "b c"]

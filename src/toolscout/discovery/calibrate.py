@@ -173,6 +173,9 @@ class FieldTerms:
     summary: Mapping[str, frozenset[str]]
     #: the canonical form (:func:`phrase_key`) of each tool's id and name
     keys: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: the same two fields inverted: term -> the tools whose name (summary) holds it
+    in_name: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    in_summary: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, cards: Iterable[CapabilityCard]) -> FieldTerms:
@@ -183,7 +186,15 @@ class FieldTerms:
             name[card.id] = frozenset(terms(card.name))
             summary[card.id] = frozenset(terms(card.summary))
             keys[card.id] = frozenset((phrase_key(card.id), phrase_key(card.name)))
-        return cls(name, summary, keys)
+        return cls(name, summary, keys, _inverted(name), _inverted(summary))
+
+
+def _inverted(field_terms: Mapping[str, frozenset[str]]) -> dict[str, frozenset[str]]:
+    out: dict[str, set[str]] = {}
+    for tool_id, ts in field_terms.items():
+        for t in ts:
+            out.setdefault(t, set()).add(tool_id)
+    return {t: frozenset(ids) for t, ids in out.items()}
 
 
 def _param_texts(spec: ToolSpec) -> list[str]:
@@ -236,16 +247,19 @@ def features(
     q = set(query_terms)
     weights = {t: idf(t) for t in q}
     total = sum(weights.values()) or 1.0
-    empty: frozenset[str] = frozenset()
-    for i, tid in enumerate(ids):
-        # most candidates share no word with the query: no idf is computed for them
-        name = fields.name.get(tid, empty)
-        in_name = name & q
-        if in_name:
-            x[i, 5] = sum(weights[t] for t in in_name) / sum(idf(t) for t in name)
-        in_summary = q & fields.summary.get(tid, empty)
-        if in_summary:
-            x[i, 6] = sum(weights[t] for t in in_summary) / total
+    # from the query's few terms to the pool's tools (most share no word with the query)
+    pool = set(ids)
+    named: dict[str, float] = {}
+    summarised: dict[str, float] = {}
+    for t, w in weights.items():
+        for tid in fields.in_name.get(t, frozenset()) & pool:
+            named[tid] = named.get(tid, 0.0) + w
+        for tid in fields.in_summary.get(t, frozenset()) & pool:
+            summarised[tid] = summarised.get(tid, 0.0) + w
+    for tid, w in named.items():
+        x[row[tid], 5] = w / sum(idf(t) for t in fields.name[tid])
+    for tid, w in summarised.items():
+        x[row[tid], 6] = w / total
     return ids, x
 
 

@@ -9,7 +9,6 @@ all become plain words. Words are lower-cased, stop words dropped and stemmed
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 _WORD_RE = re.compile(r"[A-Za-z0-9]+")
@@ -69,9 +68,3 @@ def identifiers(text: str) -> list[str]:
 def phrase_key(text: str) -> str:
     """The canonical form under which names and aliases are matched exactly."""
     return " ".join(words(text))
-
-
-def ngrams(tokens: Sequence[str], max_len: int) -> Iterable[str]:
-    for n in range(1, max_len + 1):
-        for i in range(len(tokens) - n + 1):
-            yield " ".join(tokens[i : i + n])

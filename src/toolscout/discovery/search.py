@@ -29,7 +29,6 @@ from toolscout.discovery.intents import IntentSplitter, interleave, split_intent
 from toolscout.discovery.lexical import (
     STOPWORDS,
     identifiers,
-    ngrams,
     phrase_key,
     stem,
     terms,
@@ -169,6 +168,8 @@ class PhraseIndex:
             for alias in card.aliases:
                 if _content_words(alias) >= 2:
                     self._add(self.phrases, phrase_key(alias), card.id, "alias")
+        #: the first word of every phrase: a request's other words start no mention
+        self.starts = frozenset(key.split(" ", 1)[0] for key in self.phrases)
 
     @staticmethod
     def _add(table: dict[str, list[tuple[str, str]]], key: str, tool_id: str, why: str) -> None:
@@ -189,8 +190,12 @@ class PhraseIndex:
 
         for token in identifiers(text):
             take(self.identifiers.get(phrase_key(token), ()))
-        for gram in ngrams(words(text), MAX_PHRASE_WORDS):
-            take(self.phrases.get(gram, ()))
+        tokens = words(text)
+        starts = [i for i, w in enumerate(tokens) if w in self.starts]
+        for n in range(1, MAX_PHRASE_WORDS + 1):  # shortest first: the order mentions are found in
+            for i in starts:
+                if i + n <= len(tokens):
+                    take(self.phrases.get(" ".join(tokens[i : i + n]), ()))
         return found
 
 
