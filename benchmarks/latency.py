@@ -1,13 +1,17 @@
 """Discovery latency on this machine, side by side with a plain BM25 call.
 
     PYTHONPATH=src python benchmarks/latency.py [--queries 500] [--cache DIR] [--scale]
+        [--no-spin-wait] [--processes N]
 
 1. End to end: ``pipeline.discover`` (entitle, parse, embed the query beside BM25,
    dense, the learned ranker, select, render, count tokens) over the bfcl dev catalog
    (1,853 tools), product defaults, k=5; interleaved query by query with a plain FTS5
    BM25 call in the same process, so the ratio of the two is stable on a noisy machine.
 2. The query embedding alone (texts new to the process: no cache hits).
-3. With ``--scale``: BM25 over 10k and 100k synthetic tool documents with and without
+3. With ``--processes N``: N processes discovering at once on the same catalog, each
+   over its own new queries (a loaded server). ``--no-spin-wait`` runs everything with
+   the encoder as ``toolscout serve`` configures it (no ONNX Runtime spin-waiting).
+4. With ``--scale``: BM25 over 10k and 100k synthetic tool documents with and without
    frequent-term pruning, and dense brute-force cosine over 10k/100k vectors.
 
 Prints a table and writes ``benchmarks/results/latency.json`` (with the machine and load).
@@ -69,8 +73,23 @@ def timed(fn, items) -> list[float]:  # type: ignore[no-untyped-def]
     return out
 
 
+def bfcl_queries(bench: Path) -> list[str]:
+    """bfcl's distinct queries in a seeded order (the first 20 only warm up)."""
+    queries = [json.loads(line)["query"] for line in (bench / "bfcl" / "queries.jsonl").open()]
+    queries = list(dict.fromkeys(queries))
+    random.Random(5).shuffle(queries)
+    return queries
+
+
+def open_bfcl(bench: Path, db: Path, spin_wait: bool) -> Catalog:
+    cat = Catalog.open(db, embedder=MiniLMEmbedder(spin_wait=spin_wait), log=False)
+    specs, _ = read_tools(bench / "bfcl" / "tools.jsonl")
+    cat.add(specs)
+    return cat
+
+
 def end_to_end(
-    bench: Path, n: int, workdir: Path, cache: Path | None
+    bench: Path, n: int, workdir: Path, cache: Path | None, spin_wait: bool = True
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """discover (product default, k=5) and a plain BM25 call, interleaved query by query.
 
@@ -78,15 +97,9 @@ def end_to_end(
     hits both alike and their ratio is stable. Every timed query is new to the process
     (the query-vector cache never hits); the first 20 queries only warm up.
     """
-    tools = bench / "bfcl" / "tools.jsonl"
-    queries = [json.loads(line)["query"] for line in (bench / "bfcl" / "queries.jsonl").open()]
-    queries = list(dict.fromkeys(queries))
-    random.Random(5).shuffle(queries)
+    queries = bfcl_queries(bench)
     warm, queries = queries[:20], queries[20 : 20 + n]
-    db = (cache or workdir) / "bfcl-latency.db"
-    cat = Catalog.open(db, embedder=MiniLMEmbedder(), log=False)
-    specs, _ = read_tools(tools)
-    cat.add(specs)
+    cat = open_bfcl(bench, (cache or workdir) / "bfcl-latency.db", spin_wait)
     p = Principal.of("bench", scopes=["*"])
     for q in warm:  # model load, caches, the entitlement
         discover(cat, q, p, k=5)
@@ -117,6 +130,36 @@ def end_to_end(
     }
     cat.close()
     return out, {"queries": len(queries), "discover_over_bm25": ratio}
+
+
+def _discover_times(job: tuple[Path, Path, list[str], bool]) -> list[float]:
+    """One process of ``concurrent``: warm up on 20 queries, then time the rest."""
+    bench, db, queries, spin_wait = job
+    cat = open_bfcl(bench, db, spin_wait)
+    p = Principal.of("bench", scopes=["*"])
+    for q in queries[:20]:
+        discover(cat, f"{q} (warm-up)", p, k=5)
+    out = timed(lambda q: discover(cat, q, p, k=5), queries[20:])
+    cat.close()
+    return out
+
+
+def concurrent(
+    bench: Path, n: int, workdir: Path, cache: Path | None, processes: int, spin_wait: bool
+) -> dict[str, dict[str, float]]:
+    """``processes`` processes discovering at once on the same catalog (as ``serve
+    --workers N`` under load), each over its own ``n`` new queries."""
+    import multiprocessing
+
+    db = (cache or workdir) / "bfcl-latency.db"
+    open_bfcl(bench, db, spin_wait).close()  # indexed once, before the processes start
+    queries = bfcl_queries(bench)
+    jobs = [
+        (bench, db, queries[i * (n + 20) : (i + 1) * (n + 20)], spin_wait) for i in range(processes)
+    ]
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        times = [t for one in pool.map(_discover_times, jobs) for t in one]
+    return {f"discover, {processes} processes at once (each call)": summary(times)}
 
 
 def lexical_scale(n_docs: int, workdir: Path, bench: Path) -> dict[str, dict[str, float]]:
@@ -165,6 +208,15 @@ def dense_scale(n: int) -> dict[str, dict[str, float]]:
     return {f"dense brute force {n:,} vectors": summary(timed(search, qs))}
 
 
+def shown_command(argv: list[str] | None) -> str:
+    """The command as recorded in the docs: without the cache directory (a local path)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    kept = [
+        a for i, a in enumerate(args) if a != "--cache" and (i == 0 or args[i - 1] != "--cache")
+    ]
+    return " ".join(["PYTHONPATH=src .venv/bin/python benchmarks/latency.py", *kept])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, default=ROOT.parent / "shared" / "bench")
@@ -172,12 +224,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "latency.json")
     ap.add_argument("--cache", type=Path, default=None, help="keep the indexed bfcl here")
     ap.add_argument("--scale", action="store_true", help="also BM25/dense at 10k and 100k docs")
+    ap.add_argument(
+        "--no-spin-wait",
+        action="store_true",
+        help="encode without ONNX Runtime's spin-waiting, as `toolscout serve` does",
+    )
+    ap.add_argument(
+        "--processes", type=int, default=1, help="also time N processes discovering at once"
+    )
     args = ap.parse_args(argv)
+    spin_wait = not args.no_spin_wait
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        e2e, info = end_to_end(args.bench, args.queries, work, args.cache)
+        e2e, info = end_to_end(args.bench, args.queries, work, args.cache, spin_wait)
         results.update(e2e)
+        if args.processes > 1:
+            results.update(
+                concurrent(args.bench, args.queries, work, args.cache, args.processes, spin_wait)
+            )
         if args.scale:
             for n in (10_000, 100_000):
                 results.update(lexical_scale(n, work, args.bench))
@@ -196,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         "python": sys.version.split()[0],
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
         "load_average": os.getloadavg(),
+        "spin_wait": spin_wait,
+        "command": shown_command(argv),
         **info,
     }
     args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")

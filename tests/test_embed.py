@@ -47,3 +47,29 @@ def test_missing_model_file(tmp_path: Path) -> None:
 def test_text_hash_depends_on_model_and_text() -> None:
     assert text_hash("m", "a") == text_hash("m", "a")
     assert text_hash("m", "a") != text_hash("n", "a") != text_hash("m", "b")
+
+
+def _spinning(emb: MiniLMEmbedder) -> str:
+    emb.embed(["load the session"])
+    options = emb._session.get_session_options()
+    return str(options.get_session_config_entry("session.intra_op.allow_spinning"))
+
+
+def test_spin_wait_is_on_for_one_process_and_off_when_asked() -> None:
+    # on: one request alone encodes faster; off: a server's concurrent requests share cores
+    assert _spinning(MiniLMEmbedder()) == "1"
+    off = MiniLMEmbedder(spin_wait=False)
+    assert _spinning(off) == "0"
+    same = embedder().embed(["terminate a hung batch process"])
+    assert np.allclose(off.embed(["terminate a hung batch process"]), same, atol=1e-6)
+
+
+def test_the_server_encodes_without_spin_wait(tmp_path: Path) -> None:
+    from toolscout.cli.serve import build_service
+
+    service = build_service(str(tmp_path / "c.db"), jwt_key="k" * 32)
+    try:
+        emb = service.catalog.embedder
+        assert isinstance(emb, MiniLMEmbedder) and _spinning(emb) == "0"
+    finally:
+        service.close()

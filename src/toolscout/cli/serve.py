@@ -36,11 +36,17 @@ def build_service(
 ) -> Any:
     """A ``Toolscout`` over ``target`` (a SQLite path or a PostgreSQL DSN)."""
     from toolscout import DryRunExecutor, Settings, Toolscout
+    from toolscout.embed import default_embedder
 
     settings = Settings(
         db=target, jwt_key=jwt_key, audit_key=audit_key or jwt_key, audit_path=audit or None
     )
-    return Toolscout.open(settings, executors=DryRunExecutor() if dry_run else None)
+    # a server encodes many requests at once: no ONNX Runtime spin-waiting (embed/minilm.py)
+    return Toolscout.open(
+        settings,
+        executors=DryRunExecutor() if dry_run else None,
+        embedder=default_embedder(spin_wait=False),
+    )
 
 
 def app_from_environment() -> Any:

@@ -51,7 +51,15 @@ def default_model_path() -> Path:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX) with mean pooling, as sentence-transformers does."""
+    """all-MiniLM-L6-v2 (int8 ONNX) with mean pooling, as sentence-transformers does.
+
+    ``spin_wait``: ONNX Runtime's worker threads busy-wait for the next operator instead
+    of sleeping. One query alone on idle cores is then encoded faster (at bfcl size about
+    1 ms of a 9 ms discovery on 2 cores), but the spinning takes cores from any other
+    process or thread encoding at the same time: two processes discovering at once on 2
+    cores were each about half as slow again (docs/benchmarks.md, Discovery latency).
+    On for an agent's own process (the default); ``toolscout serve`` turns it off.
+    """
 
     model_id = "all-MiniLM-L6-v2-int8"
     dim = 384
@@ -63,11 +71,13 @@ class MiniLMEmbedder:
         max_tokens: int = 128,
         batch_size: int = 32,
         threads: int | None = None,
+        spin_wait: bool = True,
     ) -> None:
         self._model_path = model_path
         self._max_tokens = max_tokens
         self._batch_size = batch_size
         self._threads = threads
+        self.spin_wait = spin_wait
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
@@ -86,8 +96,9 @@ class MiniLMEmbedder:
         opts.intra_op_num_threads = self._threads or 0
         opts.inter_op_num_threads = 1
         opts.log_severity_level = 3
-        # no busy-waiting between runs: it steals the cores from the search that follows
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if self.spin_wait else "0"
+        )
         self._session = ort.InferenceSession(
             str(model), sess_options=opts, providers=["CPUExecutionProvider"]
         )
