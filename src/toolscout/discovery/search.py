@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence, Set
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -331,11 +331,17 @@ _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
 
 
+def _embed_keys(texts: Sequence[str]) -> list[str]:
+    """What the encoder reads of each query (its first words), also the vector cache's key."""
+    return [" ".join(words(t)[:QUERY_EMBED_WORDS]) or t[:QUERY_EMBED_WORDS] for t in texts]
+
+
 def _pool() -> ThreadPoolExecutor:
-    """The thread the query encoder runs on, created on first use (no side effect on import)."""
+    """The threads BM25 runs on beside the query encoder, created on first use (no side
+    effect on import)."""
     with _POOL_LOCK:
         if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolscout-embed"))
+            _POOL.append(ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolscout-bm25"))
         return _POOL[0]
 
 
@@ -451,10 +457,15 @@ class Retriever:
         """Retrieve for the whole request and, when it asks for several tasks, for each."""
         parts = split_intents(query.text, self.splitter) if self.settings.multi_intent else []
         parts = parts if len(parts) > 1 else []
-        # the encoder runs beside BM25 (ONNX Runtime releases the GIL)
-        pending = self._embed_async([query.text, *parts]) if self.settings.dense else None
-        lex = self._lex(query.terms, allowed)
-        vectors = pending.result() if pending is not None else None
+        vectors = self._cached([query.text, *parts]) if self.settings.dense else None
+        if self.settings.dense and vectors is None:
+            # the encoder on this thread (the longer path: no hand-off before it starts) and
+            # BM25 beside it on the pool's (ONNX Runtime and SQLite both release the GIL)
+            pending = _pool().submit(self._lex, query.terms, allowed)
+            vectors = self._embed_all(_embed_keys([query.text, *parts]))
+            lex = pending.result()
+        else:
+            lex = self._lex(query.terms, allowed)
         vector = vectors[0] if vectors is not None else None
         out = self._once(query, query.terms, vector, allowed, lex)
         if self.settings.reformulate and out.low_confidence:
@@ -487,14 +498,12 @@ class Retriever:
         whole.intents = list(parts)
         return whole
 
-    def _embed_async(self, texts: Sequence[str]) -> Future[list[Vector]]:
-        done: Future[list[Vector]] = Future()
-        keys = [" ".join(words(t)[:QUERY_EMBED_WORDS]) or t[:QUERY_EMBED_WORDS] for t in texts]
-        cached = [_QUERY_VECTORS.get((self.embedder.model_id, k)) for k in keys]
-        if all(v is not None for v in cached):
-            done.set_result([v for v in cached if v is not None])
-            return done
-        return _pool().submit(self._embed_all, keys)
+    def _cached(self, texts: Sequence[str]) -> list[Vector] | None:
+        """The vectors of ``texts`` when this process has encoded every one of them."""
+        model = self.embedder.model_id
+        found = [_QUERY_VECTORS.get((model, k)) for k in _embed_keys(texts)]
+        return [v for v in found if v is not None] if all(v is not None for v in found) else None
+
 
     def _embed_all(self, keys: Sequence[str], cache: bool = True) -> list[Vector]:
         vectors = list(self.embedder.embed(list(keys)))
@@ -504,7 +513,8 @@ class Retriever:
         return vectors
 
     def _embed(self, text: str) -> Vector:
-        return self._embed_async([text]).result()[0]
+        cached = self._cached([text])
+        return cached[0] if cached is not None else self._embed_all(_embed_keys([text]))[0]
 
     def _once(
         self,
