@@ -504,7 +504,6 @@ class Retriever:
         found = [_QUERY_VECTORS.get((model, k)) for k in _embed_keys(texts)]
         return [v for v in found if v is not None] if all(v is not None for v in found) else None
 
-
     def _embed_all(self, keys: Sequence[str], cache: bool = True) -> list[Vector]:
         vectors = list(self.embedder.embed(list(keys)))
         if cache:
