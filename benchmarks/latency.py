@@ -47,6 +47,8 @@ from toolscout.stores.base import IndexedTool
 from toolscout.stores.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import quality  # noqa: E402  (the printed command, as the quality-side scripts print it)
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -208,15 +210,6 @@ def dense_scale(n: int) -> dict[str, dict[str, float]]:
     return {f"dense brute force {n:,} vectors": summary(timed(search, qs))}
 
 
-def shown_command(argv: list[str] | None) -> str:
-    """The command as recorded in the docs: without the cache directory (a local path)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    kept = [
-        a for i, a in enumerate(args) if a != "--cache" and (i == 0 or args[i - 1] != "--cache")
-    ]
-    return " ".join(["PYTHONPATH=src .venv/bin/python benchmarks/latency.py", *kept])
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", type=Path, default=ROOT.parent / "shared" / "bench")
@@ -262,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
         "load_average": os.getloadavg(),
         "spin_wait": spin_wait,
-        "command": shown_command(argv),
+        "command": quality.command_line(
+            "benchmarks/latency.py", sys.argv[1:] if argv is None else argv
+        ),
         **info,
     }
     args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")

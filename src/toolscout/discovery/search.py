@@ -457,12 +457,13 @@ class Retriever:
         """Retrieve for the whole request and, when it asks for several tasks, for each."""
         parts = split_intents(query.text, self.splitter) if self.settings.multi_intent else []
         parts = parts if len(parts) > 1 else []
-        vectors = self._cached([query.text, *parts]) if self.settings.dense else None
+        keys = _embed_keys([query.text, *parts])
+        vectors = self._cached(keys) if self.settings.dense else None
         if self.settings.dense and vectors is None:
             # the encoder on this thread (the longer path: no hand-off before it starts) and
             # BM25 beside it on the pool's (ONNX Runtime and SQLite both release the GIL)
             pending = _pool().submit(self._lex, query.terms, allowed)
-            vectors = self._embed_all(_embed_keys([query.text, *parts]))
+            vectors = self._embed_all(keys)
             lex = pending.result()
         else:
             lex = self._lex(query.terms, allowed)
@@ -498,10 +499,10 @@ class Retriever:
         whole.intents = list(parts)
         return whole
 
-    def _cached(self, texts: Sequence[str]) -> list[Vector] | None:
-        """The vectors of ``texts`` when this process has encoded every one of them."""
+    def _cached(self, keys: Sequence[str]) -> list[Vector] | None:
+        """The vectors of ``keys`` (:func:`_embed_keys`) when this process encoded them all."""
         model = self.embedder.model_id
-        found = [_QUERY_VECTORS.get((model, k)) for k in _embed_keys(texts)]
+        found = [_QUERY_VECTORS.get((model, k)) for k in keys]
         return [v for v in found if v is not None] if all(v is not None for v in found) else None
 
     def _embed_all(self, keys: Sequence[str], cache: bool = True) -> list[Vector]:
@@ -512,8 +513,9 @@ class Retriever:
         return vectors
 
     def _embed(self, text: str) -> Vector:
-        cached = self._cached([text])
-        return cached[0] if cached is not None else self._embed_all(_embed_keys([text]))[0]
+        keys = _embed_keys([text])
+        cached = self._cached(keys)
+        return cached[0] if cached is not None else self._embed_all(keys)[0]
 
     def _once(
         self,
