@@ -226,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         "--processes", type=int, default=1, help="also time N processes discovering at once"
     )
     args = ap.parse_args(argv)
+    if args.processes < 1:
+        ap.error(f"--processes must be at least 1, got {args.processes}")
     spin_wait = not args.no_spin_wait
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
