@@ -141,18 +141,24 @@ def test_feedback_names_only_tools_the_caller_may_use(client: Any) -> None:
 
 
 def test_catalog_writes_need_the_admin_scope_and_refuse_atomically(client: Any) -> None:
+    # an untenanted tool is the platform administrator's (tests/test_administration.py
+    # covers the tenant level)
+    platform = auth(token("root@acme", scopes=["toolscout:platform"]))
     rec = {"id": "http.new_tool", "name": "new_tool", "description": "Frobnicate a widget."}
     _error(
         client.post("/v1/catalog/import", json={"tools": [rec]}, headers=ALICE), 403, "forbidden"
     )
+    _error(
+        client.post("/v1/catalog/import", json={"tools": [rec]}, headers=ADMIN), 403, "forbidden"
+    )
     bad = {"tools": [rec, {"id": "", "name": "broken"}]}
-    _error(client.post("/v1/catalog/import", json=bad, headers=ADMIN), 400, "invalid_catalog")
+    _error(client.post("/v1/catalog/import", json=bad, headers=platform), 400, "invalid_catalog")
     before = client.get("/readyz").json()["tools"]
-    r = client.post("/v1/catalog/import", json={"tools": [rec]}, headers=ADMIN)
+    r = client.post("/v1/catalog/import", json={"tools": [rec]}, headers=platform)
     assert r.status_code == 200, r.text
     assert r.json()["added"] == 1
     assert client.get("/readyz").json()["tools"] == before + 1
-    r = client.post("/v1/catalog/delete", json={"ids": ["http.new_tool"]}, headers=ADMIN)
+    r = client.post("/v1/catalog/delete", json={"ids": ["http.new_tool"]}, headers=platform)
     assert r.json()["removed"] == 1
     assert client.get("/readyz").json()["tools"] == before
 

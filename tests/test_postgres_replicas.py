@@ -13,7 +13,7 @@ from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from serve_fixture import KEY, auth, start_server, stop, token
 from toolscout.gateway.audit_pg import PostgresAuditLog
 
-ADMIN = auth(token("root@acme", scopes=["toolscout:admin", "ops:*", "crm:*"]))
+ADMIN = auth(token("root@acme", scopes=["toolscout:platform", "ops:*", "crm:*"]))
 OPS = auth(token("olga@acme", scopes=["ops:*"]))
 
 SEED = [

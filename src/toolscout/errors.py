@@ -7,6 +7,7 @@
     ├── CatalogFileError     a catalog file cannot be read or parsed (path, line, reason)
     │   └── QueryFileError   an evaluation queries file cannot be read or parsed
     ├── ImportRefused        an import would change protected tools (tool ids, changes)
+    ├── AdminDenied          the principal may not administer this (action, tool id, reason)
     ├── UnknownToolError     a tool id is not in the catalog
     ├── QueryError           a discovery query is empty, too long or malformed
     ├── FormatError          an unknown rendering format was asked for
@@ -69,6 +70,20 @@ class ImportRefused(ToolscoutError):
             f"import refused: it changes {len(conflicts)} protected tool(s) "
             f"(re-run with --force / force=True to accept): {listed}"
         )
+
+
+class AdminDenied(ToolscoutError):
+    """The principal may not make this administrative change; nothing was changed.
+
+    ``reason`` is a :class:`~toolscout.policy.Reason` code (``not_an_administrator``,
+    ``platform_admin_required``, ``outside_own_tenant``); the message names the action
+    and the tool, never another tenant's tool the caller could not already name."""
+
+    def __init__(self, action: str, reason: str, message: str, tool_id: str = "") -> None:
+        self.action = action
+        self.reason = reason
+        self.tool_id = tool_id
+        super().__init__(message)
 
 
 class UnknownToolError(ToolscoutError):

@@ -1,21 +1,32 @@
-"""Entitlement: may this principal use this tool, and if not, why.
+"""Entitlement and administration: may this principal use this tool, administer that.
 
 One function, :func:`decide`, answers for discovery (before any ranking) and for
 the execution gateway (before any call). It reads the principal, the card and
 the configuration — never the query, never anything the model produced.
+
+One function, :func:`may_administer`, answers "may this principal change the
+catalog here" for every surface (library, HTTP, CLI, MCP, console). Administration
+has two levels, each held only through its exact scope — no wildcard grants either:
+
+* a **tenant administrator** holds :attr:`PolicyConfig.admin_scope` and has a tenant;
+  it changes only tools offered to exactly its own tenant;
+* a **platform administrator** holds :attr:`PolicyConfig.platform_scope`; it alone
+  changes untenanted or multi-tenant tools, replaces the whole catalog or the policy,
+  and forces an import past its protections.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from functools import lru_cache
 
 from toolscout.cards import CapabilityCard
 from toolscout.errors import ConfigError
 
 DEFAULT_ADMIN_SCOPE = "toolscout:admin"
+DEFAULT_PLATFORM_SCOPE = "toolscout:platform"
 
 
 class Reason(StrEnum):
@@ -25,6 +36,12 @@ class Reason(StrEnum):
     TENANT = "tenant_mismatch"
     MISSING_SCOPE = "missing_scope"
     ADMIN_REQUIRED = "admin_scope_required"
+    #: administration: the principal administers nothing
+    NOT_ADMIN = "not_an_administrator"
+    #: administration: a tenant administrator asked for what only the platform may do
+    PLATFORM_REQUIRED = "platform_admin_required"
+    #: administration: the tool is not offered to exactly the administrator's own tenant
+    OUTSIDE_TENANT = "outside_own_tenant"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,28 +66,52 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class PolicyConfig:
-    """Role → scope grants and the name of the explicit admin scope."""
+    """Role → scope grants and the names of the two explicit administration scopes.
+
+    ``admin_scope`` makes a tenant administrator (and is needed to use admin- and
+    destructive-risk tools); ``platform_scope`` makes a platform administrator."""
 
     roles: Mapping[str, Sequence[str]] = field(default_factory=dict)
     admin_scope: str = DEFAULT_ADMIN_SCOPE
+    platform_scope: str = DEFAULT_PLATFORM_SCOPE
+
+    def __post_init__(self) -> None:
+        for name in ("admin_scope", "platform_scope"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value or "*" in value:
+                raise ConfigError(f"policy {name!r} must be a concrete scope name, got {value!r}")
+        if self.admin_scope == self.platform_scope:
+            raise ConfigError(
+                "policy 'admin_scope' and 'platform_scope' must differ: "
+                f"both are {self.admin_scope!r}"
+            )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> PolicyConfig:
+        unknown = sorted(set(data) - {"roles", "admin_scope", "platform_scope"})
+        if unknown:
+            raise ConfigError(f"policy has unknown keys: {', '.join(map(str, unknown))}")
         roles = data.get("roles", {})
         admin = data.get("admin_scope", DEFAULT_ADMIN_SCOPE)
+        platform = data.get("platform_scope", DEFAULT_PLATFORM_SCOPE)
         if not isinstance(roles, Mapping) or not all(
             isinstance(k, str) and isinstance(v, list) and all(isinstance(s, str) for s in v)
             for k, v in roles.items()
         ):
             raise ConfigError("policy 'roles' must map role names to lists of scopes")
-        if not isinstance(admin, str) or not admin or "*" in admin:
-            raise ConfigError("policy 'admin_scope' must be a concrete scope name")
-        return cls(roles={k: tuple(v) for k, v in roles.items()}, admin_scope=admin)
+        if not isinstance(admin, str) or not isinstance(platform, str):
+            raise ConfigError("policy 'admin_scope' and 'platform_scope' must be scope names")
+        return cls(
+            roles={k: tuple(v) for k, v in roles.items()},
+            admin_scope=admin,
+            platform_scope=platform,
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {
             "roles": {k: list(v) for k, v in self.roles.items()},
             "admin_scope": self.admin_scope,
+            "platform_scope": self.platform_scope,
         }
 
     def effective_scopes(self, principal: Principal) -> frozenset[str]:
@@ -150,6 +191,84 @@ def decide(principal: Principal, card: CapabilityCard | None, config: PolicyConf
     return decide_scopes(
         config.effective_scopes(principal), principal.tenant, card, config.admin_scope
     )
+
+
+class AdminLevel(IntEnum):
+    """How far a principal administers the catalog (ordered: a higher level can do more)."""
+
+    NONE = 0
+    TENANT = 1
+    PLATFORM = 2
+
+
+class AdminAction(StrEnum):
+    """What an administrator asks to do."""
+
+    #: read the administrative views (hidden-tool counts, audit, lint) of one's share
+    VIEW = "view"
+    #: add, change, delete one tool or accept an alias for it (``tenants`` before and after)
+    CHANGE_TOOL = "change_tool"
+    #: drop every stored tool an import does not name
+    REPLACE_ALL = "replace_all"
+    #: store a new policy (roles, admin scopes)
+    REPLACE_POLICY = "replace_policy"
+    #: accept an import its protections refused (another source's tool, widened access)
+    FORCE = "force"
+    #: catalog-wide settings (the confidence correction, re-learning aliases)
+    CATALOG = "catalog"
+
+
+def admin_level(principal: Principal, config: PolicyConfig) -> AdminLevel:
+    """The principal's administration level; only the exact scopes count, never a wildcard.
+
+    A tenant administrator needs a tenant: an admin scope without one administers nothing."""
+    granted = config.effective_scopes(principal)
+    if config.platform_scope in granted:
+        return AdminLevel.PLATFORM
+    if config.admin_scope in granted and principal.tenant:
+        return AdminLevel.TENANT
+    return AdminLevel.NONE
+
+
+def may_administer(
+    principal: Principal,
+    config: PolicyConfig,
+    action: AdminAction,
+    tenants: Sequence[str] | None = None,
+) -> Decision:
+    """May ``principal`` do ``action``? The one answer every surface asks.
+
+    For :attr:`AdminAction.CHANGE_TOOL`, ``tenants`` are the tool's tenants (ask once
+    for the stored tool and once for the incoming one): a tenant administrator may
+    change a tool only when they are exactly its own tenant; an untenanted or
+    multi-tenant tool is the platform's. ``detail`` is for the audit."""
+    level = admin_level(principal, config)
+    who = f"{principal.subject}@{principal.tenant}" if principal.tenant else principal.subject
+    if level is AdminLevel.NONE:
+        return Decision(
+            False,
+            Reason.NOT_ADMIN,
+            f"{who} holds neither {config.admin_scope} (with a tenant) nor {config.platform_scope}",
+        )
+    if level is AdminLevel.PLATFORM or action is AdminAction.VIEW:
+        return ALLOW
+    if action is not AdminAction.CHANGE_TOOL:
+        return Decision(
+            False,
+            Reason.PLATFORM_REQUIRED,
+            f"{action.value} needs the platform administrator scope {config.platform_scope}",
+        )
+    if tenants is None:
+        raise ValueError("may_administer(CHANGE_TOOL) needs the tool's tenants")
+    if set(tenants) != {principal.tenant}:
+        offered = ", ".join(sorted(set(tenants))) or "every tenant"
+        return Decision(
+            False,
+            Reason.OUTSIDE_TENANT,
+            f"{who} administers only tools offered to exactly {principal.tenant!r} "
+            f"(this one: {offered})",
+        )
+    return ALLOW
 
 
 @dataclass(frozen=True, slots=True)

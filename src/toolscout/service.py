@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolscout.administration import Administration, local_operator
 from toolscout.cards import CapabilityCard, ToolSpec
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.inject import Tier
@@ -104,6 +105,8 @@ class Toolscout:
             allow_unknown_params=self.settings.allow_unknown_params,
             timeout_s=self.settings.timeout_s,
         )
+        #: catalog administration for a principal: decided by policy, audited
+        self.admin = Administration(catalog, self.audit)
         self._seen: OrderedDict[str, _Seen] = OrderedDict()
         self._last: dict[tuple[str, str, str], str] = {}
         self._lock = threading.Lock()
@@ -190,11 +193,39 @@ class Toolscout:
     def add(
         self, specs: Iterable[ToolSpec], *, replace_all: bool = False, force: bool = False
     ) -> IndexReport:
-        """Index tools (trusted, administrative use; surfaces check the admin scope first).
+        """Index tools as the local operator (trusted in-process use; audited).
 
         Changes that widen a stored tool's tenants, scopes or risk, or touch another
-        source's tool, are refused unless ``force``."""
-        return self.catalog.add(specs, replace_all=replace_all, force=force)
+        source's tool, are refused unless ``force``. A surface acting for a caller uses
+        :meth:`import_tools` instead."""
+        return self.admin.import_tools(
+            local_operator(self.catalog.policy), specs, replace_all=replace_all, force=force
+        )
+
+    def import_tools(
+        self,
+        caller: Caller,
+        specs: Iterable[ToolSpec],
+        *,
+        replace_all: bool = False,
+        force: bool = False,
+        warnings: Sequence[str] | None = None,
+    ) -> IndexReport:
+        """Index tools for ``caller``: a tenant administrator changes only its own tenant's
+        tools; ``replace_all``, ``force`` and untenanted or multi-tenant tools need a
+        platform administrator (:func:`toolscout.policy.may_administer`). Raises
+        :class:`~toolscout.errors.AdminDenied`; every change and refusal is audited."""
+        return self.admin.import_tools(
+            self.principal(caller), specs, replace_all=replace_all, force=force, warnings=warnings
+        )
+
+    def delete_tools(self, caller: Caller, ids: Sequence[str]) -> int:
+        """Delete tools for ``caller`` (same rules as :meth:`import_tools`); audited."""
+        return self.admin.delete_tools(self.principal(caller), ids)
+
+    def replace_policy(self, caller: Caller, policy: PolicyConfig) -> None:
+        """Store a new policy (platform administrators only); audited."""
+        self.admin.replace_policy(self.principal(caller), policy)
 
     # -- discovery ---------------------------------------------------------------
     def discover(

@@ -125,6 +125,21 @@ def _open(db: str | None, *, write: bool = False) -> Any:
     return Toolscout(Catalog.open(path))
 
 
+def _open_admin(db: str | None, key: str | None) -> Any:
+    """A :class:`~toolscout.Toolscout` for administrative commands: the catalog at ``--db``
+    and its real audit log (keyed by $TOOLSCOUT_AUDIT_KEY when set), verifying tokens
+    with ``key`` when given."""
+    from toolscout.cli.dbfile import check_writable
+    from toolscout.service import Toolscout
+    from toolscout.settings import Settings
+
+    path = _db(db)
+    if isinstance(path, Path) and _is_file(path):
+        check_writable(path)
+    settings = Settings(db=path, jwt_key=key, audit_key=os.environ.get("TOOLSCOUT_AUDIT_KEY"))
+    return Toolscout.open(settings)
+
+
 def _split(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
@@ -159,24 +174,48 @@ def index(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="Act as this caller (a JWT): a tenant administrator changes only its own "
+            "tenant's tools. Without it you act as the local operator of the store file.",
+        ),
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key", envvar="TOOLSCOUT_TOKEN_KEY", help="HMAC secret that verifies --token."
+        ),
+    ] = None,
 ) -> None:
-    """Validate and index catalogs (one transaction; unchanged tools are not re-embedded)."""
+    """Validate and index catalogs (one transaction; unchanged tools are not re-embedded).
+
+    Every change is written to the audit log beside the catalog (who, which tool, its
+    digest before and after); set $TOOLSCOUT_AUDIT_KEY if that log is keyed."""
+    from toolscout.administration import local_operator
     from toolscout.imports import import_warnings, plan_import
+    from toolscout.policy import AdminAction
 
     path = _db(db)
     specs = _read_specs(catalog_paths, strict=strict)
     wanted, source = _policy_wanted(catalog_paths, policy, replace_policy)
-    with _open(db, write=True) as ts:
+    with _open_admin(db, key if token is not None else None) as ts:
         catalog = ts.catalog
+        who = ts.principal(token) if token is not None else local_operator(catalog.policy)
         stored = catalog.policy
         action = _policy_action(
             stored, wanted, source, explicit=policy is not None or replace_policy
         )
+        # refused before anything changes, and before the plan names any stored tool
+        if wanted is not None and action == "stored":
+            ts.admin.require(who, AdminAction.REPLACE_POLICY, operation="replace_policy")
+        ts.admin.check_import(who, specs, replace_all=replace, force=force)
         plan = plan_import({s.id: s for s in catalog.specs()}, specs, force=force)
         warnings = import_warnings(specs)
-        report = _add(catalog, specs, warnings, replace=replace, quiet=as_json, force=force)
+        report = _add(ts, who, specs, warnings, replace=replace, quiet=as_json, force=force)
         if wanted is not None and action == "stored":
-            catalog.set_policy(wanted)
+            ts.admin.replace_policy(who, wanted)
     if as_json:
         out.print(
             json.dumps(
@@ -197,7 +236,8 @@ def _read_specs(paths: Sequence[Path], *, strict: bool) -> list[Any]:
 
 
 def _add(
-    catalog: Any,
+    ts: Any,
+    who: Any,
     specs: Sequence[Any],
     warnings: Sequence[Any],
     *,
@@ -216,7 +256,8 @@ def _add(
         disable=quiet,
     ) as bar:
         task = bar.add_task("embed", total=None)
-        return catalog.add(
+        return ts.admin.import_tools(
+            who,
             specs,
             replace_all=replace,
             progress=lambda done, total: bar.update(task, completed=done, total=total),

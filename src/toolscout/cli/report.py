@@ -9,11 +9,10 @@ from typing import Annotated
 
 import typer
 
-from toolscout.cli.app import DbOption, err, fail, out
+from toolscout.cli.app import DbOption, _open_admin, err, fail, out
 from toolscout.telemetry.report import (
     MIN_OUTCOMES,
     FalseNegativeReport,
-    accept_alias,
     accept_confidence,
     parse_age,
     report_for,
@@ -68,31 +67,10 @@ def report_command(
         if keep is not None:
             removed = catalog.log.prune(keep / 86400)
             err.print(f"pruned {removed} log entries older than {prune}", markup=False)
-        if accept_conf or reset_conf:
+        if accept_conf or reset_conf or accept is not None:
             if accept_conf and reset_conf:
                 raise fail("--accept-confidence and --reset-confidence exclude each other")
-            old = catalog.confidence_shift.shift
-            if reset_conf:
-                catalog.set_confidence_shift(0.0)
-                out.print(f"confidence correction removed (was {old:+.2f} logits)", markup=False)
-                return
-            new = accept_confidence(catalog, since=time.time() - period)
-            out.print(
-                f"confidence correction {old:+.2f} -> {new.shift:+.2f} logits "
-                f"({new.outcomes} outcomes in all); later discoveries report the corrected "
-                "confidence",
-                markup=False,
-            )
-            return
-        if accept is not None:
-            done = accept_alias(catalog, accept)
-            s = done.suggestion
-            out.print(
-                f"accepted {s.id}: {s.tool_id} now has the alias {s.alias!r} "
-                f"({done.embedded} text embedded; evidence: {s.times} misses, "
-                f"{s.subjects} callers, tenant {s.tenant or '-'})",
-                markup=False,
-            )
+            _administer(target, accept, reset_conf, period)
             return
         report = report_for(
             catalog, since=time.time() - period, tool=tool, min_evidence=min_evidence
@@ -101,6 +79,40 @@ def report_command(
         out.print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False), markup=False)
         return
     _print(report, since, top)
+
+
+def _administer(target: str, accept: str | None, reset_conf: bool, period: float) -> None:
+    """Accept an alias or change the confidence correction as the local operator, through
+    the catalog's administration (decided by policy, written to the audit log)."""
+    from toolscout.administration import local_operator
+
+    with _open_admin(target, None) as ts:
+        catalog = ts.catalog
+        who = local_operator(catalog.policy)
+        if accept is not None:
+            (done,) = ts.admin.accept_aliases(who, [accept])
+            s = done.suggestion
+            out.print(
+                f"accepted {s.id}: {s.tool_id} now has the alias {s.alias!r} "
+                f"({done.embedded} text embedded; evidence: {s.times} misses, "
+                f"{s.subjects} callers, tenant {s.tenant or '-'})",
+                markup=False,
+            )
+            return
+        old = catalog.confidence_shift.shift
+        if reset_conf:
+            ts.admin.set_confidence(who, lambda: catalog.set_confidence_shift(0.0))
+            out.print(f"confidence correction removed (was {old:+.2f} logits)", markup=False)
+            return
+        new = ts.admin.set_confidence(
+            who, lambda: accept_confidence(catalog, since=time.time() - period)
+        )
+        out.print(
+            f"confidence correction {old:+.2f} -> {new.shift:+.2f} logits "
+            f"({new.outcomes} outcomes in all); later discoveries report the corrected "
+            "confidence",
+            markup=False,
+        )
 
 
 def _print(report: FalseNegativeReport, since: str, top: int) -> None:

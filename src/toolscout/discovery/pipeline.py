@@ -29,7 +29,14 @@ from toolscout.discovery.search import select as select_candidates
 from toolscout.discovery.shortlist import ScoredTool, Shortlist, TokenReport, Trace
 from toolscout.discovery.tokencount import count_json
 from toolscout.errors import ConfigError, FormatError
-from toolscout.policy import Entitlement, Principal
+from toolscout.policy import (
+    AdminLevel,
+    Entitlement,
+    PolicyConfig,
+    Principal,
+    Reason,
+    admin_level,
+)
 from toolscout.settings import SearchSettings
 
 if TYPE_CHECKING:
@@ -270,8 +277,9 @@ def discover(
                 conversation=conversation,
                 low_confidence=sel.low_confidence,
             )
-        # how many tools policy hid, and why, is for administrators only
-        admin = catalog.policy.admin_scope in catalog.policy.effective_scopes(principal)
+        # how many tools policy hid, and why, is for administrators only; a tenant
+        # administrator does not learn the size of other tenants' catalogs
+        hidden = _hidden_for(principal, catalog.policy, ent.denied)
         return Shortlist(
             query=parsed.text,
             tier=sel.tier,
@@ -280,8 +288,8 @@ def discover(
             schemas=schemas,
             confidence=sel.confidence,
             low_confidence=sel.low_confidence,
-            filtered_by_policy=ent.filtered if admin else None,
-            policy_reasons={r.value: n for r, n in ent.denied.items()} if admin else {},
+            filtered_by_policy=None if hidden is None else sum(hidden.values()),
+            policy_reasons=hidden or {},
             tokens=tokens,
             reformulations=tuple(sel.retrieval.reformulations) if sel.retrieval else (),
             grant=grant,
@@ -290,6 +298,22 @@ def discover(
             trace=_trace(sel.retrieval, parsed),
             names=names,
         )
+
+
+def _hidden_for(
+    principal: Principal, policy: PolicyConfig, denied: Mapping[Reason, int]
+) -> dict[str, int] | None:
+    """The policy's refusals by reason, as far as this principal may know them: all of
+    them for a platform administrator, its own tenant's share for a tenant administrator,
+    nothing (None) for anyone else."""
+    level = admin_level(principal, policy)
+    if level is AdminLevel.NONE:
+        return None
+    return {
+        r.value: n
+        for r, n in denied.items()
+        if level is AdminLevel.PLATFORM or r is not Reason.TENANT
+    }
 
 
 def _trace(retrieval: Retrieval | None, parsed: Query) -> Trace:

@@ -6,6 +6,9 @@ decision (``allowed`` / ``denied`` / ``error``), its reason code, the latency an
 the result status.
 
 * A refusal is one row (``kind='record'``).
+* An administrative change (an import, a deletion, a policy) is ``kind='admin'`` rows
+  (:meth:`AuditLog.admin`): who, the action, the tool, and the tool's digest before →
+  after in ``args_digest``; a refused attempt at administration is one too.
 * A call that runs is two rows: the **attempt** (:meth:`AuditLog.begin`, status
   ``started``), written *before* the executor runs — if it cannot be written the
   call is refused — and the **outcome** (:meth:`AuditLog.complete`, ``ref`` = the
@@ -77,7 +80,7 @@ def __getattr__(name: str) -> Any:
 GENESIS = "0" * 64
 DECISIONS = ("allowed", "denied", "error")
 #: row kinds: a one-row refusal, or the attempt/outcome pair of a call that ran
-KINDS = ("record", "attempt", "outcome")
+KINDS = ("record", "attempt", "outcome", "admin")
 STARTED = "started"
 TRIGGERS = ("audit_log_no_update", "audit_log_no_delete")
 
@@ -391,6 +394,36 @@ class AuditLog:
             subject, tenant, tool_id, args_digest, decision, reason, latency_ms, status, ts
         )
         return self._write(fields, "record", 0, detail)
+
+    def admin(
+        self,
+        *,
+        subject: str,
+        tenant: str,
+        action: str,
+        target: str,
+        before: str = "",
+        after: str = "",
+        decision: str = "allowed",
+        reason: str = "ok",
+        status: str = "changed",
+        detail: str = "",
+    ) -> AuditRecord:
+        """Write one administrative row: ``target`` (a tool id, or ``catalog`` / ``policy``)
+        changed by ``action`` from the ``before`` digest to the ``after`` one ("" where
+        it did not or will not exist)."""
+        fields = self._fields(
+            subject,
+            tenant,
+            target,
+            f"{before or '-'}->{after or '-'}",
+            decision,
+            f"admin:{action}" if reason == "ok" else reason,
+            0.0,
+            status,
+            None,
+        )
+        return self._write(fields, "admin", 0, detail)
 
     def begin(
         self,

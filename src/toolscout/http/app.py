@@ -20,7 +20,7 @@ from toolscout.errors import CardError, ToolscoutError
 from toolscout.http import models as m
 from toolscout.http.errors import APIError, ErrorBody, body, from_library, responses
 from toolscout.http.metrics import CONTENT_TYPE, Metrics
-from toolscout.policy import Principal, holds
+from toolscout.policy import AdminAction, Principal
 
 #: default largest request body, in bytes
 MAX_BODY = 1 << 20
@@ -180,9 +180,8 @@ def create_app(
     Caller = Annotated[Principal, Depends(caller)]
 
     def admin(principal: Caller) -> Principal:
-        policy = service.catalog.policy
-        if not holds(policy.effective_scopes(principal), policy.admin_scope):
-            raise APIError(403, "forbidden", f"the {policy.admin_scope} scope is required")
+        # the one administration check (policy.may_administer): exact scopes, no wildcard
+        service.admin.require(principal, AdminAction.VIEW, operation="catalog")
         return principal
 
     Admin = Annotated[Principal, Depends(admin)]
@@ -296,7 +295,7 @@ def create_app(
     )
     def catalog_import(req: m.ImportRequest, principal: Admin) -> m.ImportResponse:
         from toolscout.cards import check_unique, make_spec
-        from toolscout.imports import import_warnings, plan_import
+        from toolscout.imports import import_warnings
 
         specs = []
         for i, record in enumerate(req.tools):
@@ -305,11 +304,10 @@ def create_app(
             except CardError as exc:
                 raise APIError(400, "invalid_catalog", f"tools[{i}]: {exc}") from None
         specs = check_unique(specs)
-        catalog = service.catalog
-        stored = catalog.specs_of([s.id for s in specs])
-        plan_import({s.id: s for s in stored}, specs, force=req.force)
         warned = [str(w) for w in import_warnings(specs)]
-        report = catalog.add(specs, replace_all=req.replace_all, warnings=warned, force=req.force)
+        report = service.import_tools(
+            principal, specs, replace_all=req.replace_all, force=req.force, warnings=warned
+        )
         s = report.stats
         return m.ImportResponse(
             added=s.added,
@@ -329,7 +327,7 @@ def create_app(
         tags=["catalog"],
     )
     def catalog_delete(req: m.DeleteRequest, principal: Admin) -> m.DeleteResponse:
-        removed = service.catalog.remove(req.ids)
+        removed = service.delete_tools(principal, req.ids)
         return m.DeleteResponse(removed=int(removed), generation=generation())
 
     app.add_middleware(BodyLimit, limit=max_body, import_limit=max_import_body)

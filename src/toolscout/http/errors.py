@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolscout.errors import (
+    AdminDenied,
     CardError,
     CatalogFileError,
     ConfigError,
@@ -53,6 +54,10 @@ def from_library(exc: ToolscoutError) -> APIError:
     """The HTTP form of a library error."""
     if isinstance(exc, TokenError):
         return APIError(401, "unauthorized", str(exc) or "invalid token")
+    if isinstance(exc, AdminDenied):
+        if exc.reason == "unknown_tool":
+            return APIError(404, "not_found", str(exc))
+        return APIError(403, "forbidden", str(exc))
     if isinstance(exc, UnknownToolError):
         return APIError(404, "not_found", "unknown tool")
     if isinstance(exc, UnknownDiscoveryError):
@@ -73,7 +78,7 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     text = {
         400: "Invalid request",
         401: "Missing or invalid bearer token",
-        403: "The token lacks the admin scope",
+        403: "The caller may not administer this (tenant or platform administrator needed)",
         404: "Unknown tool (or not entitled: the same to the caller)",
         409: "The import changes protected tools (another source's, or widens access)",
         413: "Request body too large",

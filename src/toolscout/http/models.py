@@ -88,10 +88,14 @@ class ImportRequest(_Strict):
         max_length=100_000,
         description="Capability cards or tools.jsonl records; all validated before any is stored",
     )
-    replace_all: bool = Field(False, description="Remove every stored tool not in this import")
+    replace_all: bool = Field(
+        False,
+        description="Remove every stored tool not in this import (platform administrators only)",
+    )
     force: bool = Field(
         False,
-        description="Accept changes to another source's tools and widened tenants, scopes or risk",
+        description="Accept changes to another source's tools and widened tenants, scopes or "
+        "risk (platform administrators only)",
     )
     strict: bool = Field(False, description="Refuse tools with quality problems (else: warnings)")
 
