@@ -98,9 +98,15 @@ def test_shortlist_reports_policy_tokens_and_schemas(catalog: Catalog) -> None:
     assert r.tier is Tier.PROGRESSIVE and len(r.tools) == 3 == len(r.schemas)
     # how many tools policy hid is for administrators only
     assert r.filtered_by_policy is None and r.policy_reasons == {}
+    platform = Principal.of("root", "acme", scopes=["*", "toolscout:platform"])
+    hidden = catalog.discover("where is order 94218", platform).filtered_by_policy
+    assert hidden == len(catalog) - len(catalog.entitle(platform).allowed)
+    # a tenant administrator sees its own tenant's share: not how many tools others have
     admin = Principal.of("root", "acme", scopes=["*", "toolscout:admin"])
-    hidden = catalog.discover("where is order 94218", admin).filtered_by_policy
-    assert hidden == len(catalog) - len(catalog.entitle(admin).allowed)
+    seen = catalog.discover("where is order 94218", admin)
+    ent = catalog.entitle(admin)
+    assert "tenant_mismatch" not in seen.policy_reasons
+    assert seen.filtered_by_policy == ent.filtered - ent.denied.get(Reason.TENANT, 0)
     assert 0 < r.tokens.injected < r.tokens.catalog
     # the figures are independent o200k counts of what was rendered and of the whole
     # entitled catalog rendered as one tool list
