@@ -85,7 +85,11 @@ def wait(driver: Any, css: str, text: str | None = None) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
     located = (By.CSS_SELECTOR, css)
-    cond = ec.text_to_be_present_in_element(located, text) if text else ec.presence_of_element_located(located)
+    cond = (
+        ec.text_to_be_present_in_element(located, text)
+        if text
+        else ec.presence_of_element_located(located)
+    )
     WebDriverWait(driver, WAIT_S).until(cond)
     return driver.find_element(By.CSS_SELECTOR, css)
 
@@ -138,10 +142,13 @@ def ids_in(element: Any) -> list[str]:
     return [e.text for e in element.find_elements("css selector", "code.tool")]
 
 
-def shoot(driver: Any, shots: Path, name: str) -> None:
+def shoot(driver: Any, shots: Path, name: str, at: str = "") -> None:
     from PIL import Image
 
-    driver.execute_script("window.scrollTo(0, 0)")
+    if at:
+        driver.execute_script("document.querySelector(arguments[0]).scrollIntoView()", at)
+    else:
+        driver.execute_script("window.scrollTo(0, 0)")
     path = shots / f"{name}.png"
     driver.save_screenshot(str(path))
     with Image.open(path) as img:
@@ -195,7 +202,7 @@ def test_an_administrator_sees_what_policy_hid(server: str, browser: Any, shots:
     assert hidden and any("missing_scope" in li.text for li in hidden), [li.text for li in hidden]
     assert "Hidden by policy" in results[0].text
     no_csp_violation(browser)
-    shoot(browser, shots, "playground")
+    shoot(browser, shots, "playground", at=".columns")
 
 
 def test_an_accepted_alias_is_used_by_the_next_discovery(
@@ -204,7 +211,9 @@ def test_an_accepted_alias_is_used_by_the_next_discovery(
     for subject in ("ann@acme", "ben@acme"):
         miss(server, subject)
     browser.get(f"{server}/console/health")
-    row = next(tr for tr in by(browser, "tr") if MISSED in tr.text and "orders.find_order" in tr.text)
+    row = next(
+        tr for tr in by(browser, "tr") if MISSED in tr.text and "orders.find_order" in tr.text
+    )
     shoot(browser, shots, "health")
     button = row.find_element("css selector", "button[type=submit]")
     button.click()

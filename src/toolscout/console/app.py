@@ -115,7 +115,9 @@ class Console:
         """The posted form, after the origin and CSRF checks."""
         data = await request.form()
         if not self.same_origin(request) or not same(str(data.get("csrf", "")), session.csrf):
-            raise _Refused(403, "The form's anti-forgery token is missing or stale: reload the page.")
+            raise _Refused(
+                403, "The form's anti-forgery token is missing or stale: reload the page."
+            )
         out: dict[str, Any] = {}
         for key, value in data.multi_items():
             if isinstance(value, str):
@@ -150,10 +152,14 @@ def create_console(service: Any) -> FastAPI:
     console = Console(service)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.console = console
-    app.mount("/static", StaticFiles(directory=str(files("toolscout.console") / "static")), "static")
+    app.mount(
+        "/static", StaticFiles(directory=str(files("toolscout.console") / "static")), "static"
+    )
 
     @app.middleware("http")
-    async def headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    async def headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
         response = await call_next(request)
         for key, value in SECURITY_HEADERS.items():
             response.headers.setdefault(key, value)
@@ -179,7 +185,11 @@ def create_console(service: Any) -> FastAPI:
     @app.get("/login", response_class=HTMLResponse)
     def login_form(request: Request, expired: int = 0) -> Response:
         nonce = secrets.token_urlsafe(24)
-        message = "Your session ended (the token expired or was refused): log in again." if expired else ""
+        message = (
+            "Your session ended (the token expired or was refused): log in again."
+            if expired
+            else ""
+        )
         response = console.render(request, "login.html", nonce=nonce, message=message)
         _cookie(response, request, LOGIN_COOKIE, nonce, 600)
         return response
@@ -189,8 +199,12 @@ def create_console(service: Any) -> FastAPI:
         data = await request.form()
         client = request.client.host if request.client else "-"
         nonce = str(data.get("nonce", ""))
-        if not console.same_origin(request) or not same(nonce, request.cookies.get(LOGIN_COOKIE, "")):
-            raise _Refused(403, "The login form is stale or was posted from another site: reload it.")
+        if not console.same_origin(request) or not same(
+            nonce, request.cookies.get(LOGIN_COOKIE, "")
+        ):
+            raise _Refused(
+                403, "The login form is stale or was posted from another site: reload it."
+            )
         if console.sessions.throttled(client):
             raise _Refused(429, "Too many failed logins from this address: wait a minute.")
         token = str(data.get("token", "")).strip()
@@ -205,10 +219,10 @@ def create_console(service: Any) -> FastAPI:
             _cookie(response, request, LOGIN_COOKIE, fresh, 600)
             return response
         session = console.sessions.create(token)
-        response = RedirectResponse(str(request.scope.get("root_path", "")) + "/playground", 303)
-        _cookie(response, request, COOKIE, session.id, int(console.sessions.idle_s))
-        response.delete_cookie(LOGIN_COOKIE, path=str(request.scope.get("root_path", "")) or "/")
-        return response
+        done = RedirectResponse(str(request.scope.get("root_path", "")) + "/playground", 303)
+        _cookie(done, request, COOKIE, session.id, int(console.sessions.idle_s))
+        done.delete_cookie(LOGIN_COOKIE, path=str(request.scope.get("root_path", "")) or "/")
+        return done
 
     @app.post("/logout")
     async def logout(request: Request) -> Response:
@@ -222,7 +236,9 @@ def create_console(service: Any) -> FastAPI:
     # -- playground ------------------------------------------------------------------
     def playground_choices(principal: Principal, level: Level) -> dict[str, Any]:
         policy = service.catalog.policy
-        tenants = sorted({t for c in service.catalog.cards() for t in c.tenants} | {principal.tenant} - {""})
+        tenants = sorted(
+            {t for c in service.catalog.cards() for t in c.tenants} | {principal.tenant} - {""}
+        )
         return {
             "roles": sorted(policy.roles),
             "tenants": [t for t in tenants if sees_tenant(principal, level, t)],
@@ -242,7 +258,9 @@ def create_console(service: Any) -> FastAPI:
             **console.page_context(session, principal, level),
         )
 
-    def chosen(form: dict[str, Any], side: str, principal: Principal, level: Level) -> tuple[Principal, str] | None:
+    def chosen(
+        form: dict[str, Any], side: str, principal: Principal, level: Level
+    ) -> tuple[Principal, str] | None:
         mode = form.get(f"mode_{side}", "none")
         if mode == "me":
             return principal, f"you ({playground.describe(principal)})"
@@ -277,7 +295,9 @@ def create_console(service: Any) -> FastAPI:
             pick = chosen(form, side, principal, level)
             if pick is not None:
                 who, label = pick
-                runs.append(playground.run(service, principal, level, who, label, query, k=k, fmt=fmt))
+                runs.append(
+                    playground.run(service, principal, level, who, label, query, k=k, fmt=fmt)
+                )
         form.pop("token_a", None)
         form.pop("token_b", None)  # a pasted token is never sent back to the page
         return console.render(
@@ -327,7 +347,9 @@ def create_console(service: Any) -> FastAPI:
 
     # -- discovery health ------------------------------------------------------------
     @app.get("/health", response_class=HTMLResponse)
-    def health_page(request: Request, period: str = "7d", page: int = 1, accepted: str = "") -> Response:
+    def health_page(
+        request: Request, period: str = "7d", page: int = 1, accepted: str = ""
+    ) -> Response:
         session, principal, level = console.admin(request)
         data = health.page(service, principal, level, period, page)
         return console.render(
@@ -363,7 +385,9 @@ def create_console(service: Any) -> FastAPI:
         page: int = 1,
     ) -> Response:
         session, principal, level = console.admin(request)
-        query = auditview.Query(subject, tool, outcome if outcome in auditview.OUTCOMES else "", since, until)
+        query = auditview.Query(
+            subject, tool, outcome if outcome in auditview.OUTCOMES else "", since, until
+        )
         data = auditview.page(service, principal, level, query, page)
         return console.render(
             request,

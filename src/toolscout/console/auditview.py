@@ -36,7 +36,9 @@ def _when(text: str) -> float | None:
         return None
 
 
-def page(service: Any, viewer: Principal, level: Level, query: Query, number: int) -> dict[str, Any]:
+def page(
+    service: Any, viewer: Principal, level: Level, query: Query, number: int
+) -> dict[str, Any]:
     audit = service.audit
     since, until = _when(query.since), _when(query.until)
     errors = [

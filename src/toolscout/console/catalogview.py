@@ -15,6 +15,8 @@ from toolscout.lint.findings import Finding, OverlapPair
 from toolscout.policy import Principal
 
 PAGE = 25
+#: pairs drawn when none collides (the most confused first)
+CLOSEST = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +37,11 @@ class Filters:
             and (not self.group or c.group == self.group)
             and (not self.risk or c.risk.value == self.risk)
             and (not self.scope or self.scope in c.scopes)
-            and (not self.tenant or (self.tenant == "-" and not c.tenants) or self.tenant in c.tenants)
+            and (
+                not self.tenant
+                or (self.tenant == "-" and not c.tenants)
+                or self.tenant in c.tenants
+            )
         )
 
 
@@ -56,7 +62,9 @@ class OverlapCache:
         self._lock = threading.Lock()
         self._done: dict[tuple[int, frozenset[str]], tuple[list[OverlapPair], int]] = {}
 
-    def get(self, service: Any, specs: list[ToolSpec], *, measure: bool) -> list[OverlapPair] | None:
+    def get(
+        self, service: Any, specs: list[ToolSpec], *, measure: bool
+    ) -> list[OverlapPair] | None:
         from toolscout.lint.run import overlap_pairs
 
         key = (int(service.catalog.generation), frozenset(s.id for s in specs))
@@ -113,7 +121,10 @@ def page(
         for s in window
     ]
     pairs = overlap.get(service, specs, measure=measure)
-    shown_pairs = [p for p in pairs or [] if collides(p)]
+    colliding = [p for p in pairs or [] if collides(p)]
+    # none past lint's threshold: the closest pairs still show where the catalog is crowded
+    closest = sorted(pairs or [], key=lambda p: -p.rate)[:CLOSEST]
+    shown_pairs = colliding or closest
     cards = [s.card for s in specs]
     return {
         "rows": rows,
@@ -128,10 +139,16 @@ def page(
             "risk": sorted({c.risk.value for c in cards}),
             "scope": sorted({s for c in cards for s in c.scopes}),
             "tenant": sorted(
-                {t for c in cards for t in c.tenants if level is Level.PLATFORM or t == viewer.tenant}
+                {
+                    t
+                    for c in cards
+                    for t in c.tenants
+                    if level is Level.PLATFORM or t == viewer.tenant
+                }
             ),
         },
         "pairs": shown_pairs if pairs is not None else None,
+        "colliding": bool(colliding),
     }
 
 

@@ -47,9 +47,7 @@ def _buckets(rows: list[Any], since: float, until: float) -> list[tuple[str, flo
     ]
 
 
-def page(
-    service: Any, viewer: Principal, level: Level, period: str, number: int
-) -> dict[str, Any]:
+def page(service: Any, viewer: Principal, level: Level, period: str, number: int) -> dict[str, Any]:
     from toolscout.telemetry.report import report_for
 
     catalog = service.catalog
@@ -58,7 +56,9 @@ def page(
     since = now - seconds
     if catalog.log is None:
         return {"log": False}
-    rows = [d for d in catalog.log.discoveries(since, now + 1) if sees_tenant(viewer, level, d.tenant)]
+    rows = [
+        d for d in catalog.log.discoveries(since, now + 1) if sees_tenant(viewer, level, d.tenant)
+    ]
     report = report_for(catalog, since=since)
     cards = {c.id: c for c in catalog.cards()}
 

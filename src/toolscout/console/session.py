@@ -92,7 +92,7 @@ class Sessions:
             seen = self._failures.get(client)
             while seen and now - seen[0] > FAIL_WINDOW_S:
                 seen.popleft()
-            return bool(seen) and len(seen) >= MAX_FAILURES
+            return seen is not None and len(seen) >= MAX_FAILURES
 
     def failed(self, client: str) -> None:
         with self._lock:

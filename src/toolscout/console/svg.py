@@ -57,9 +57,7 @@ def bars(
     return _svg(width, height, title, body)
 
 
-def reliability(
-    bands: Sequence[tuple[float, float, int]], title: str, size: int = 240
-) -> str:
+def reliability(bands: Sequence[tuple[float, float, int]], title: str, size: int = 240) -> str:
     """Reported confidence (x) against how often the first tool was right (y), per band;
     the diagonal is perfect agreement; a dot's area grows with its discoveries."""
     pad = 32
@@ -99,13 +97,15 @@ def graph(
 ) -> str:
     """Tools on a circle, an edge per overlapping pair (thicker: more often confused)."""
     if not nodes:
-        return _svg(size, 60, title, ['<text class="tick" x="8" y="30">no overlapping pairs</text>'])
+        return _svg(
+            size, 60, title, ['<text class="tick" x="8" y="30">no overlapping pairs</text>']
+        )
     c = size / 2
     r = size / 2 - 90
-    at = {}
+    at: dict[str, tuple[float, float, float]] = {}
     for i, node in enumerate(nodes):
-        a = 2 * math.pi * i / len(nodes) - math.pi / 2
-        at[node] = (c + r * math.cos(a), c + r * math.sin(a), a)
+        angle = 2 * math.pi * i / len(nodes) - math.pi / 2
+        at[node] = (c + r * math.cos(angle), c + r * math.sin(angle), angle)
     body = []
     for a, b, rate in edges:
         (x1, y1, _), (x2, y2, _) = at[a], at[b]
