@@ -38,6 +38,13 @@ def user(subject: str, tenant: str, *roles: str) -> str:
     return token(subject, tenant, roles=list(roles), ttl_seconds=TTL)
 
 
+def tenant_admin(subject: str = "lena@acme", tenant: str = "acme") -> str:
+    """A tenant administrator: the exact admin scope, a tenant, a support role."""
+    return token(
+        subject, tenant, roles=["support_agent"], scopes=["toolscout:admin"], ttl_seconds=TTL
+    )
+
+
 def platform_admin() -> str:
     return token("root@platform", "acme", scopes=list(ADMIN_SCOPES), ttl_seconds=TTL)
 

@@ -19,6 +19,7 @@ from console_kit import (
     only_for,
     platform_admin,
     privileged,
+    tenant_admin,
     tool_ids,
     user,
 )
@@ -130,8 +131,22 @@ def test_a_user_gets_the_playground_as_itself_only(server: str) -> None:
     assert not set(tool_ids(mine.text)) & privileged()
 
 
+def test_a_pasted_token_is_used_once_and_never_sent_back(server: str) -> None:
+    client = login(server, user("alice@acme", "acme", "support_agent"))
+    pasted = user("dan@acme", "acme", "dba")
+    resp = _run(client, "drop partition 2023_01 of the events table", mode_a="token",
+                token_a=pasted, mode_b="me")  # fmt: skip
+    assert resp.status_code == 200
+    assert pasted not in resp.text
+    first, second = resp.text.split('class="card result"')[1:3]
+    assert "dan@acme" in first and "database.drop_partition" in tool_ids(first)
+    assert "database.drop_partition" not in tool_ids(second)  # alice may not
+    bad = _run(client, "where is order 94218", mode_a="token", token_a="not-a-token")
+    assert bad.status_code == 400 and "not-a-token" not in bad.text
+
+
 def test_a_tenant_administrator_acts_only_within_its_tenant(server: str) -> None:
-    client = login(server, user("lena@acme", "acme", "support_lead"))
+    client = login(server, tenant_admin())
     other = _run(client, "where is order 94218", mode_a="roles", tenant_a="globex",
                  roles_a=["support_agent"])  # fmt: skip
     assert other.status_code == 403 and "do not administer" in other.text
@@ -146,7 +161,7 @@ def test_no_page_shows_another_tenants_tool_to_a_tenants_user(server: str) -> No
     assert globex
     for tok in (
         user("alice@acme", "acme", "support_agent"),
-        user("lena@acme", "acme", "support_lead"),
+        tenant_admin(),
     ):
         client = login(server, tok)
         htmls = [
@@ -176,7 +191,7 @@ def test_a_tenant_admin_may_not_accept_an_alias_for_a_shared_tool(server: str) -
     health = admin.get("/console/health").text
     ids = re.findall(r'name="suggestion" value="([0-9a-f]+)"', health)
     assert ids, "the two misses should have made a suggestion"
-    lead = login(server, user("lena@acme", "acme", "support_lead"))
+    lead = login(server, tenant_admin())
     own = lead.get("/console/health").text
     assert MISSED in own and "platform administrators only" in own
     refused = lead.post("/console/health/accept", data={"csrf": csrf(lead), "suggestion": ids[0]})

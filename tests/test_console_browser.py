@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from console_kit import build_demo, only_for, platform_admin, privileged, user
+from console_kit import build_demo, only_for, platform_admin, privileged, tenant_admin, user
 from serve_fixture import auth, start_server, stop
 
 CHROMIUM = "/usr/bin/chromium"
@@ -251,7 +251,7 @@ def test_the_catalog_lints_and_draws_overlap(server: str, browser: Any, shots: P
 
 
 def test_a_tenant_administrator_never_sees_another_tenants_tool(server: str, browser: Any) -> None:
-    log_in(browser, server, user("lena@acme", "acme", "support_lead"))
+    log_in(browser, server, tenant_admin())
     ask(browser, "sync our SAP orders", mode_a="roles", tenant_a="acme", roles_a=["support_lead"])
     page_has_no_foreign_tool(browser)
     for page in ("catalog", "catalog?overlap=1", "health", "audit"):

@@ -93,19 +93,24 @@ def reliability(bands: Sequence[tuple[float, float, int]], title: str, size: int
 
 
 def graph(
-    nodes: Sequence[str], edges: Sequence[tuple[str, str, float]], title: str, size: int = 420
+    nodes: Sequence[str],
+    edges: Sequence[tuple[str, str, float]],
+    title: str,
+    width: int = 760,
+    height: int = 400,
 ) -> str:
-    """Tools on a circle, an edge per overlapping pair (thicker: more often confused)."""
+    """Tools on a circle, an edge per overlapping pair (thicker: more often confused);
+    the circle is narrow enough to leave room for the labels on both sides."""
     if not nodes:
         return _svg(
-            size, 60, title, ['<text class="tick" x="8" y="30">no overlapping pairs</text>']
+            width, 60, title, ['<text class="tick" x="8" y="30">no overlapping pairs</text>']
         )
-    c = size / 2
-    r = size / 2 - 90
+    cx, cy = width / 2, height / 2
+    r = min(height / 2 - 24, width / 2 - 230)
     at: dict[str, tuple[float, float, float]] = {}
     for i, node in enumerate(nodes):
         angle = 2 * math.pi * i / len(nodes) - math.pi / 2
-        at[node] = (c + r * math.cos(angle), c + r * math.sin(angle), angle)
+        at[node] = (cx + r * math.cos(angle), cy + r * math.sin(angle), angle)
     body = []
     for a, b, rate in edges:
         (x1, y1, _), (x2, y2, _) = at[a], at[b]
@@ -115,14 +120,14 @@ def graph(
             f" {rate:.0%}</title></line>"
         )
     for node, (nx, ny, ang) in at.items():
-        anchor = "start" if math.cos(ang) >= 0 else "end"
+        anchor = "start" if math.cos(ang) >= -1e-9 else "end"
         dx = 8 if anchor == "start" else -8
         body.append(f'<circle class="node" cx="{nx:.1f}" cy="{ny:.1f}" r="5"/>')
         body.append(
             f'<text class="label" x="{nx + dx:.1f}" y="{ny + 4:.1f}" text-anchor="{anchor}">'
             f"{escape(node)}</text>"
         )
-    return _svg(size, size, title, body)
+    return _svg(width, height, title, body)
 
 
 __all__ = ["bars", "graph", "reliability"]
