@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,7 +24,7 @@ from console_kit import (
     tool_ids,
     user,
 )
-from serve_fixture import auth, start_server, stop
+from serve_fixture import KEY, auth, start_server, stop
 from toolscout.console.app import CSP
 
 PAGES = ("/console/playground", "/console/catalog", "/console/health", "/console/audit")
@@ -31,10 +32,15 @@ MISSED = "status of purchase 94218"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    where = tmp_path_factory.mktemp("console")
-    db = where / "demo.db"
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("console") / "demo.db"
     build_demo(db)
+    return db
+
+
+@pytest.fixture(scope="module")
+def server(demo_db: Path) -> Iterator[str]:
+    where, db = demo_db.parent, demo_db
     proc, url = start_server("--db", str(db), "--audit", str(where / "audit.db"), "--dry-run")
     try:
         _activity(url)
@@ -221,6 +227,58 @@ def test_logging_out_ends_the_session(server: str) -> None:
 def test_console_has_no_route_outside_its_mount(server: str) -> None:
     spec = httpx.get(f"{server}/openapi.json", timeout=60).json()
     assert not [p for p in spec["paths"] if p.startswith(("/console", "/docs"))]
+
+
+def test_over_https_the_session_cookie_is_secure(demo_db: Path, tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from toolscout.cli.serve import build_service
+    from toolscout.http.app import create_app
+
+    service = build_service(str(demo_db), jwt_key=KEY, audit=str(tmp_path / "a.db"))
+    try:
+        with TestClient(create_app(service), base_url="https://console.test") as client:
+            form = client.get("/console/login")
+            assert "Secure" in form.headers["set-cookie"]
+            nonce = re.search(r'name="nonce" value="([^"]+)"', form.text)
+            assert nonce is not None
+            login_form = {"nonce": nonce.group(1), "token": platform_admin()}
+            done = client.post("/console/login", data=login_form, follow_redirects=False)
+            assert done.status_code == 303
+            cookie = done.headers["set-cookie"]
+            assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    finally:
+        service.close()
+
+
+def test_the_catalog_page_shows_upstream_mcp_servers_and_their_state(
+    demo_db: Path, tmp_path: Path
+) -> None:
+    from toolscout import Settings, Toolscout
+    from toolscout.console.access import Level
+    from toolscout.console.catalogview import upstreams
+    from toolscout.executors.mcp import MCPExecutor
+    from toolscout.policy import Principal
+
+    down = MCPExecutor("http://127.0.0.1:9/mcp", label="orders-upstream", backoff_s=30)
+    theirs = MCPExecutor("http://127.0.0.1:9/other", label="globex-upstream")
+    globex_tool = sorted(only_for("globex"))[0]
+    settings = Settings(db=str(demo_db), audit_path=str(tmp_path / "a.db"))
+    with Toolscout.open(settings, executors={"orders.find_order": down, globex_tool: theirs}) as ts:
+        root = Principal.of("root", "acme", scopes=["toolscout:platform"])
+        lena = Principal.of("lena@acme", "acme", scopes=["toolscout:admin"])
+        assert [(u.label, u.state, u.tools) for u in upstreams(ts, root, Level.PLATFORM)] == [
+            ("globex-upstream", "no failure seen", 1),
+            ("orders-upstream", "no failure seen", 1),
+        ]
+        assert [u.label for u in upstreams(ts, lena, Level.TENANT)] == ["orders-upstream"]
+        alice = Principal.of("alice@acme", "acme", roles=["support_agent"])
+        result = ts.execute(alice, "orders.find_order", {"order_id": "94218"})
+        assert result.status == "error"
+        (state,) = [
+            u.state for u in upstreams(ts, root, Level.PLATFORM) if u.label == "orders-upstream"
+        ]
+        assert state.startswith("reconnecting in")
 
 
 # last: it leaves 127.0.0.1 throttled for a minute

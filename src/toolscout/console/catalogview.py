@@ -78,6 +78,40 @@ class OverlapCache:
             return found[0]
 
 
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    label: str
+    state: str
+    tools: int
+
+
+def upstreams(service: Any, viewer: Principal, level: Level) -> list[Upstream]:
+    """The upstream MCP servers this process calls, as far as its executors know them:
+    reconnecting (and in how long) or with no failure seen, and the visible tools each
+    serves."""
+    from toolscout.executors.mcp import MCPExecutor
+
+    gateway = getattr(service, "gateway", None)
+    bound = dict(getattr(gateway, "executors", {}) or {})
+    cards = {c.id: c for c in service.catalog.cards()}
+    served: dict[int, tuple[MCPExecutor, int]] = {}
+    for tool_id, executor in bound.items():
+        if not isinstance(executor, MCPExecutor):
+            continue
+        card = cards.get(tool_id)
+        seen = card is not None and sees_tool(viewer, level, card)
+        old = served.get(id(executor), (executor, 0))
+        served[id(executor)] = (executor, old[1] + int(seen))
+    out = []
+    for executor, count in served.values():
+        if count == 0 and level is not Level.PLATFORM:
+            continue  # serves none of this administrator's tools
+        wait = executor.backing_off
+        state = f"reconnecting in {wait:.0f}s" if wait > 0 else "no failure seen"
+        out.append(Upstream(executor.label, state, count))
+    return sorted(out, key=lambda u: u.label)
+
+
 def visible_specs(service: Any, viewer: Principal, level: Level) -> list[ToolSpec]:
     return [s for s in service.catalog.specs() if sees_tool(viewer, level, s.card)]
 
@@ -147,9 +181,10 @@ def page(
                 }
             ),
         },
+        "upstreams": upstreams(service, viewer, level),
         "pairs": shown_pairs if pairs is not None else None,
         "colliding": bool(colliding),
     }
 
 
-__all__ = ["Filters", "OverlapCache", "Row", "page", "visible_specs"]
+__all__ = ["Filters", "OverlapCache", "Row", "Upstream", "page", "upstreams", "visible_specs"]
