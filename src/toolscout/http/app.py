@@ -127,6 +127,7 @@ def create_app(
         description="Entitle first, hybrid retrieval, just-in-time schemas, an execution gateway."
         " Every /v1 route needs `Authorization: Bearer <JWT>`.",
         lifespan=lifespan,
+        docs_url=None,  # /docs is served from local files by the console (no CDN)
     )
     metrics = Metrics()
     app.state.metrics = metrics
@@ -330,6 +331,9 @@ def create_app(
         removed = service.delete_tools(principal, req.ids)
         return m.DeleteResponse(removed=int(removed), generation=generation())
 
+    from toolscout.console import mount_console
+
+    mount_console(app, service)  # /console and /docs
     app.add_middleware(BodyLimit, limit=max_body, import_limit=max_import_body)
     return app
 
