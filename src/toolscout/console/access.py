@@ -1,48 +1,23 @@
 """Who may see what in the console: the one place the console asks the policy.
 
-Administration has two levels (issue 20): a *tenant administrator* holds the exact
-policy admin scope (``toolscout:admin``, never through a wildcard) and a tenant, and
-sees and administers only the tools offered to that tenant; a *platform
-administrator* holds a distinct platform scope and administers everything.
-
-:func:`admin_level` is the single call into :mod:`toolscout.policy`; when the policy
-gains its own ``admin_level`` / ``may_administer`` the body of that function becomes
-one line calling it, and every page follows.
+Administration has two levels (:func:`toolscout.policy.may_administer`): a *tenant
+administrator* holds the exact policy admin scope and a tenant, and sees and
+administers only the tools offered to that tenant; a *platform administrator* holds
+the policy's platform scope and administers everything. :func:`admin_level` is the
+policy's own answer; the helpers below say what each level may *see*.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import IntEnum
 
 from toolscout.cards import CapabilityCard
-from toolscout.policy import PolicyConfig, Principal
-
-#: the platform administrator scope, until the policy names its own (``platform_scope``)
-DEFAULT_PLATFORM_SCOPE = "toolscout:platform"
-
-
-class Level(IntEnum):
-    """How far a principal administers the catalog (a higher level can do more)."""
-
-    NONE = 0
-    TENANT = 1
-    PLATFORM = 2
+from toolscout.policy import AdminAction, PolicyConfig, Principal, admin_level, may_administer
+from toolscout.policy import AdminLevel as Level
 
 
 def platform_scope(policy: PolicyConfig) -> str:
-    return str(getattr(policy, "platform_scope", DEFAULT_PLATFORM_SCOPE))
-
-
-def admin_level(principal: Principal, policy: PolicyConfig) -> Level:
-    """The principal's administration level: exact scopes only, never a wildcard; an
-    admin scope without a tenant administers nothing."""
-    granted = policy.effective_scopes(principal)  # the policy's own expansion of roles
-    if platform_scope(policy) in granted:
-        return Level.PLATFORM
-    if policy.admin_scope in granted and principal.tenant:
-        return Level.TENANT
-    return Level.NONE
+    return policy.platform_scope
 
 
 def sees_tool(viewer: Principal, level: Level, card: CapabilityCard) -> bool:
@@ -57,14 +32,11 @@ def sees_tool(viewer: Principal, level: Level, card: CapabilityCard) -> bool:
     return False
 
 
-def owns_tool(viewer: Principal, level: Level, tenants: Sequence[str]) -> bool:
-    """May an administrator change a tool offered to ``tenants`` (accept an alias for it)?
-
-    A tenant administrator only when the tool is offered to exactly its own tenant; an
-    untenanted or multi-tenant tool is the platform's."""
-    if level is Level.PLATFORM:
-        return True
-    return level is Level.TENANT and set(tenants) == {viewer.tenant}
+def owns_tool(viewer: Principal, policy: PolicyConfig, tenants: Sequence[str]) -> bool:
+    """May ``viewer`` change a tool offered to ``tenants`` (accept an alias for it)? The
+    policy's answer: a tenant administrator only when the tool is offered to exactly its
+    own tenant; an untenanted or multi-tenant tool is the platform's."""
+    return may_administer(viewer, policy, AdminAction.CHANGE_TOOL, tenants).allowed
 
 
 def sees_tenant(viewer: Principal, level: Level, tenant: str) -> bool:
@@ -84,7 +56,6 @@ def shown_tenants(viewer: Principal, level: Level, card: CapabilityCard) -> str:
 
 
 __all__ = [
-    "DEFAULT_PLATFORM_SCOPE",
     "Level",
     "admin_level",
     "owns_tool",

@@ -66,11 +66,11 @@ def page(service: Any, viewer: Principal, level: Level, period: str, number: int
         card = cards.get(tool_id)
         if card is None:
             return False
-        return level is Level.PLATFORM or owns_tool(viewer, level, card.tenants)
+        return level is Level.PLATFORM or owns_tool(viewer, catalog.policy, card.tenants)
 
     tools: list[ToolMisses] = [t for t in report.tools if mine(t.tool_id)]
     suggestions = [
-        Suggestion(s, owns_tool(viewer, level, cards[s.tool_id].tenants))
+        Suggestion(s, owns_tool(viewer, catalog.policy, cards[s.tool_id].tenants))
         for s in report.suggestions
         if s.tool_id in cards
         and sees_tool(viewer, level, cards[s.tool_id])
