@@ -105,6 +105,20 @@ def test_make_spec_fills_defaults_and_normalises() -> None:
             "output_schema",
             "remote $ref",
         ),
+        (
+            {
+                "id": "a.b",
+                "summary": "x",
+                "parameters": {"properties": {"year": {"pattern": "(^[0-9]{4}$"}}},
+            },
+            "parameters",
+            "at /properties/year/pattern: pattern '(^[0-9]{4}$' is refused: it does not compile",
+        ),
+        (
+            {"id": "a.b", "summary": "x", "parameters": {"patternProperties": {"^(?!x)": {}}}},
+            "parameters",
+            "needs a backtracking engine",
+        ),
     ],
 )
 def test_bad_cards_name_the_card_and_field(

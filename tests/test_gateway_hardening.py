@@ -227,3 +227,44 @@ def test_slow_sync_calls_of_one_principal_do_not_starve_others(tmp_path: Path) -
             break
         time.sleep(0.02)
     assert ok(gw, greedy, "fast.lookup", {}).value == "now"
+
+
+# --------------------------------------------------------------------------- patterns (issue 20)
+
+EVIL = spec(
+    "upstream.evil",
+    tenants=["globex"],
+    parameters={"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}},
+)
+
+
+def test_a_backtracking_pattern_neither_stalls_its_call_nor_another_callers(
+    tmp_path: Path,
+) -> None:
+    gw, ex, _ = gateway(tmp_path, [EVIL, INVOICE])
+
+    async def timed(start: float, tok: str, tool_id: str, args: Any) -> tuple[float, Any]:
+        try:
+            result: Any = await gw.execute(tok, tool_id, args)
+        except GatewayError as exc:
+            result = exc
+        return time.perf_counter() - start, result
+
+    async def go(n: int) -> tuple[tuple[float, Any], tuple[float, Any]]:
+        # both start together; the times are each call's answer from that common start
+        start = time.perf_counter()
+        other = timed(start, token(), "billing.invoice", {"invoice": "INV-1"})
+        evil = timed(start, token(tenant="globex"), "upstream.evil", {"s": "a" * n + "!"})
+        both = await asyncio.gather(other, evil)
+        return both[1], both[0]
+
+    run(go(4))  # warm: the validators compiled, the audit open
+    # 22 characters first: a backtracking engine needs ~1 s there (and years at 40);
+    # RE2 answers in microseconds (the bound leaves room for a loaded machine)
+    for n in (22, 40):
+        (evil_s, evil), (other_s, other) = run(go(n))
+        assert isinstance(evil, ArgumentError) and evil.reason == "schema_mismatch"
+        assert evil_s < 0.25, (n, evil_s)
+        assert other.value == {"ran": "billing.invoice"} and other_s < 0.25, (n, other_s)
+    assert isinstance(ex, RecordingExecutor)
+    assert {c[0] for c in ex.calls} == {"billing.invoice"}

@@ -5,7 +5,8 @@ full JSON Schema lives in :class:`ToolSpec` beside the card and is read only
 when the tool is shortlisted and rendered for the model.
 
 Real catalogs are messy. :func:`make_spec` refuses what cannot be a tool at all
-(no id, a schema that is not an object, a remote ``$ref``) with :class:`CardError`,
+(no id, a schema that is not an object, a remote ``$ref``, a ``pattern`` that does not
+compile or needs a backtracking engine) with :class:`CardError`,
 and indexes what is merely imperfect (an empty description, a schema that is not
 valid JSON Schema 2020-12) with a :class:`CardWarning` carried on the spec —
 unless ``strict``, where each warning is an error.
@@ -212,7 +213,7 @@ def _check_schema(
     bad = _not_json(checked)
     if bad:
         raise CardError(tool_id, name, f"{bad}: not representable in JSON")
-    from toolscout.schemas import remote_refs, schema_problems
+    from toolscout.schemas import invalid_patterns, remote_refs, schema_problems
 
     remote = remote_refs(checked)
     if remote:
@@ -224,6 +225,10 @@ def _check_schema(
     kind = checked.get("type", "object")
     if kind != "object":
         raise CardError(tool_id, name, f"top-level type must be 'object', got {kind!r}")
+    refused = invalid_patterns(checked)
+    if refused:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise CardError(tool_id, name, f"at {refused[0].path}: {refused[0].message}{more}")
     problems = schema_problems(checked)
     if problems:
         first = problems[0]
