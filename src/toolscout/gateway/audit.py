@@ -24,7 +24,9 @@ triggers or a missing table as failures. See ``docs/security.md`` for the
 threat model.
 
 Caller-controlled text (ids, subjects) is sanitised before it is stored: lone
-surrogates and control characters never reach the database driver.
+surrogates and control characters never reach the database driver. The ``detail``
+(a tool's exception text, an upstream error body) has its secrets — DSN passwords,
+bearer tokens, keys — replaced by :func:`toolscout.redact.redact` first.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolscout.errors import ConfigError, StoreError
+from toolscout.redact import redact
 from toolscout.schemas import check_arguments
 
 if TYPE_CHECKING:  # in audit_verify; still importable from here (see __getattr__)
@@ -321,7 +324,7 @@ class AuditLog:
     # ------------------------------------------------------------------ writing
 
     def _write(self, fields: tuple[Any, ...], kind: str, ref: int, detail: str = "") -> AuditRecord:
-        detail = clean_text(detail, MAX_DETAIL) if detail else ""
+        detail = clean_text(redact(detail), MAX_DETAIL) if detail else ""
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
