@@ -15,6 +15,8 @@ import httpx
 from toolscout.gateway.auth import issue_token
 
 KEY = "test-http-key-0123456789abcdef0123456789"
+#: the audit chain's own key (never the token key)
+AUDIT_KEY = "test-audit-key-0123456789abcdef"
 
 
 def token(subject: str = "alice@acme", tenant: str = "acme", **kw: Any) -> str:
@@ -37,11 +39,15 @@ def free_port() -> int:
 def start_server(
     *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
+    """``toolscout serve *args`` on a free port, its secrets in the environment (never
+    argv): ``$TOOLSCOUT_TOKEN_KEY`` = :data:`KEY`, ``$TOOLSCOUT_AUDIT_KEY`` = :data:`AUDIT_KEY`
+    unless ``env`` says otherwise."""
     port = free_port()
-    cmd = [sys.executable, "-m", "toolscout", "serve", "--port", str(port), "--jwt-key", KEY, *args]
+    cmd = [sys.executable, "-m", "toolscout", "serve", "--port", str(port), *args]
     log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
+    secrets = {"TOOLSCOUT_TOKEN_KEY": KEY, "TOOLSCOUT_AUDIT_KEY": AUDIT_KEY}
     proc = subprocess.Popen(
-        cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=log
+        cmd, env={**os.environ, **secrets, **(env or {})}, stdout=subprocess.DEVNULL, stderr=log
     )
     LOGS[proc.pid] = log
     url = f"http://127.0.0.1:{port}"
