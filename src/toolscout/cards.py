@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -35,6 +36,9 @@ DERIVED_SUMMARY_PARAMS = 6
 _ID_RE = re.compile(
     r"^(?=.{1,200}$)[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f\x85\u2028\u2029]*[^\s\x00-\x1f\x7f])?$"
 )
+#: characters that show as nothing without being format controls (Hangul fillers,
+#: variation selectors, the Mongolian vowel separator)
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u180e" + "".join(map(chr, range(0xFE00, 0xFE10))))
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.*-]+)*$")
 _WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
@@ -304,6 +308,22 @@ def derived_summary(name: str, parameters: Mapping[str, Any]) -> str:
     return f"{head} ({', '.join(names)})." if names else f"{head}."
 
 
+def _normal_id(tool_id: str) -> str:
+    """``tool_id`` in NFKC form (fullwidth ``ｏｒｄｅｒｓ`` is ``orders``), or a
+    :class:`CardError` when it holds a character that makes it read as something it is
+    not: a bidirectional control (U+202E), an invisible one (U+200B, U+FEFF, U+00AD) or a
+    filler (U+3164)."""
+    for ch in tool_id:
+        if unicodedata.category(ch) == "Cf" or ch in _FILLERS:
+            raise CardError(
+                tool_id,
+                "id",
+                f"contains U+{ord(ch):04X} ({unicodedata.name(ch, 'unnamed')}), an invisible or "
+                "bidirectional control character: an id must read as what it is",
+            )
+    return unicodedata.normalize("NFKC", tool_id).strip()
+
+
 def make_spec(
     data: Mapping[str, Any], *, default_source: str = "", strict: bool = False
 ) -> ToolSpec:
@@ -323,6 +343,7 @@ def make_spec(
         bad = _not_text(value)
         if bad:
             raise CardError(tool_id, str(key), bad)
+    tool_id = _normal_id(tool_id)
     if not _ID_RE.match(tool_id):
         raise CardError(
             tool_id, "id", "must be 1-200 printable characters, not starting or ending in space"
