@@ -19,7 +19,13 @@ KEY = "test-http-key-0123456789abcdef0123456789"
 AUDIT_KEY = "test-audit-key-0123456789abcdef"
 
 
+#: lifetime of the tokens minted here: longer than any run of the suite on any machine,
+#: so a token minted at import (``ALICE = auth(token(...))``) never expires mid-suite
+TOKEN_TTL_S = 7 * 86400
+
+
 def token(subject: str = "alice@acme", tenant: str = "acme", **kw: Any) -> str:
+    kw.setdefault("ttl_seconds", TOKEN_TTL_S)
     return issue_token(subject=subject, key=KEY, tenant=tenant, **kw)
 
 
