@@ -53,7 +53,10 @@ def start_server(
     log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
     secrets = {"TOOLSCOUT_TOKEN_KEY": KEY, "TOOLSCOUT_AUDIT_KEY": AUDIT_KEY}
     proc = subprocess.Popen(
-        cmd, env={**os.environ, **secrets, **(env or {})}, stdout=subprocess.DEVNULL, stderr=log
+        cmd,
+        env={**os.environ, **secrets, **(env or {})},
+        stdout=log,  # the access log (uvicorn writes it to stdout) beside everything else
+        stderr=subprocess.STDOUT,
     )
     LOGS[proc.pid] = log
     url = f"http://127.0.0.1:{port}"

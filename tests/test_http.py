@@ -54,6 +54,7 @@ def client(demo_db: Path) -> Iterator[Any]:
     service = build_service(str(demo_db), jwt_key=KEY, audit_key=AUDIT_KEY, dry_run=True)
     app = create_app(service, max_body=64 * 1024)
     with TestClient(app, raise_server_exceptions=False) as c:
+        assert app.state.readiness.wait(120), "the app did not warm up"
         yield c
     service.close()
 

@@ -43,6 +43,7 @@ def app_and_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     service.catalog.add([make_spec(t) for t in TOOLS])
     app = create_app(service, max_body=64 * 1024)
     with TestClient(app, raise_server_exceptions=False) as client:
+        assert app.state.readiness.wait(120), "the app did not warm up"
         yield client, service
     service.close()
 

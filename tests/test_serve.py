@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -113,3 +114,75 @@ def test_key_on_the_command_line_warns_and_missing_or_bad_keys_are_one_line(
         r = serve_cli("--db", missing, *args, env={"TOOLSCOUT_TOKEN_KEY": KEY})
         assert r.returncode == 2 and fragment in r.stderr, (args, r.stderr)
         assert r.stderr.count("error:") == 1 and "Traceback" not in r.stderr
+
+
+def test_ready_means_warm_the_model_loaded_and_nothing_logged(catalog: Path) -> None:
+    """/readyz said ready before the model was loaded (the first discovery took 2.3 s)."""
+    from fastapi.testclient import TestClient
+
+    from support import embedder
+    from toolscout import DryRunExecutor, Settings, Toolscout
+    from toolscout.http.app import create_app
+
+    model = embedder()
+    model._session = None  # as a fresh process has it: nothing loaded yet
+    service = Toolscout.open(
+        Settings(db=str(catalog), jwt_key=KEY, audit_key=AUDIT_KEY),
+        embedder=model,
+        executors=DryRunExecutor(),
+    )
+    try:
+        logged = len(service.catalog.log.discoveries())
+        app = create_app(service)
+        with TestClient(app) as client:
+            deadline = time.monotonic() + 120
+            while (r := client.get("/readyz")).status_code != 200:
+                assert r.status_code == 503 and r.json()["error"]["code"] == "unavailable"
+                assert time.monotonic() < deadline, r.text
+                time.sleep(0.05)
+            assert model._session is not None  # warm: the model is loaded
+            assert app.state.readiness.seconds is not None
+            assert len(service.catalog.log.discoveries()) == logged  # the warm-up is nobody's
+            start = time.perf_counter()
+            r = client.post("/v1/discover", json={"query": "find order 42"}, headers=auth(token()))
+            assert r.status_code == 200 and time.perf_counter() - start < 2.0
+    finally:
+        service.close()
+
+
+def test_each_worker_prints_its_start_up_line_and_the_access_log_is_optional(
+    catalog: Path,
+) -> None:
+    proc, url = start_server("--db", str(catalog), "--dry-run", "--workers", "2", "--access-log")
+    try:
+        deadline = time.monotonic() + 120
+        while server_log(proc).count(" ready on ") < 2:  # /readyz reached one of the two
+            assert time.monotonic() < deadline, server_log(proc)
+            time.sleep(0.2)
+        r = httpx.post(f"{url}/v1/discover", json={"query": "refund"}, headers=auth(token()))
+        assert r.status_code == 200
+        deadline = time.monotonic() + 30
+        while '"POST /v1/discover HTTP/1.1" 200' not in server_log(proc):
+            assert time.monotonic() < deadline, server_log(proc)
+            time.sleep(0.2)
+    finally:
+        text = server_log(proc)
+        stop(proc)
+    assert f"starting 2 workers on {url}" in text
+    lines = [line for line in text.splitlines() if " ready on " in line]
+    assert len(lines) == 2 and len({line.split()[3] for line in lines}) == 2  # two pids
+    for line in lines:
+        assert f"ready on {url}" in line and f"catalog {catalog} (SQLite, 2 tools)" in line
+        assert "(keyed)" in line and "warm in" in line
+
+
+def test_without_access_log_a_request_prints_nothing(catalog: Path) -> None:
+    proc, url = start_server("--db", str(catalog), "--dry-run")
+    try:
+        r = httpx.post(f"{url}/v1/discover", json={"query": "refund"}, headers=auth(token()))
+        assert r.status_code == 200
+        time.sleep(0.5)
+    finally:
+        text = server_log(proc)
+        stop(proc)
+    assert "POST /v1/discover" not in text and text.count(" ready on ") == 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,6 +36,8 @@ ENV_JWT_AUDIENCE = "TOOLSCOUT_SERVE_JWT_AUDIENCE"
 ENV_MAX_BODY = "TOOLSCOUT_MAX_BODY"
 ENV_AUDIT = "TOOLSCOUT_SERVE_AUDIT"
 ENV_DRY_RUN = "TOOLSCOUT_SERVE_DRY_RUN"
+ENV_URL = "TOOLSCOUT_SERVE_URL"
+ENV_ACCESS_LOG = "TOOLSCOUT_SERVE_ACCESS_LOG"
 
 
 def build_service(
@@ -88,7 +91,35 @@ def app_from_environment() -> Any:
         jwt_audience=os.environ.get(ENV_JWT_AUDIENCE),
     )
     max_body = int(os.environ.get(ENV_MAX_BODY, str(MAX_BODY)))
-    return create_app(service, max_body=max_body, close_on_shutdown=True)
+
+    def announce(readiness: Any) -> None:
+        print(startup_line(service, target, readiness.seconds), file=sys.stderr, flush=True)
+
+    return create_app(service, max_body=max_body, close_on_shutdown=True, on_ready=announce)
+
+
+def startup_line(service: Any, target: str, warm_s: float | None) -> str:
+    """The one line a worker prints once it is warm: where, what, from which store."""
+    from toolscout.stores.dsn import redact
+
+    store = "PostgreSQL" if is_dsn(target) else "SQLite"
+    audit = service.settings.audit_target()
+    audit_text = redact(str(audit)) if is_dsn(str(audit)) else str(audit)
+    keyed = "keyed" if getattr(service.audit, "keyed", False) else "UNKEYED"
+    warm = f", warm in {warm_s:.1f} s" if warm_s is not None else ""
+    url = os.environ.get(ENV_URL, "")
+    return (
+        f"toolscout serve: worker {os.getpid()} ready on {url or '(unknown address)'} — "
+        f"catalog {redact(target) if is_dsn(target) else target} ({store}, "
+        f"{len(service.catalog)} tools), audit {audit_text} ({keyed}){warm}"
+    )
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """The options every worker runs uvicorn with (the access log when asked for)."""
+    if os.environ.get(ENV_ACCESS_LOG) == "1":
+        return {**UVICORN_OPTIONS, "access_log": True, "log_level": "info"}
+    return dict(UVICORN_OPTIONS)
 
 
 def serve(
@@ -139,6 +170,9 @@ def serve(
             " never the token key).",
         ),
     ] = None,
+    access_log: Annotated[
+        bool, typer.Option("--access-log", help="Log every request (uvicorn's access log).")
+    ] = False,
 ) -> None:
     """Serve the HTTP API (/v1/discover, /v1/execute, ..., /metrics) under uvicorn."""
     try:
@@ -170,6 +204,8 @@ def serve(
     if audit is not None:
         os.environ[ENV_AUDIT] = str(audit)
     os.environ[ENV_DRY_RUN] = "1" if dry_run else "0"
+    os.environ[ENV_ACCESS_LOG] = "1" if access_log else "0"
+    os.environ[ENV_URL] = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     if audit_key is None:
         _warn(
             "the audit chain is unkeyed (anyone who can write its file can rewrite it"
@@ -189,9 +225,20 @@ def serve(
             _listen(host, port).close()
         except OSError as exc:
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        _announce_start(workers)
         run_workers(host, port, workers)
         return
-    uvicorn.run(APP, factory=True, host=host, port=port, workers=workers, **UVICORN_OPTIONS)
+    _announce_start(workers)
+    uvicorn.run(APP, factory=True, host=host, port=port, workers=workers, **uvicorn_options())
+
+
+def _announce_start(workers: int) -> None:
+    many = f"{workers} workers" if workers > 1 else "1 worker"
+    typer.echo(
+        f"toolscout serve: starting {many} on {os.environ[ENV_URL]} (each loads the model;"
+        " /readyz answers 200 once warm)",
+        err=True,
+    )
 
 
 def _warn(message: str) -> None:
@@ -268,7 +315,7 @@ def _worker(host: str, port: int) -> None:
     """One worker process: its own listening socket on the shared port, its own app."""
     import uvicorn
 
-    config = uvicorn.Config(APP, factory=True, **UVICORN_OPTIONS)
+    config = uvicorn.Config(APP, factory=True, **uvicorn_options())
     uvicorn.Server(config).run(sockets=[_listen(host, port)])
 
 

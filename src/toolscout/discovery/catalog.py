@@ -655,8 +655,10 @@ class Catalog:
         token_budget: int | None = None,
         grants: GrantIssuer | None = None,
         conversation: str | None = None,
+        record: bool = True,
     ) -> Shortlist:
-        """entitle → retrieve → select → inject, for one query and one trusted principal."""
+        """entitle → retrieve → select → inject, for one query and one trusted principal
+        (``record=False``: not written to the discovery log)."""
         from toolscout.discovery.pipeline import discover
 
         return discover(
@@ -670,6 +672,7 @@ class Catalog:
             token_budget=token_budget,
             grants=grants,
             conversation=conversation,
+            record=record,
         )
 
     def record_call(self, shortlist: Shortlist | None, tool_id: str, *, ok: bool = True) -> None:

@@ -282,6 +282,16 @@ class AuditLog:
                 "keep using it without one, or start a new log file"
             )
         if row[0] != mine:
+            (rows,) = self._conn.execute("SELECT COUNT(*) FROM audit_log").fetchone()
+            if rows == 0 and row[0] == "":  # an empty unkeyed log (another command's): keyed
+                self._conn.execute("UPDATE audit_meta SET value = ? WHERE key = 'key_id'", (mine,))
+                return
+            if row[0] == "":
+                raise ConfigError(
+                    f"the audit log at {self.path} was written without a key, and a key was "
+                    "given; keep using it without one (unset TOOLSCOUT_AUDIT_KEY), or start a "
+                    "new log file"
+                )
             raise ConfigError(
                 f"the audit log at {self.path} is keyed and the key given "
                 + ("does not match it" if self._key is not None else "is missing")

@@ -422,6 +422,15 @@ class Gateway:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._background_loop())
         return future.result()
 
+    def warm_up(self) -> None:
+        """Start the background loop and compile a schema validator, so the first real
+        call pays for neither (a server is ready only once warm)."""
+        from toolscout.schemas import make_validator
+
+        self._run(asyncio.sleep(0))
+        probe = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a$"}}}
+        make_validator(probe).is_valid({"a": "a"})
+
     def execute_sync(
         self,
         token: str | Principal,

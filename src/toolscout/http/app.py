@@ -21,6 +21,7 @@ from toolscout.http import models as m
 from toolscout.http.errors import APIError, ErrorBody, body, from_library, responses
 from toolscout.http.guard import Guard, bearer_token
 from toolscout.http.metrics import CONTENT_TYPE, Metrics
+from toolscout.http.ready import Readiness
 from toolscout.policy import Principal, holds
 
 #: default largest request body, in bytes
@@ -176,13 +177,21 @@ def create_app(
     max_body: int = MAX_BODY,
     max_import_body: int = MAX_IMPORT_BODY,
     close_on_shutdown: bool = False,
+    on_ready: Callable[[Readiness], None] | None = None,
 ) -> FastAPI:
-    """The HTTP API over one ``Toolscout`` (``service``)."""
+    """The HTTP API over one ``Toolscout`` (``service``).
+
+    It warms the service in the background as it starts (:mod:`toolscout.http.ready`);
+    ``/readyz`` is 503 until then, and ``on_ready`` is called once it is warm."""
     from contextlib import asynccontextmanager
+
+    readiness = Readiness(service, on_ready=on_ready)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
+        readiness.start()
         yield
+        readiness.stop()
         if close_on_shutdown:
             service.close()
 
@@ -199,6 +208,7 @@ def create_app(
     app.state.service = service
     guard = Guard(service)
     app.state.guard = guard
+    app.state.readiness = readiness
     bearer = HTTPBearer(auto_error=False, description="A JWT issued for toolscout")
 
     # -- errors ----------------------------------------------------------------------
@@ -273,6 +283,8 @@ def create_app(
 
     @app.get("/readyz", response_model=m.HealthResponse, responses=responses(503), tags=["health"])
     def readyz() -> m.HealthResponse:
+        if not readiness.ready:  # ready means warm: the model loaded, one discovery done
+            raise APIError(503, "unavailable", readiness.problem)
         try:
             gen = generation()
             n = len(service.catalog)
