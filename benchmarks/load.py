@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 KEY = "load-benchmark-key-0123456789abcdef012345"
+#: the audit chain's own key (never the token key)
+AUDIT_KEY = "load-benchmark-audit-key-0123456789"
 
 PRINCIPALS = [
     ("alice@acme", "acme", ["support_agent"]),
@@ -213,9 +215,10 @@ def main() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [sys.executable, "-m", "toolscout", "serve", "--port", str(port), "--jwt-key", KEY,
+        [sys.executable, "-m", "toolscout", "serve", "--port", str(port),
          "--workers", str(args.workers), "--dry-run", *store_args],
         stdout=subprocess.DEVNULL, stderr=(work / "serve.log").open("wb"),
+        env={**os.environ, "TOOLSCOUT_TOKEN_KEY": KEY, "TOOLSCOUT_AUDIT_KEY": AUDIT_KEY},
     )  # fmt: skip
     samples: list[tuple[float, float]] = []
     stop = threading.Event()

@@ -137,10 +137,22 @@ class PostgresServer:
             "--encoding=utf8",
             "--no-sync",
         )
+        self._start()
+
+    def _start(self) -> None:
         opts = f"-h 127.0.0.1 -p {self.port} -k '' -c fsync=off -c max_connections=200"
         self._run(
             "pg_ctl", "-D", str(self.data), "-w", "-l", str(self.data / "log"), "-o", opts, "start"
         )
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stop the server as a crash would (``immediate``), wait ``down_s``, start it
+        again on the same port and data (for fault-injection tests)."""
+        import time
+
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-m", "immediate", "stop")
+        time.sleep(down_s)
+        self._start()
 
     def _run(self, exe: str, *args: str) -> None:
         proc = subprocess.run(

@@ -15,9 +15,17 @@ import httpx
 from toolscout.gateway.auth import issue_token
 
 KEY = "test-http-key-0123456789abcdef0123456789"
+#: the audit chain's own key (never the token key)
+AUDIT_KEY = "test-audit-key-0123456789abcdef"
+
+
+#: lifetime of the tokens minted here: longer than any run of the suite on any machine,
+#: so a token minted at import (``ALICE = auth(token(...))``) never expires mid-suite
+TOKEN_TTL_S = 7 * 86400
 
 
 def token(subject: str = "alice@acme", tenant: str = "acme", **kw: Any) -> str:
+    kw.setdefault("ttl_seconds", TOKEN_TTL_S)
     return issue_token(subject=subject, key=KEY, tenant=tenant, **kw)
 
 
@@ -37,11 +45,18 @@ def free_port() -> int:
 def start_server(
     *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
+    """``toolscout serve *args`` on a free port, its secrets in the environment (never
+    argv): ``$TOOLSCOUT_TOKEN_KEY`` = :data:`KEY`, ``$TOOLSCOUT_AUDIT_KEY`` = :data:`AUDIT_KEY`
+    unless ``env`` says otherwise."""
     port = free_port()
-    cmd = [sys.executable, "-m", "toolscout", "serve", "--port", str(port), "--jwt-key", KEY, *args]
+    cmd = [sys.executable, "-m", "toolscout", "serve", "--port", str(port), *args]
     log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
+    secrets = {"TOOLSCOUT_TOKEN_KEY": KEY, "TOOLSCOUT_AUDIT_KEY": AUDIT_KEY}
     proc = subprocess.Popen(
-        cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=log
+        cmd,
+        env={**os.environ, **secrets, **(env or {})},
+        stdout=log,  # the access log (uvicorn writes it to stdout) beside everything else
+        stderr=subprocess.STDOUT,
     )
     LOGS[proc.pid] = log
     url = f"http://127.0.0.1:{port}"

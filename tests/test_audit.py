@@ -433,3 +433,21 @@ def test_the_read_only_side_is_still_importable_from_audit() -> None:
     assert audit.verify_file is audit_verify.verify_file and audit.Head is audit_verify.Head
     with pytest.raises(AttributeError):
         audit.no_such_name  # noqa: B018
+
+
+def test_an_empty_unkeyed_log_takes_a_key_and_a_written_one_says_so(tmp_path: Path) -> None:
+    """A command that opened the log without a key (an import) left an empty file: a
+    server given a key keys it (it refused: "keyed and the key given does not match")."""
+    path = tmp_path / "fresh.audit.db"
+    AuditLog(path).close()
+    with AuditLog(path, key=KEY) as log:
+        assert log.keyed
+        log.append(subject="a", tenant="t", tool_id="x", args_digest=log.digest({}),
+                   decision="allowed", reason="ok", latency_ms=1, status="ok")  # fmt: skip
+    assert verify_file(path, key=KEY).ok
+    unkeyed = tmp_path / "unkeyed.audit.db"
+    with AuditLog(unkeyed) as log:
+        log.append(subject="a", tenant="t", tool_id="x", args_digest=log.digest({}),
+                   decision="allowed", reason="ok", latency_ms=1, status="ok")  # fmt: skip
+    with pytest.raises(ConfigError, match="was written without a key"):
+        AuditLog(unkeyed, key=KEY)

@@ -105,6 +105,20 @@ def test_make_spec_fills_defaults_and_normalises() -> None:
             "output_schema",
             "remote $ref",
         ),
+        (
+            {
+                "id": "a.b",
+                "summary": "x",
+                "parameters": {"properties": {"year": {"pattern": "(^[0-9]{4}$"}}},
+            },
+            "parameters",
+            "at /properties/year/pattern: pattern '(^[0-9]{4}$' is refused: it does not compile",
+        ),
+        (
+            {"id": "a.b", "summary": "x", "parameters": {"patternProperties": {"^(?!x)": {}}}},
+            "parameters",
+            "needs a backtracking engine",
+        ),
     ],
 )
 def test_bad_cards_name_the_card_and_field(
@@ -199,3 +213,28 @@ def test_warnings_do_not_change_identity_or_hash() -> None:
     b = make_spec({"id": "a.b", "description": ""})
     assert b.warnings and not a.warnings
     assert a == b and a.content_hash() == b.content_hash()
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        ("billing.\u202erefund", "U+202E"),  # right-to-left override
+        ("billing.re\u200bfund", "U+200B"),  # zero-width space
+        ("\ufeffbilling.refund", "U+FEFF"),  # byte-order mark
+        ("billing.refund\u2066", "U+2066"),  # left-to-right isolate
+        ("billing.re\u00adfund", "U+00AD"),  # soft hyphen
+        ("billing.\u3164refund", "U+3164"),  # Hangul filler
+    ],
+)
+def test_ids_with_bidi_or_invisible_characters_are_refused(raw: str, code: str) -> None:
+    with pytest.raises(CardError) as info:
+        make_spec({"id": raw, "summary": "x"})
+    assert info.value.field == "id" and code in str(info.value)
+
+
+def test_ids_are_nfkc_normalised() -> None:
+    fullwidth = "\uff42\uff49\uff4c\uff4c\uff49\uff4e\uff47.refund"  # ｂｉｌｌｉｎｇ.refund
+    assert make_spec({"id": fullwidth, "summary": "x"}).id == "billing.refund"
+    assert make_spec({"id": "ﬁles.read", "summary": "x"}).id == "files.read"  # the fi ligature
+    with pytest.raises(CardError, match="duplicate id"):
+        check_unique([make_spec({"id": fullwidth, "summary": "x"}), spec("billing.refund")])

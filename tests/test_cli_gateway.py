@@ -115,7 +115,44 @@ def test_audit_lists_filters_and_verifies(tmp_path: Path) -> None:
     out = runner.invoke(app, ["audit", "--db", str(db), "--subject", "alice", "--json"])
     assert [json.loads(line)["decision"] for line in out.stdout.splitlines()] == ["allowed"]
     out = runner.invoke(app, ["audit", "--db", str(db), "--verify"])
-    assert out.exit_code == 0 and "intact: 2 records" in out.stdout
+    assert out.exit_code == 0 and "UNKEYED" in out.stdout and "2 records" in out.stdout
+    assert "intact" not in out.stdout and "cannot prove integrity" in out.stdout
+
+
+def test_audit_verify_of_a_rechained_unkeyed_log_does_not_say_intact(tmp_path: Path) -> None:
+    """Someone who can write an unkeyed log rewrites a row and recomputes every hash:
+    the chain holds, and --verify says it cannot prove anything (it said "intact")."""
+    from toolscout.gateway.audit import _row_hash
+
+    db = tmp_path / "toolscout.db"
+    _fill(db)
+    head = runner.invoke(app, ["audit", "--db", str(db), "--head"]).stdout.strip()
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TRIGGER audit_log_no_update")
+    conn.execute("UPDATE audit_log SET decision = 'allowed', reason = 'ok' WHERE id = 2")
+    prev = "0" * 64
+    for row in conn.execute("SELECT * FROM audit_log ORDER BY id").fetchall():
+        fields = (*row[:10], row[12], row[13], row[14])
+        digest = _row_hash(prev, fields, None)
+        conn.execute("UPDATE audit_log SET prev_hash = ?, hash = ? WHERE id = ?",
+                     (prev, digest, row[0]))  # fmt: skip
+        prev = digest
+    conn.execute(
+        "CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log "
+        "BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END"
+    )  # and the trigger put back: nothing shows
+    conn.commit()
+    conn.close()
+    out = runner.invoke(app, ["audit", "--db", str(db), "--verify"])
+    assert "intact" not in out.stdout and "UNKEYED" in out.stdout, out.stdout
+    assert (
+        json.loads(runner.invoke(app, ["audit", "--db", str(db), "--verify", "--json"]).stdout)[
+            "keyed"
+        ]
+        is False
+    )
+    out = runner.invoke(app, ["audit", "--db", str(db), "--verify", "--expect-head", head])
+    assert out.exit_code == 1 and "does not match the exported head" in out.stdout
 
 
 def test_audit_verify_detects_tampering(tmp_path: Path) -> None:

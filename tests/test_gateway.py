@@ -138,11 +138,14 @@ def test_expired_token(tmp_path: Path) -> None:
     assert audit.read()[0].reason == "token_expired"
 
 
-def test_size_limit_comes_before_the_token(tmp_path: Path) -> None:
+def test_the_token_and_policy_come_before_the_size_limit(tmp_path: Path) -> None:
+    """An argument refusal names the tool: only a caller who may use it gets one."""
     gw, _, audit = gateway(tmp_path, CATALOG, limits=Limits(max_argument_bytes=100))
     err = refusal(gw, "forged", "crm.lookup", {"order_id": "x" * 200})
-    assert isinstance(err, ArgumentError) and err.reason == "arguments_too_large"
+    assert isinstance(err, TokenError)
     assert audit.read()[0].subject == ""
+    err = refusal(gw, token(scopes=["*"]), "crm.lookup", {"order_id": "x" * 200})
+    assert isinstance(err, ArgumentError) and err.reason == "arguments_too_large"
 
 
 def test_rate_limit(tmp_path: Path) -> None:

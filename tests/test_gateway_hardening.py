@@ -14,7 +14,7 @@ import pytest
 
 from _gateway_kit import RecordingExecutor, gateway, spec, token
 from support import CountingServer, counting_server
-from toolscout.errors import ArgumentError, GatewayError, SchemaError
+from toolscout.errors import ArgumentError, GatewayError, PolicyDenied, SchemaError
 from toolscout.gateway.audit import AuditLog
 
 
@@ -227,3 +227,91 @@ def test_slow_sync_calls_of_one_principal_do_not_starve_others(tmp_path: Path) -
             break
         time.sleep(0.02)
     assert ok(gw, greedy, "fast.lookup", {}).value == "now"
+
+
+# --------------------------------------------------------------------------- patterns (issue 20)
+
+EVIL = spec(
+    "upstream.evil",
+    tenants=["globex"],
+    parameters={"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}},
+)
+
+
+def test_a_backtracking_pattern_neither_stalls_its_call_nor_another_callers(
+    tmp_path: Path,
+) -> None:
+    gw, ex, _ = gateway(tmp_path, [EVIL, INVOICE])
+
+    async def timed(start: float, tok: str, tool_id: str, args: Any) -> tuple[float, Any]:
+        try:
+            result: Any = await gw.execute(tok, tool_id, args)
+        except GatewayError as exc:
+            result = exc
+        return time.perf_counter() - start, result
+
+    async def go(n: int) -> tuple[tuple[float, Any], tuple[float, Any]]:
+        # both start together; the times are each call's answer from that common start
+        start = time.perf_counter()
+        other = timed(start, token(), "billing.invoice", {"invoice": "INV-1"})
+        evil = timed(start, token(tenant="globex"), "upstream.evil", {"s": "a" * n + "!"})
+        both = await asyncio.gather(other, evil)
+        return both[1], both[0]
+
+    run(go(4))  # warm: the validators compiled, the audit open
+    # 22 characters first: a backtracking engine needs ~1 s there (and years at 40);
+    # RE2 answers in microseconds (the bound leaves room for a loaded machine)
+    for n in (22, 40):
+        (evil_s, evil), (other_s, other) = run(go(n))
+        assert isinstance(evil, ArgumentError) and evil.reason == "schema_mismatch"
+        assert evil_s < 0.25, (n, evil_s)
+        assert other.value == {"ran": "billing.invoice"} and other_s < 0.25, (n, other_s)
+    assert isinstance(ex, RecordingExecutor)
+    assert {c[0] for c in ex.calls} == {"billing.invoice"}
+
+
+# ------------------------------------------------------------------ order of checks (issue 20)
+
+GLOBEX_ONLY = spec("globex.payroll", tenants=["globex"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"order_id": float("nan")},
+        {"order_id": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]},
+        [],
+    ],
+)
+def test_bad_arguments_to_another_tenants_tool_are_refused_by_the_policy(
+    tmp_path: Path, args: Any
+) -> None:
+    """NaN, runaway nesting or a non-object for a tool of another tenant: the policy's
+    refusal (as for an unknown tool), never an argument refusal naming the tool."""
+    gw, ex, _ = gateway(tmp_path, [GLOBEX_ONLY])
+    err = refused(gw, token(tenant="acme"), "globex.payroll", args)
+    assert isinstance(err, PolicyDenied) and err.reason == "tenant_mismatch"
+    unknown = refused(gw, token(tenant="acme"), "no.such_tool", args)
+    assert isinstance(unknown, PolicyDenied) and unknown.reason == "unknown_tool"
+    # the tenant's own caller is told what is wrong with its arguments
+    own = refused(gw, token(tenant="globex"), "globex.payroll", args)
+    assert isinstance(own, ArgumentError)
+    assert isinstance(ex, RecordingExecutor) and ex.calls == []
+
+
+def test_a_gateway_over_a_catalog_refuses_a_policy_copy(tmp_path: Path) -> None:
+    from _gateway_kit import audit_log, verifier
+    from support import embedder
+    from toolscout.discovery.catalog import Catalog
+    from toolscout.errors import ConfigError
+    from toolscout.gateway.core import Gateway
+    from toolscout.policy import PolicyConfig
+
+    cat = Catalog.open(":memory:", embedder=embedder())
+    audit = audit_log(tmp_path / "a.db")
+    try:
+        with pytest.raises(ConfigError, match="the catalog owns the policy"):
+            Gateway(cat, PolicyConfig(), verifier(), RecordingExecutor(), audit)
+        Gateway(cat, None, verifier(), RecordingExecutor(), audit)  # the catalog decides
+    finally:
+        cat.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from serve_fixture import KEY, auth, start_server, stop, token
+from serve_fixture import AUDIT_KEY, KEY, auth, start_server, stop, token
 from toolscout.gateway.auth import issue_token
 from toolscout.loader import demo_catalog_dir, read_catalog, read_policy
 
@@ -30,7 +31,7 @@ def build_demo(path: Path) -> None:
     from support import embedder
     from toolscout import Settings, Toolscout
 
-    settings = Settings(db=str(path), jwt_key=KEY, audit_key=KEY)
+    settings = Settings(db=str(path), jwt_key=KEY, audit_key=AUDIT_KEY)
     with Toolscout.open(settings, embedder=embedder()) as ts:
         ts.catalog.set_policy(read_policy(demo_catalog_dir() / "policy.yaml"))
         ts.catalog.add(read_catalog([demo_catalog_dir() / f for f in DEMO_FILES]))
@@ -50,9 +51,10 @@ def client(demo_db: Path) -> Iterator[Any]:
     from toolscout.cli.serve import build_service
     from toolscout.http.app import create_app
 
-    service = build_service(str(demo_db), jwt_key=KEY, dry_run=True)
+    service = build_service(str(demo_db), jwt_key=KEY, audit_key=AUDIT_KEY, dry_run=True)
     app = create_app(service, max_body=64 * 1024)
     with TestClient(app, raise_server_exceptions=False) as c:
+        assert app.state.readiness.wait(120), "the app did not warm up"
         yield c
     service.close()
 
@@ -218,9 +220,8 @@ def test_served_over_a_socket_with_a_token_and_refused_without(server: str) -> N
 
 def test_serve_refuses_bad_options_in_one_line(tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "toolscout", "serve", "--db", str(tmp_path / "none.db"),
-         "--jwt-key", KEY],
-        capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "toolscout", "serve", "--db", str(tmp_path / "none.db")],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "TOOLSCOUT_TOKEN_KEY": KEY},
     )  # fmt: skip
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
 

@@ -124,15 +124,30 @@ def test_in_flight_bounds_per_principal_and_per_tool() -> None:
         flight.enter(ALICE, "v")
     assert err.value.reason == "too_many_in_flight"
     flight.enter(BOB, "t")
-    carol = Principal.of("carol", "globex")
-    with pytest.raises(RateLimited) as err:  # t: alice, bob, carol; dave is one too many
+    carol = Principal.of("carol", "acme")
+    with pytest.raises(RateLimited) as err:  # t in acme: alice, bob, carol; dave is one too many
         flight.enter(carol, "t")
-        flight.enter(Principal.of("dave", "globex"), "t")
+        flight.enter(Principal.of("dave", "acme"), "t")
     assert err.value.reason == "tool_busy"
     a1.release()
     assert flight.running(ALICE) == 1 and flight.running(tool_id="t") == 2
     flight.enter(ALICE, "v")  # a place was freed
     a2.release()
+
+
+def test_the_per_tool_bound_is_per_tenant_so_one_tenant_cannot_starve_another() -> None:
+    from toolscout.gateway.limits import InFlight
+
+    flight = InFlight(per_principal=100, per_tool=3)
+    for i in range(3):
+        flight.enter(Principal.of(f"bot{i}", "acme"), "search")
+    with pytest.raises(RateLimited) as err:
+        flight.enter(Principal.of("bot9", "acme"), "search")
+    assert err.value.reason == "tool_busy" and "your tenant" in str(err.value)
+    for i in range(3):  # acme holds every place it may have; globex still has all of its own
+        flight.enter(Principal.of(f"user{i}", "globex"), "search")
+    assert flight.running(tool_id="search") == 6
+    assert flight.running(tool_id="search", tenant="globex") == 3
 
 
 def test_a_ticket_is_freed_only_when_every_holder_let_go() -> None:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
-from serve_fixture import KEY, auth, start_server, stop, token
+from serve_fixture import AUDIT_KEY, auth, start_server, stop, token
 from toolscout.gateway.audit_pg import PostgresAuditLog
 
 ADMIN = auth(token("root@acme", scopes=["toolscout:platform", "ops:*", "crm:*"]))
@@ -105,7 +105,7 @@ def test_both_replicas_audit_into_one_chain(replicas: tuple[str, str], pg_dsn: s
     """Every attempt through either replica is one row of one verified chain in the database."""
     a, b = replicas
     answers = [_execute((a, b)[i % 2], "ops.list_hosts") for i in range(6)]
-    with PostgresAuditLog(pg_dsn, key=KEY) as log:  # `serve` keys the chain with its JWT key
+    with PostgresAuditLog(pg_dsn, key=AUDIT_KEY) as log:  # `serve` keys it with its own key
         rows = log.read()
         assert [r.id for r in rows] == [int(x["audit_id"]) for x in answers] == list(range(1, 7))
         assert [(r.subject, r.tool_id, r.status) for r in rows] == [

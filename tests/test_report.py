@@ -47,7 +47,7 @@ def synthetic(log: DiscoveryLog) -> None:
 def test_misses_second_searches_feedback_and_never_surfaced(tmp_path: Path) -> None:
     log = DiscoveryLog(tmp_path / "log.db")
     synthetic(log)
-    report = build_report(log, IDS)
+    report = build_report(log, IDS, min_evidence=1)
     by = {t.tool_id: t for t in report.tools}
     assert report.tools[0].tool_id == "a.hidden"  # the most missed first
     hidden = by["a.hidden"]
@@ -66,8 +66,8 @@ def test_misses_second_searches_feedback_and_never_surfaced(tmp_path: Path) -> N
     assert (top.tool_id, top.alias, top.times, top.subjects) == ("a.hidden", "cancel my plan", 2, 2)
     assert top.id == alias_id("acme", "a.hidden", "cancel my plan")
     assert {(s.tool_id, s.tenant) for s in report.suggestions} >= {("a.second", "globex")}
-    again = build_report(log, IDS, aliases={"a.hidden": ["Cancel my plan"]}, min_evidence=2)
-    assert again.suggestions == ()  # already an alias; and min_evidence filters
+    again = build_report(log, IDS, aliases={"a.hidden": ["Cancel my plan"]})
+    assert again.suggestions == ()  # already an alias; and one miss is not evidence enough
     only = build_report(log, IDS, tool="a.second")
     assert [t.tool_id for t in only.tools] == ["a.second"]
     assert json.loads(json.dumps(report.to_dict()))["tools"][0]["miss_rate"] == 1.0
@@ -256,3 +256,94 @@ def test_confidence_correction_from_the_shell(shop: Path) -> None:
     assert reset.returncode == 0 and "removed" in reset.stdout
     with Catalog.open(shop, embedder=embedder()) as catalog:
         assert catalog.confidence_shift.shift == 0.0
+
+
+# --------------------------------------------------------------------------- relatedness
+
+GIT_AND_TIME = [
+    ("git.status", "Show the working tree status: staged, unstaged and untracked files."),
+    ("git.diff", "Show the changes between the working tree and the index or a commit."),
+    ("git.log", "Show the commit history of the current branch."),
+    ("git.commit", "Record staged changes to the repository with a message."),
+    ("git.branch", "List, create or delete branches."),
+    ("git.checkout", "Switch branches or restore working tree files."),
+    ("time.current", "Get the current time in a given IANA timezone or city."),
+    ("time.convert", "Convert a time between two timezones."),
+] + [
+    (f"misc.{name}", f"{summary}")
+    for name, summary in [
+        ("weather", "Get the weather forecast for a city."),
+        ("translate", "Translate text between languages."),
+        ("calendar", "Create a calendar event with attendees."),
+        ("email", "Send an email to a recipient."),
+        ("invoice", "Create an invoice for a customer."),
+        ("refund", "Refund an order to the original payment method."),
+        ("parcel", "Show carrier scan events for a shipment."),
+        ("stock", "Get the latest price of a stock ticker."),
+        ("news", "Search recent news articles by keyword."),
+        ("maps", "Get driving directions between two places."),
+        ("currency", "Convert an amount between two currencies."),
+        ("dictionary", "Look up the definition of an English word."),
+        ("recipe", "Find recipes by ingredient."),
+        ("flight", "Check the status of a flight by its number."),
+        ("hotel", "Search hotels in a city for given dates."),
+        ("reminder", "Set a reminder at a given time."),
+        ("timer", "Start a countdown timer."),
+        ("alarm", "Set an alarm clock for the morning."),
+        ("holiday", "List the public holidays of a country."),
+        ("sunrise", "Get sunrise and sunset times for a place."),
+        ("population", "Get the population of a city or country."),
+        ("wiki", "Summarise a Wikipedia article."),
+        ("pdf", "Extract the text of a PDF document."),
+        ("image", "Resize an image to given dimensions."),
+        ("qr", "Generate a QR code for a URL."),
+        ("password", "Generate a strong random password."),
+        ("dns", "Look up the DNS records of a domain."),
+        ("ping", "Check whether a host answers to ping."),
+        ("crm", "Find a customer contact by name or email."),
+        ("ticket", "Open a support ticket for a customer."),
+        ("payroll", "Run payroll for the employees of a company."),
+        ("expense", "Submit an expense report with receipts."),
+        ("music", "Play a song by its title."),
+        ("podcast", "Search podcast episodes by topic."),
+        ("movie", "Find showtimes for a movie in a cinema near you."),
+        ("sports", "Get the latest score of a football match."),
+        ("lottery", "Check the winning lottery numbers."),
+    ]
+]
+
+
+def test_one_callers_unrelated_query_is_not_suggested_as_an_alias(tmp_path: Path) -> None:
+    """`git.status += 'what time is it in Tokyo'` came from one caller who asked the time
+    and then ran git status: neither several discoveries nor related to the tool."""
+    db = tmp_path / "mcp.db"
+    with Catalog.open(db, embedder=embedder()) as catalog:
+        catalog.add([spec(tid, summary) for tid, summary in GIT_AND_TIME])
+        log = catalog.log
+        assert log is not None
+
+        def missed(query: str, who: str, tool: str) -> None:
+            s = catalog.discover(query, ROOT, k=1, tier="progressive")
+            assert tool not in s.ids, (query, s.ids)
+            log.record_call(tool, discovery_id=s.discovery_id, ok=True, subject=who,
+                            tenant="acme")  # fmt: skip
+
+        missed("what time is it in Tokyo", "u1", "git.status")
+        one = report_for(catalog)
+        assert one.suggestions == ()  # one discovery of one caller: not evidence enough
+        assert report_for(catalog, min_evidence=1).suggestions == ()  # and not related
+        missed("what time is it in Tokyo", "u1", "git.status")
+        missed("what time is it in Tokyo", "u2", "git.status")
+        assert report_for(catalog).suggestions == ()  # repeated, still not about git
+        related = "is my repo clean"
+        missed(related, "u1", "git.status")
+        missed(related, "u2", "git.status")
+        (sugg,) = report_for(catalog).suggestions
+        assert (sugg.tool_id, sugg.alias, sugg.times) == ("git.status", related, 2)
+        assert sugg.rank is not None and 1 <= sugg.rank <= 20
+        assert sugg.to_dict()["evidence"]["rank"] == sugg.rank
+        proc = report_cli("--db", str(db), "--since", "1h")
+        assert f"evidence: 2 missed discoveries from 1 caller, ranks it #{sugg.rank}" in (
+            proc.stdout
+        ), proc.stdout + proc.stderr
+        assert "Tokyo" not in proc.stdout.split("alias suggestions")[-1]

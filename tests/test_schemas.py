@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from toolscout.schemas import (
     MAX_DEPTH,
     check_arguments,
     ecma_regex,
+    invalid_patterns,
     make_validator,
     remote_refs,
     schema_problems,
@@ -75,11 +77,39 @@ def test_a_declared_draft_04_schema_is_clean_under_draft_04() -> None:
     assert schema_problems(schema) == []
 
 
-def test_invalid_pattern_is_a_problem_and_dropped_leniently() -> None:
-    schema = {"properties": {"a": {"type": "string", "pattern": "([a-z"}}}
+def test_invalid_pattern_is_a_problem_and_refuses_instead_of_being_dropped() -> None:
+    schema = {"properties": {"a": {"type": "string", "pattern": "(^[0-9]{4}$"}}}
     assert "invalid_pattern" in codes(schema)
+    assert [p.path for p in invalid_patterns(schema)] == ["/properties/a/pattern"]
     validator = make_validator(schema)
-    assert validator.lenient and validator.is_valid({"a": "x"}) and not validator.is_valid({"a": 1})
+    # dropped, the pattern would accept anything; kept, it refuses every string
+    with pytest.raises(SchemaError) as err:
+        validator.is_valid({"a": "x"})
+    assert err.value.reason == "invalid_pattern" and "does not compile" in str(err.value)
+    assert not validator.is_valid({"a": 1})
+
+
+def test_a_pattern_needing_backtracking_is_refused_with_the_reason() -> None:
+    for pattern in ("^(?=.*[0-9]).{8,}$", "^(a)\\1$", "(?<y>a)\\k<y>", "(?<=a)b"):
+        problems = invalid_patterns({"properties": {"p": {"pattern": pattern}}})
+        assert len(problems) == 1 and "backtracking" in problems[0].message, pattern
+    keys = invalid_patterns({"patternProperties": {"([": {}, "^x-": {}}})
+    assert [p.path for p in keys] == ["/patternProperties/(["]
+    assert "does not compile" in keys[0].message
+
+
+def test_a_catastrophic_pattern_is_matched_in_linear_time() -> None:
+    schema = {
+        "properties": {"a": {"type": "string", "pattern": "^(a+)+$"}},
+        "patternProperties": {"^(b+)+$": {"type": "integer"}},
+    }
+    validator = make_validator(schema)
+    assert validator.is_valid({"a": "a" * 40})
+    # 20 then 40 characters: a backtracking engine takes ~0.3 s at 20 and years at 40
+    for n in (20, 40, 10_000):
+        start = time.perf_counter()
+        assert not validator.is_valid({"a": "a" * n + "!", "b" * n + "!": "s"})
+        assert time.perf_counter() - start < 0.05, n
 
 
 def test_deep_schema_is_a_problem_not_a_recursion_error() -> None:
@@ -198,12 +228,28 @@ def test_pattern_digits_are_ascii_and_pattern_properties_too() -> None:
 
 
 def test_ecma_translation() -> None:
-    assert ecma_regex("^a$") == "^a\\Z"
+    assert ecma_regex("^a$") == "^a$"  # RE2's $ is the end of the input, as ECMA's
     assert ecma_regex("[$]") == "[$]"
     assert ecma_regex("\\$") == "\\$"
     assert ecma_regex("[\\d.]") == "[0-9.]"
-    assert ecma_regex("(?<y>a)\\k<y>") == "(?P<y>a)(?P=y)"
-    assert ecma_regex("(?<=a)b(?<!c)") == "(?<=a)b(?<!c)"
+    assert ecma_regex("(?<y>a)") == "(?P<y>a)"
+    assert ecma_regex("\\u00e9") == "\\x{00e9}"
+
+
+def test_ecma_semantics_of_dot_space_and_unicode_escapes() -> None:
+    validator = make_validator(
+        {
+            "properties": {
+                "dot": {"type": "string", "pattern": "^a.b$"},
+                "space": {"type": "string", "pattern": "^a\\sb$"},
+                "e": {"type": "string", "pattern": "^caf\\u00e9$"},
+            }
+        }
+    )
+    assert validator.is_valid({"dot": "axb", "space": "a\u00a0b", "e": "café"})
+    assert not validator.is_valid({"dot": "a\nb"})
+    assert not validator.is_valid({"dot": "a\u2028b"})
+    assert not validator.is_valid({"e": "cafe"})
 
 
 def test_integer_is_strict() -> None:

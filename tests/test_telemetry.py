@@ -16,6 +16,7 @@ from support import embedder, spec
 from toolscout.discovery.catalog import Catalog
 from toolscout.errors import ConfigError
 from toolscout.policy import Principal
+from toolscout.settings import QUERY_TEXT_DAYS
 from toolscout.telemetry.log import DiscoveryLog, open_log
 from toolscout.telemetry.log_postgres import PostgresDiscoveryLog
 
@@ -219,6 +220,29 @@ def test_retention_applies_at_open(log_place: LogPlace) -> None:
     log.record_discovery("u", "t", "new query", ["a"], 0.9, 1.0)
     assert [d.query for d in log.discoveries()] == ["new query"]
     log.close()
+
+
+def test_query_text_is_kept_for_a_bounded_time_then_only_its_hash(log_place: LogPlace) -> None:
+    old = log_place.open()
+    did = old.record_discovery("u", "t", SECRET, ["a"], 0.9, 1.0)
+    old.record_call("b", discovery_id=did, ok=True)
+    old.close()
+    log_place.sql("UPDATE {discoveries} SET ts = ts - 31 * 86400")  # past the default 30 days
+    log = log_place.open()
+    assert log.query_text_days == QUERY_TEXT_DAYS == 30
+    log.record_discovery("u", "t", "a recent question", ["a"], 0.9, 1.0)
+    rows = {d.id: d for d in log.discoveries()}
+    assert rows[did].query is None and rows[did].query_hash == log.query_hash(SECRET)
+    assert [d.query for d in rows.values() if d.id != did] == ["a recent question"]
+    assert log.false_negatives()[0].misses == 1  # still counted
+    assert log.reduce_query_text(0.0) == 1  # the recent one too, on demand
+    log.close()
+    assert not log_place.holds("zanzibar") and not log_place.holds("recent question")
+    kept = open_log(log_place.target, query_text_days=None)  # kept until pruned: opt-in
+    assert kept is not None and kept.query_text_days is None
+    kept.close()
+    with pytest.raises(ConfigError, match="query_text_days must be positive"):
+        open_log(log_place.target, query_text_days=0)
 
 
 def test_bad_settings_are_clear_errors(log_place: LogPlace) -> None:

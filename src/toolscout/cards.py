@@ -5,7 +5,8 @@ full JSON Schema lives in :class:`ToolSpec` beside the card and is read only
 when the tool is shortlisted and rendered for the model.
 
 Real catalogs are messy. :func:`make_spec` refuses what cannot be a tool at all
-(no id, a schema that is not an object, a remote ``$ref``) with :class:`CardError`,
+(no id, a schema that is not an object, a remote ``$ref``, a ``pattern`` that does not
+compile or needs a backtracking engine) with :class:`CardError`,
 and indexes what is merely imperfect (an empty description, a schema that is not
 valid JSON Schema 2020-12) with a :class:`CardWarning` carried on the spec —
 unless ``strict``, where each warning is an error.
@@ -17,6 +18,7 @@ import hashlib
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -34,6 +36,9 @@ DERIVED_SUMMARY_PARAMS = 6
 _ID_RE = re.compile(
     r"^(?=.{1,200}$)[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f\x85\u2028\u2029]*[^\s\x00-\x1f\x7f])?$"
 )
+#: characters that show as nothing without being format controls (Hangul fillers,
+#: variation selectors, the Mongolian vowel separator)
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u180e" + "".join(map(chr, range(0xFE00, 0xFE10))))
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.*-]+)*$")
 _WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
@@ -212,7 +217,7 @@ def _check_schema(
     bad = _not_json(checked)
     if bad:
         raise CardError(tool_id, name, f"{bad}: not representable in JSON")
-    from toolscout.schemas import remote_refs, schema_problems
+    from toolscout.schemas import invalid_patterns, remote_refs, schema_problems
 
     remote = remote_refs(checked)
     if remote:
@@ -224,6 +229,10 @@ def _check_schema(
     kind = checked.get("type", "object")
     if kind != "object":
         raise CardError(tool_id, name, f"top-level type must be 'object', got {kind!r}")
+    refused = invalid_patterns(checked)
+    if refused:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise CardError(tool_id, name, f"at {refused[0].path}: {refused[0].message}{more}")
     problems = schema_problems(checked)
     if problems:
         first = problems[0]
@@ -299,6 +308,22 @@ def derived_summary(name: str, parameters: Mapping[str, Any]) -> str:
     return f"{head} ({', '.join(names)})." if names else f"{head}."
 
 
+def _normal_id(tool_id: str) -> str:
+    """``tool_id`` in NFKC form (fullwidth ``ｏｒｄｅｒｓ`` is ``orders``), or a
+    :class:`CardError` when it holds a character that makes it read as something it is
+    not: a bidirectional control (U+202E), an invisible one (U+200B, U+FEFF, U+00AD) or a
+    filler (U+3164)."""
+    for ch in tool_id:
+        if unicodedata.category(ch) == "Cf" or ch in _FILLERS:
+            raise CardError(
+                tool_id,
+                "id",
+                f"contains U+{ord(ch):04X} ({unicodedata.name(ch, 'unnamed')}), an invisible or "
+                "bidirectional control character: an id must read as what it is",
+            )
+    return unicodedata.normalize("NFKC", tool_id).strip()
+
+
 def make_spec(
     data: Mapping[str, Any], *, default_source: str = "", strict: bool = False
 ) -> ToolSpec:
@@ -318,6 +343,7 @@ def make_spec(
         bad = _not_text(value)
         if bad:
             raise CardError(tool_id, str(key), bad)
+    tool_id = _normal_id(tool_id)
     if not _ID_RE.match(tool_id):
         raise CardError(
             tool_id, "id", "must be 1-200 printable characters, not starting or ending in space"

@@ -13,13 +13,17 @@ The validator
 * uses the draft the schema declares in ``$schema`` (2020-12 when it declares none);
 * when the schema is not valid for that draft, reads it leniently: draft-04 habits
   are translated to what they meant (which only ever refuses more), and whatever
-  still cannot be read is dropped — so the lenient reading never accepts what the
+  still cannot be read is dropped (never a ``pattern``: one that is refused refuses
+  every call) — so the lenient reading never accepts what the
   strict reading refuses on the parts it can read;
 * resolves only references inside the schema itself, through an explicit
   :class:`referencing.Registry` that never retrieves: no network, ever; a reference
   that does not resolve is a :class:`~toolscout.errors.SchemaError`;
 * reads ``pattern`` as ECMA-262 does: ``$`` is the end of the input (``"INV-1\\n"``
-  does not match ``^INV-[0-9]+$``) and ``\\d`` is ``[0-9]``;
+  does not match ``^INV-[0-9]+$``) and ``\\d`` is ``[0-9]``, and matches it in linear
+  time (RE2, :mod:`toolscout.patterns`): no pattern can stall a call; a pattern that
+  does not compile, or needs backtracking, is :func:`invalid_patterns` — refused at
+  import (:func:`toolscout.cards.make_spec`), never dropped;
 * reads ``integer`` strictly: ``3.0`` is a number but not an integer, and is refused
   (the tool never receives a float where it declared an integer);
 * refuses non-finite numbers (NaN, ±Infinity) anywhere in the arguments, and
@@ -32,14 +36,13 @@ from __future__ import annotations
 import copy
 import functools
 import math
-import re
 import urllib.parse
-import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolscout.errors import ArgumentError, SchemaError
+from toolscout.patterns import CompiledPattern, compile_pattern, ecma_regex, pattern_error
 
 __all__ = [
     "MAX_DEPTH",
@@ -47,6 +50,7 @@ __all__ = [
     "SchemaValidator",
     "check_arguments",
     "ecma_regex",
+    "invalid_patterns",
     "make_validator",
     "remote_refs",
     "schema_problems",
@@ -291,13 +295,37 @@ def _habits(schema: Mapping[str, Any], draft: str) -> list[SchemaProblem]:
                         f"{key} is the string {node[key]!r}; it should be a number",
                     )
                 )
+    return problems
+
+
+def invalid_patterns(schema: Any) -> list[SchemaProblem]:
+    """Every ``pattern`` and ``patternProperties`` key of ``schema`` that is refused
+    (does not compile, or needs a backtracking engine): refused at import."""
+    problems: list[SchemaProblem] = []
+    if not isinstance(schema, Mapping) or _too_deep(schema):
+        return problems
+    for path, node, _ in _walk(schema):
+        where = _pointer(path)
         pattern = node.get("pattern")
         if isinstance(pattern, str) and _compile(pattern) is None:
             problems.append(
                 SchemaProblem(
-                    INVALID_PATTERN, f"{where}/pattern", f"pattern {pattern!r} does not compile"
+                    INVALID_PATTERN,
+                    f"{where}/pattern",
+                    f"pattern {pattern!r} is refused: {pattern_error(pattern)}",
                 )
             )
+        patterns = node.get("patternProperties")
+        if isinstance(patterns, Mapping):
+            problems += [
+                SchemaProblem(
+                    INVALID_PATTERN,
+                    _pointer((*path, "patternProperties", key)),
+                    f"patternProperties key {key!r} is refused: {pattern_error(key)}",
+                )
+                for key in patterns
+                if isinstance(key, str) and _compile(key) is None
+            ]
     return problems
 
 
@@ -338,7 +366,7 @@ def schema_problems(schema: Any) -> list[SchemaProblem]:
         SchemaProblem(REMOTE_REF, "", f"reference {ref!r} points outside the schema")
         for ref in remote_refs(schema)
     ]
-    habits = _habits(schema, draft)
+    habits = _habits(schema, draft) + invalid_patterns(schema)
     problems += habits
     seen = {p.path for p in habits}
     code = INVALID_2020_12 if draft == "202012" else INVALID_FOR_DRAFT
@@ -373,69 +401,8 @@ def _meta_validator(cls: Any) -> Any:
 # --------------------------------------------------------------------------- patterns
 
 
-def ecma_regex(pattern: str) -> str:
-    """Translate an ECMA-262 ``pattern`` to Python ``re`` syntax.
-
-    ``$`` outside a character class becomes ``\\Z`` (end of input, not "before a
-    trailing newline"); ``\\d``/``\\D`` become ``[0-9]``/``[^0-9]``; named groups
-    ``(?<name>...)`` and ``\\k<name>`` take Python's spelling.
-    """
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    in_class = False
-    while i < n:
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < n:
-            nxt = pattern[i + 1]
-            if nxt == "d":
-                out.append("0-9" if in_class else "[0-9]")
-            elif nxt == "D" and not in_class:
-                out.append("[^0-9]")
-            elif nxt == "k" and not in_class and pattern.startswith("<", i + 2):
-                end = pattern.find(">", i + 3)
-                if end < 0:
-                    out.append(pattern[i : i + 2])
-                else:
-                    out.append(f"(?P={pattern[i + 3 : end]})")
-                    i = end + 1
-                    continue
-            else:
-                out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            if ch == "]":
-                in_class = False
-            out.append("\\" + ch if ch in "[&~|" else ch)
-        elif ch == "[":
-            in_class = True
-            out.append(ch)
-            if pattern.startswith("^", i + 1):
-                out.append("^")
-                i += 1
-            if pattern.startswith("]", i + 1):  # a literal ] first in the class
-                out.append("\\]")
-                i += 1
-        elif ch == "$":
-            out.append(r"\Z")
-        elif pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
-            out.append("(?P<")
-            i += 3
-            continue
-        else:
-            out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-@functools.lru_cache(maxsize=4096)
-def _compile(pattern: str) -> re.Pattern[str] | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Python's future set syntax; ECMA has none
-            return re.compile(ecma_regex(pattern))
-    except (re.error, RecursionError, OverflowError):
-        return None
+def _compile(pattern: str) -> CompiledPattern | None:
+    return compile_pattern(pattern)
 
 
 def _pattern_keyword(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -445,7 +412,8 @@ def _pattern_keyword(validator: Any, pattern: Any, instance: Any, schema: Any) -
         return
     compiled = _compile(pattern) if isinstance(pattern, str) else None
     if compiled is None:
-        raise SchemaError(f"pattern {pattern!r} does not compile", reason="invalid_pattern")
+        why = pattern_error(pattern) if isinstance(pattern, str) else "it is not a string"
+        raise SchemaError(f"pattern {pattern!r} is refused: {why}", reason=INVALID_PATTERN)
     if compiled.search(instance) is None:
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
@@ -458,7 +426,9 @@ def _pattern_properties_keyword(
     for pattern, subschema in patterns.items():
         compiled = _compile(pattern)
         if compiled is None:
-            raise SchemaError(f"pattern {pattern!r} does not compile", reason="invalid_pattern")
+            raise SchemaError(
+                f"pattern {pattern!r} is refused: {pattern_error(pattern)}", reason=INVALID_PATTERN
+            )
         for key, value in instance.items():
             if compiled.search(key) is not None:
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
@@ -532,13 +502,6 @@ def _lenient(schema: Mapping[str, Any], cls: Any) -> dict[str, Any]:
                         names.append(name)
             if names:
                 node["required"] = names
-        pattern = node.get("pattern")
-        if isinstance(pattern, str) and _compile(pattern) is None:
-            del node["pattern"]
-        patterns = node.get("patternProperties")
-        if isinstance(patterns, dict):
-            for key in [k for k in patterns if _compile(k) is None]:
-                del patterns[key]
     for _ in range(500):
         errors = _meta_errors(cls, out)
         if not errors:

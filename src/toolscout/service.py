@@ -321,6 +321,10 @@ class Toolscout:
         Every check of the gateway runs and every attempt is audited; a refusal or a
         failure comes back as a result with ``status`` and ``reason``, not an exception.
         """
+        if discovery_id is not None and not self._owns_discovery(caller, discovery_id):
+            # another caller's discovery (or an unknown one) names nothing for this call and
+            # is never recorded against (the HTTP API answers it with 404, as feedback does)
+            discovery_id = None
         tool_id = self._tool_id(name, discovery_id)
         try:
             result = await self.gateway.execute(
@@ -343,6 +347,20 @@ class Toolscout:
                 conversation=conversation,
             )
         return result
+
+    def _owns_discovery(self, caller: Caller, discovery_id: str) -> bool:
+        """Was ``discovery_id`` made by this caller? (A caller whose token fails is left to
+        the gateway, which refuses and audits it.)"""
+        try:
+            principal = self.principal(caller)
+        except GatewayError:
+            return True
+        log = self.catalog.log
+        if log is None:
+            with self._lock:
+                seen = self._seen.get(discovery_id)
+            return seen is not None and seen.key[:2] == (principal.subject, principal.tenant)
+        return log.owner(discovery_id) == (principal.subject, principal.tenant)
 
     def execute(
         self,
@@ -430,6 +448,7 @@ def _open_catalog(
             log=settings.log,
             reformulator=reformulator,
             query_log=settings.query_log,
+            query_text_days=settings.query_text_days,
         )
     from toolscout.embed import default_embedder
 

@@ -94,6 +94,8 @@ class SearchSettings:
 
 #: how the discovery log keeps query text
 QUERY_LOG_MODES = ("text", "hash", "none")
+#: days a discovery keeps its query text (``query_log="text"``) before only its hash stays
+QUERY_TEXT_DAYS = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,9 @@ class Settings:
     #: the discovery log: on or off, and what it keeps of query text
     log: bool = True
     query_log: str = "text"
+    #: days query text is kept (the false-negative report shows it) before it is reduced
+    #: to its hash; ``None`` keeps it until the row itself is pruned
+    query_text_days: float | None = QUERY_TEXT_DAYS
     allow_unknown_params: bool = False
 
     def __post_init__(self) -> None:
@@ -133,6 +138,8 @@ class Settings:
             raise ConfigError(
                 f"query_log must be one of {', '.join(QUERY_LOG_MODES)}, got {self.query_log!r}"
             )
+        if self.query_text_days is not None and not self.query_text_days > 0:
+            raise ConfigError(f"query_text_days must be positive, got {self.query_text_days}")
         if self.strict and not self.grants_secret:
             raise ConfigError("strict mode needs grants_secret to sign discovery grants")
         if self.timeout_s <= 0:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from toolscout.gateway.audit import AuditRecord
+    from toolscout.gateway.audit_verify import Head
 
 token_app = typer.Typer(help="Mint development tokens.", no_args_is_help=True, add_completion=False)
 
@@ -211,8 +212,10 @@ def audit(
             return
         if json:
             typer.echo(_json.dumps(result.to_dict()))
-        elif result.ok:
+        elif result.ok and result.keyed:
             typer.echo(f"audit log intact: {result.count} records verified (head {result.head})")
+        elif result.ok:
+            typer.echo(_unkeyed_verdict(result.count, result.head, expected))
         elif result.first_bad_id is not None and "chain breaks" in result.problem:
             typer.echo(
                 f"audit log TAMPERED: chain breaks at record {result.first_bad_id} "
@@ -237,6 +240,31 @@ def audit(
             typer.echo(_json.dumps(rec.to_dict(), ensure_ascii=False))
         return
     _print_table(records)
+
+
+def _unkeyed_verdict(count: int, head: str, expected: Head | None) -> str:
+    """What a consistent chain without a key proves: nothing beyond an exported head."""
+    why = (
+        "an unkeyed chain cannot prove integrity: anyone who can write the file can rewrite "
+        "it and recompute every hash"
+    )
+    if expected is not None and expected.count >= count > 0:
+        return (
+            f"audit log intact up to the exported head: its {count} records match it "
+            "(the log is unkeyed: records added after this head can only be proven against "
+            "a later exported head)"
+        )
+    if expected is not None and expected.count > 0:
+        return (
+            f"audit log UNKEYED: the first {expected.count} of {count} records match the "
+            f"exported head; the {count - expected.count} after it cannot be proven ({why}). "
+            "Key the log with TOOLSCOUT_AUDIT_KEY."
+        )
+    return (
+        f"audit log UNKEYED: the chain of {count} records is consistent (head {head}), but "
+        f"{why}. Key the log with TOOLSCOUT_AUDIT_KEY, or compare it against a head kept "
+        "elsewhere (--head, --expect-head)."
+    )
 
 
 def _safe(text: str) -> Text:

@@ -11,6 +11,7 @@ import typer
 
 from toolscout.cli.app import DbOption, _open_admin, err, fail, out
 from toolscout.telemetry.report import (
+    MIN_ALIAS_EVIDENCE,
     MIN_OUTCOMES,
     FalseNegativeReport,
     accept_confidence,
@@ -35,8 +36,12 @@ def report_command(
         typer.Option("--prune", metavar="AGE", help="First delete log entries older than AGE."),
     ] = None,
     min_evidence: Annotated[
-        int, typer.Option("--min-evidence", help="Misses needed before an alias is suggested.")
-    ] = 1,
+        int,
+        typer.Option(
+            "--min-evidence",
+            help="Missed discoveries with one phrasing needed before it is suggested.",
+        ),
+    ] = MIN_ALIAS_EVIDENCE,
     top: Annotated[int, typer.Option("--top", help="Tools and suggestions printed.")] = 20,
     accept_conf: Annotated[
         bool,
@@ -149,9 +154,11 @@ def _print(report: FalseNegativeReport, since: str, top: int) -> None:
     if report.suggestions:
         out.print("\nalias suggestions (toolscout report --accept ID):", markup=False)
         for s in report.suggestions[:top]:
+            ranked = f", ranks it #{s.rank}" if s.rank is not None else ""
             out.print(
-                f"  {s.id}  {s.tool_id} += {s.alias!r}  ({s.times} misses, {s.subjects} callers"
-                f", tenant {s.tenant or '-'})",
+                f"  {s.id}  {s.tool_id} += {s.alias!r}  (evidence: {s.times} missed "
+                f"discoveries from {s.subjects} caller{'s' if s.subjects != 1 else ''}"
+                f"{ranked}, tenant {s.tenant or '-'})",
                 markup=False,
             )
 

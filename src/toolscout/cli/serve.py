@@ -4,12 +4,20 @@ The command checks its options, puts them in the environment and starts uvicorn
 with an application *factory* (:func:`app_from_environment`), so that each of
 ``--workers N`` processes opens its own ``Toolscout`` on the same SQLite file or
 PostgreSQL database.
+
+Secrets come from files or the environment, never argv by preference (a command
+line is visible to every user in ``/proc/*/cmdline``): the token key from
+``--jwt-key-file`` or ``$TOOLSCOUT_TOKEN_KEY`` (``--jwt-key`` still works, with a
+warning), the audit chain's key from ``--audit-key-file`` or
+``$TOOLSCOUT_AUDIT_KEY``. The audit key is its own secret, never the token key:
+whoever can mint tokens must not be able to re-sign the evidence.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,11 +27,17 @@ from toolscout.errors import ConfigError, MissingExtraError
 from toolscout.stores.dsn import is_dsn
 
 ENV_DB = "TOOLSCOUT_SERVE_DB"
+#: the token key as the user gives it (``TOOLSCOUT_JWT_KEY`` is the older spelling)
+ENV_TOKEN_KEY = "TOOLSCOUT_TOKEN_KEY"
 ENV_JWT_KEY = "TOOLSCOUT_JWT_KEY"
 ENV_AUDIT_KEY = "TOOLSCOUT_AUDIT_KEY"
+ENV_JWT_ISSUER = "TOOLSCOUT_SERVE_JWT_ISSUER"
+ENV_JWT_AUDIENCE = "TOOLSCOUT_SERVE_JWT_AUDIENCE"
 ENV_MAX_BODY = "TOOLSCOUT_MAX_BODY"
 ENV_AUDIT = "TOOLSCOUT_SERVE_AUDIT"
 ENV_DRY_RUN = "TOOLSCOUT_SERVE_DRY_RUN"
+ENV_URL = "TOOLSCOUT_SERVE_URL"
+ENV_ACCESS_LOG = "TOOLSCOUT_SERVE_ACCESS_LOG"
 
 
 def build_service(
@@ -33,13 +47,23 @@ def build_service(
     audit_key: str | None = None,
     audit: str | None = None,
     dry_run: bool = False,
+    jwt_issuer: str | None = None,
+    jwt_audience: str | None = None,
 ) -> Any:
-    """A ``Toolscout`` over ``target`` (a SQLite path or a PostgreSQL DSN)."""
+    """A ``Toolscout`` over ``target`` (a SQLite path or a PostgreSQL DSN).
+
+    ``audit_key`` keys the audit chain; ``None`` leaves it unkeyed (it is never the
+    token key)."""
     from toolscout import DryRunExecutor, Settings, Toolscout
     from toolscout.embed import default_embedder
 
     settings = Settings(
-        db=target, jwt_key=jwt_key, audit_key=audit_key or jwt_key, audit_path=audit or None
+        db=target,
+        jwt_key=jwt_key,
+        jwt_issuer=jwt_issuer or None,
+        jwt_audience=jwt_audience or None,
+        audit_key=audit_key or None,
+        audit_path=audit or None,
     )
     # a server encodes many requests at once: no ONNX Runtime spin-waiting (embed/minilm.py)
     return Toolscout.open(
@@ -63,9 +87,39 @@ def app_from_environment() -> Any:
         audit_key=os.environ.get(ENV_AUDIT_KEY),
         audit=os.environ.get(ENV_AUDIT),
         dry_run=os.environ.get(ENV_DRY_RUN) == "1",
+        jwt_issuer=os.environ.get(ENV_JWT_ISSUER),
+        jwt_audience=os.environ.get(ENV_JWT_AUDIENCE),
     )
     max_body = int(os.environ.get(ENV_MAX_BODY, str(MAX_BODY)))
-    return create_app(service, max_body=max_body, close_on_shutdown=True)
+
+    def announce(readiness: Any) -> None:
+        print(startup_line(service, target, readiness.seconds), file=sys.stderr, flush=True)
+
+    return create_app(service, max_body=max_body, close_on_shutdown=True, on_ready=announce)
+
+
+def startup_line(service: Any, target: str, warm_s: float | None) -> str:
+    """The one line a worker prints once it is warm: where, what, from which store."""
+    from toolscout.stores.dsn import redact
+
+    store = "PostgreSQL" if is_dsn(target) else "SQLite"
+    audit = service.settings.audit_target()
+    audit_text = redact(str(audit)) if is_dsn(str(audit)) else str(audit)
+    keyed = "keyed" if getattr(service.audit, "keyed", False) else "UNKEYED"
+    warm = f", warm in {warm_s:.1f} s" if warm_s is not None else ""
+    url = os.environ.get(ENV_URL, "")
+    return (
+        f"toolscout serve: worker {os.getpid()} ready on {url or '(unknown address)'} — "
+        f"catalog {redact(target) if is_dsn(target) else target} ({store}, "
+        f"{len(service.catalog)} tools), audit {audit_text} ({keyed}){warm}"
+    )
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """The options every worker runs uvicorn with (the access log when asked for)."""
+    if os.environ.get(ENV_ACCESS_LOG) == "1":
+        return {**UVICORN_OPTIONS, "access_log": True, "log_level": "info"}
+    return dict(UVICORN_OPTIONS)
 
 
 def serve(
@@ -93,9 +147,32 @@ def serve(
     jwt_key: Annotated[
         str | None,
         typer.Option(
-            "--jwt-key", envvar=ENV_JWT_KEY, help="HS256 key callers' tokens are signed with."
+            "--jwt-key",
+            help="HS256 key callers' tokens are signed with. Visible to other users in the"
+            " process list: prefer --jwt-key-file or $TOOLSCOUT_TOKEN_KEY.",
         ),
     ] = None,
+    jwt_key_file: Annotated[
+        Path | None,
+        typer.Option("--jwt-key-file", help="File holding the tokens' HS256 key."),
+    ] = None,
+    jwt_issuer: Annotated[
+        str | None, typer.Option("--jwt-issuer", help="Required `iss` claim of tokens.")
+    ] = None,
+    jwt_audience: Annotated[
+        str | None, typer.Option("--jwt-audience", help="Required `aud` claim of tokens.")
+    ] = None,
+    audit_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--audit-key-file",
+            help="File holding the audit chain's HMAC key (default: $TOOLSCOUT_AUDIT_KEY;"
+            " never the token key).",
+        ),
+    ] = None,
+    access_log: Annotated[
+        bool, typer.Option("--access-log", help="Log every request (uvicorn's access log).")
+    ] = False,
 ) -> None:
     """Serve the HTTP API (/v1/discover, /v1/execute, ..., /metrics) under uvicorn."""
     try:
@@ -106,8 +183,8 @@ def serve(
         raise MissingExtraError(exc.name or "fastapi", "server") from None
     if db is not None and postgres is not None:
         raise ConfigError("give either --db or --postgres, not both")
-    if not jwt_key:
-        raise ConfigError(f"a JWT key is required: --jwt-key or ${ENV_JWT_KEY}")
+    token_key = token_key_from(jwt_key, jwt_key_file)
+    audit_key = audit_key_from(audit_key_file)
     if postgres is not None:
         if not is_dsn(postgres):
             raise ConfigError(f"--postgres must be a postgresql:// DSN, got {postgres[:40]!r}")
@@ -120,20 +197,99 @@ def serve(
             raise ConfigError(f"no catalog at {path}; run `toolscout index CATALOG --db {path}`")
         target = str(path)
     os.environ[ENV_DB] = target
-    os.environ[ENV_JWT_KEY] = jwt_key
+    os.environ[ENV_JWT_KEY] = token_key
+    _set_env(ENV_AUDIT_KEY, audit_key)
+    _set_env(ENV_JWT_ISSUER, jwt_issuer)
+    _set_env(ENV_JWT_AUDIENCE, jwt_audience)
     if audit is not None:
         os.environ[ENV_AUDIT] = str(audit)
     os.environ[ENV_DRY_RUN] = "1" if dry_run else "0"
+    os.environ[ENV_ACCESS_LOG] = "1" if access_log else "0"
+    os.environ[ENV_URL] = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    if audit_key is None:
+        _warn(
+            "the audit chain is unkeyed (anyone who can write its file can rewrite it"
+            " undetected): give --audit-key-file or $TOOLSCOUT_AUDIT_KEY"
+        )
     # open once in this process, so a bad store or key fails here with one line
-    build_service(target, jwt_key=jwt_key, audit=str(audit) if audit else None).close()
+    build_service(
+        target,
+        jwt_key=token_key,
+        audit_key=audit_key,
+        audit=str(audit) if audit else None,
+        jwt_issuer=jwt_issuer,
+        jwt_audience=jwt_audience,
+    ).close()
     if workers > 1 and hasattr(socket, "SO_REUSEPORT"):
         try:  # a taken port or a bad address: one line here, not a traceback per worker
             _listen(host, port).close()
         except OSError as exc:
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        _announce_start(workers)
         run_workers(host, port, workers)
         return
-    uvicorn.run(APP, factory=True, host=host, port=port, workers=workers, **UVICORN_OPTIONS)
+    _announce_start(workers)
+    uvicorn.run(APP, factory=True, host=host, port=port, workers=workers, **uvicorn_options())
+
+
+def _announce_start(workers: int) -> None:
+    many = f"{workers} workers" if workers > 1 else "1 worker"
+    typer.echo(
+        f"toolscout serve: starting {many} on {os.environ[ENV_URL]} (each loads the model;"
+        " /readyz answers 200 once warm)",
+        err=True,
+    )
+
+
+def _warn(message: str) -> None:
+    typer.echo(f"warning: {message}", err=True)
+
+
+def _set_env(name: str, value: str | None) -> None:
+    if value:
+        os.environ[name] = value
+    else:
+        os.environ.pop(name, None)
+
+
+def _read_secret(path: Path, option: str) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{option}: cannot read {path}: {reason}") from None
+    secret = text.strip("\r\n")
+    if not secret:
+        raise ConfigError(f"{option}: {path} is empty")
+    return secret
+
+
+def token_key_from(jwt_key: str | None, jwt_key_file: Path | None) -> str:
+    """The tokens' key: ``--jwt-key-file``, ``$TOOLSCOUT_TOKEN_KEY`` (or the older
+    ``$TOOLSCOUT_JWT_KEY``), or ``--jwt-key`` (with a warning: argv is public)."""
+    if jwt_key is not None and jwt_key_file is not None:
+        raise ConfigError("give either --jwt-key or --jwt-key-file, not both")
+    if jwt_key_file is not None:
+        return _read_secret(jwt_key_file, "--jwt-key-file")
+    if jwt_key:
+        _warn(
+            "--jwt-key puts the secret on the command line, where every user of this"
+            f" machine can read it (/proc/{os.getpid()}/cmdline); use --jwt-key-file or"
+            f" ${ENV_TOKEN_KEY}"
+        )
+        return jwt_key
+    key = os.environ.get(ENV_TOKEN_KEY) or os.environ.get(ENV_JWT_KEY)
+    if not key:
+        raise ConfigError(f"a token key is required: --jwt-key-file or ${ENV_TOKEN_KEY}")
+    return key
+
+
+def audit_key_from(audit_key_file: Path | None) -> str | None:
+    """The audit chain's key: ``--audit-key-file`` or ``$TOOLSCOUT_AUDIT_KEY``; ``None``
+    (an unkeyed chain) without either — never the token key."""
+    if audit_key_file is not None:
+        return _read_secret(audit_key_file, "--audit-key-file")
+    return os.environ.get(ENV_AUDIT_KEY) or None
 
 
 #: the application factory every worker imports, and the options every worker runs with
@@ -159,7 +315,7 @@ def _worker(host: str, port: int) -> None:
     """One worker process: its own listening socket on the shared port, its own app."""
     import uvicorn
 
-    config = uvicorn.Config(APP, factory=True, **UVICORN_OPTIONS)
+    config = uvicorn.Config(APP, factory=True, **uvicorn_options())
     uvicorn.Server(config).run(sockets=[_listen(host, port)])
 
 

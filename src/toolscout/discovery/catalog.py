@@ -45,7 +45,7 @@ from toolscout.policy import (
     decide,
     entitle,
 )
-from toolscout.settings import SearchSettings
+from toolscout.settings import QUERY_TEXT_DAYS, SearchSettings
 from toolscout.stores.base import (
     KIND_ALIAS,
     KIND_CARD,
@@ -204,11 +204,13 @@ class Catalog:
         log: bool = True,
         reformulator: Reformulator | None = None,
         query_log: str = "text",
+        query_text_days: float | None = QUERY_TEXT_DAYS,
     ) -> Catalog:
         """A catalog over the store at ``path`` (a SQLite file, ``:memory:``, or a DSN).
 
         ``query_log`` says what the discovery log keeps of each query: its ``text``, a
-        ``hash``, or ``none``."""
+        ``hash``, or ``none``; text is reduced to its hash after ``query_text_days``
+        (``None``: kept until the row is pruned)."""
         from toolscout.embed import default_embedder
         from toolscout.stores import open_store
 
@@ -217,7 +219,7 @@ class Catalog:
         if log and isinstance(path, str | Path):
             from toolscout.telemetry.log import open_log
 
-            dlog = open_log(path, query_log=query_log)
+            dlog = open_log(path, query_log=query_log, query_text_days=query_text_days)
         return cls(
             store,
             embedder=embedder or default_embedder(),
@@ -653,8 +655,10 @@ class Catalog:
         token_budget: int | None = None,
         grants: GrantIssuer | None = None,
         conversation: str | None = None,
+        record: bool = True,
     ) -> Shortlist:
-        """entitle → retrieve → select → inject, for one query and one trusted principal."""
+        """entitle → retrieve → select → inject, for one query and one trusted principal
+        (``record=False``: not written to the discovery log)."""
         from toolscout.discovery.pipeline import discover
 
         return discover(
@@ -668,6 +672,7 @@ class Catalog:
             token_budget=token_budget,
             grants=grants,
             conversation=conversation,
+            record=record,
         )
 
     def record_call(self, shortlist: Shortlist | None, tool_id: str, *, ok: bool = True) -> None:

@@ -232,9 +232,11 @@ def discover(
     token_budget: int | None = None,
     grants: GrantIssuer | None = None,
     conversation: str | None = None,
+    record: bool = True,
 ) -> Shortlist:
     """entitle → retrieve → select → inject, for one query and one trusted principal,
-    over one generation of the catalog."""
+    over one generation of the catalog. ``record=False`` leaves the discovery log alone
+    (a server's warm-up discovery is nobody's)."""
     start = time.perf_counter()
     if fmt not in rendering.FORMATS:
         raise FormatError(fmt, rendering.FORMATS)
@@ -266,7 +268,7 @@ def discover(
         grant = grants.issue(principal, [t.id for t in tools]) if grants is not None else None
         latency = (time.perf_counter() - start) * 1000
         did = None
-        if catalog.log is not None:
+        if catalog.log is not None and record:
             did = catalog.log.record_discovery(
                 principal.subject,
                 principal.tenant,

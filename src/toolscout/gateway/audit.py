@@ -27,7 +27,9 @@ triggers or a missing table as failures. See ``docs/security.md`` for the
 threat model.
 
 Caller-controlled text (ids, subjects) is sanitised before it is stored: lone
-surrogates and control characters never reach the database driver.
+surrogates and control characters never reach the database driver. The ``detail``
+(a tool's exception text, an upstream error body) has its secrets — DSN passwords,
+bearer tokens, keys — replaced by :func:`toolscout.redact.redact` first.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolscout.errors import ConfigError, StoreError
+from toolscout.redact import redact
 from toolscout.schemas import check_arguments
 
 if TYPE_CHECKING:  # in audit_verify; still importable from here (see __getattr__)
@@ -282,6 +285,16 @@ class AuditLog:
                 "keep using it without one, or start a new log file"
             )
         if row[0] != mine:
+            (rows,) = self._conn.execute("SELECT COUNT(*) FROM audit_log").fetchone()
+            if rows == 0 and row[0] == "":  # an empty unkeyed log (another command's): keyed
+                self._conn.execute("UPDATE audit_meta SET value = ? WHERE key = 'key_id'", (mine,))
+                return
+            if row[0] == "":
+                raise ConfigError(
+                    f"the audit log at {self.path} was written without a key, and a key was "
+                    "given; keep using it without one (unset TOOLSCOUT_AUDIT_KEY), or start a "
+                    "new log file"
+                )
             raise ConfigError(
                 f"the audit log at {self.path} is keyed and the key given "
                 + ("does not match it" if self._key is not None else "is missing")
@@ -324,7 +337,7 @@ class AuditLog:
     # ------------------------------------------------------------------ writing
 
     def _write(self, fields: tuple[Any, ...], kind: str, ref: int, detail: str = "") -> AuditRecord:
-        detail = clean_text(detail, MAX_DETAIL) if detail else ""
+        detail = clean_text(redact(detail), MAX_DETAIL) if detail else ""
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")

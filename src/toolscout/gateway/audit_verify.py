@@ -65,6 +65,9 @@ class Verification(NamedTuple):
     problem: str = ""
     #: the head that was verified
     head: str = f"0:{GENESIS}"
+    #: whether the chain was checked with a key; an unkeyed chain that holds proves
+    #: nothing against someone who can write the file (they can recompute it)
+    keyed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self._asdict())
@@ -86,6 +89,16 @@ def _rows(conn: sqlite3.Connection) -> Iterator[tuple[Any, ...]]:
 
 
 def _verify(
+    conn: sqlite3.Connection,
+    path: Path,
+    key: bytes | None,
+    expected_head: Head | str | None,
+) -> Verification:
+    """The chain's verdict, saying whether it was checked with a key."""
+    return _chain(conn, path, key, expected_head)._replace(keyed=key is not None)
+
+
+def _chain(
     conn: sqlite3.Connection,
     path: Path,
     key: bytes | None,

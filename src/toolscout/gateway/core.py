@@ -2,10 +2,13 @@
 
 :meth:`Gateway.execute` trusts nothing the model produced. In order, it checks
 
-1. the argument size (before any parsing of the token),
-2. the caller's token (:class:`~toolscout.gateway.auth.TokenVerifier`),
-3. the principal's rate limit,
-4. the very policy function discovery uses (:func:`toolscout.policy.decide`),
+1. the caller's token (:class:`~toolscout.gateway.auth.TokenVerifier`),
+2. the principal's rate limit,
+3. the very policy function discovery uses (:func:`toolscout.policy.decide`) — the
+   catalog's current policy when the lookup is a catalog (an :class:`Authority`; a
+   ``PolicyConfig`` copy beside one is refused),
+4. the arguments' shape and size (NaN, nesting, bytes) — only after the policy, so an
+   argument refusal never names a tool the caller may not use,
 5. in strict mode, a discovery grant covering the tool (:mod:`toolscout.gateway.grants`),
 6. the arguments against the tool's JSON Schema (unknown parameters refused),
 
@@ -121,6 +124,12 @@ class Gateway:
             raise ConfigError(
                 "the gateway needs a policy: pass a PolicyConfig, or a catalog that decides"
             )
+        if policy is not None and isinstance(tools, Authority):
+            raise ConfigError(
+                "the catalog owns the policy and decides every call with its current one:"
+                " pass policy=None (a PolicyConfig here would be a copy that goes stale;"
+                " change the catalog's with catalog.set_policy)"
+            )
         self.tools = tools
         self.policy = policy
         self.verifier = verifier
@@ -178,6 +187,25 @@ class Gateway:
         client: str,
     ) -> tuple[Principal, ToolSpec, str, Mapping[str, Any]]:
         tool_id = tool_id if isinstance(tool_id, str) else repr(tool_id)
+        # the token and the policy come first: an argument refusal names the tool, so it
+        # is only ever given for a tool the caller may use (for any other, the refusal is
+        # the policy's, which never tells another tenant's tool from an unknown one)
+        # a Principal is a trusted in-process caller; anything else is a token to verify
+        principal = token if isinstance(token, Principal) else self._verify(token, tool_id, client)
+        who[0] = principal
+        self._rate.check(principal, tool_id=tool_id)
+        spec = self.tools.spec(tool_id) if len(tool_id) <= MAX_TOOL_ID else None
+        if isinstance(self.tools, Authority):
+            # the catalog's current policy and state: never a copy taken at start-up
+            decision = self.tools.decide(principal, tool_id) if spec is not None else UNKNOWN
+        else:
+            policy = self.policy or PolicyConfig()
+            decision = decide(principal, spec.card if spec is not None else None, policy)
+        if not decision.allowed or spec is None:
+            reason = decision.reason.value if decision.reason is not None else "unknown_tool"
+            raise PolicyDenied(
+                f"{tool_id[:MAX_TOOL_ID]}: not permitted ({reason})", tool_id=tool_id, reason=reason
+            )
         if not isinstance(arguments, Mapping):
             raise ArgumentError(
                 f"arguments must be a JSON object, got {type(arguments).__name__}",
@@ -197,22 +225,6 @@ class Gateway:
             tool_id=tool_id,
         )
         digest = self.audit.digest(text)
-        # a Principal is a trusted in-process caller; anything else is a token to verify
-        principal = token if isinstance(token, Principal) else self._verify(token, tool_id, client)
-        who[0] = principal
-        self._rate.check(principal, tool_id=tool_id)
-        spec = self.tools.spec(tool_id) if len(tool_id) <= MAX_TOOL_ID else None
-        if self.policy is None and isinstance(self.tools, Authority):
-            # the catalog's current policy and state: never a copy taken at start-up
-            decision = self.tools.decide(principal, tool_id) if spec is not None else UNKNOWN
-        else:
-            policy = self.policy or PolicyConfig()
-            decision = decide(principal, spec.card if spec is not None else None, policy)
-        if not decision.allowed or spec is None:
-            reason = decision.reason.value if decision.reason is not None else "unknown_tool"
-            raise PolicyDenied(
-                f"{tool_id[:MAX_TOOL_ID]}: not permitted ({reason})", tool_id=tool_id, reason=reason
-            )
         if self.strict and self.grants is not None:
             self.grants.check(grant, principal, tool_id)
         self.validator.validate(spec, arguments)
@@ -409,6 +421,15 @@ class Gateway:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._background_loop())
         return future.result()
+
+    def warm_up(self) -> None:
+        """Start the background loop and compile a schema validator, so the first real
+        call pays for neither (a server is ready only once warm)."""
+        from toolscout.schemas import make_validator
+
+        self._run(asyncio.sleep(0))
+        probe = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a$"}}}
+        make_validator(probe).is_valid({"a": "a"})
 
     def execute_sync(
         self,

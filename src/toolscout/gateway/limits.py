@@ -8,7 +8,8 @@ costs little and writes few audit rows. Over a budget is a :class:`RateLimited`
 refusal, never a silent delay. Arguments larger than ``max_argument_bytes`` (as
 canonical JSON) are refused before the token is even verified.
 
-:class:`InFlight` bounds the calls running at once per principal and per tool.
+:class:`InFlight` bounds the calls running at once per principal and per tool within
+a tenant (one tenant cannot starve another of a tool).
 A call keeps its place until its work has really ended: a synchronous tool that
 timed out still runs in its thread, and still counts (see :class:`Ticket`).
 """
@@ -43,8 +44,9 @@ class Limits:
     max_principals: int = 100_000
     #: calls one principal may have running at once (timed-out ones included)
     max_in_flight_per_principal: int = 8
-    #: calls of one tool running at once, over all principals (keep it below an
-    #: executor's worker count, so one slow tool cannot hold every worker)
+    #: calls of one tool running at once for one tenant, over its principals (keep it
+    #: below an executor's worker count, so one slow tool cannot hold every worker);
+    #: per tenant, so one tenant's calls never take another tenant's places
     max_in_flight_per_tool: int = 16
     #: call budget per client key for callers whose token did not verify (0: off)
     unauthenticated_rate_per_second: float = 1.0
@@ -213,7 +215,8 @@ CURRENT_TICKET: ContextVar[Ticket | None] = ContextVar("toolscout_ticket", defau
 
 
 class InFlight:
-    """Counts calls running at once, per principal and per tool; refuses over the bounds."""
+    """Counts calls running at once, per principal and per (tenant, tool); refuses over
+    the bounds."""
 
     def __init__(self, per_principal: int, per_tool: int) -> None:
         if per_principal < 1 or per_tool < 1:
@@ -230,7 +233,7 @@ class InFlight:
     def enter(self, principal: Principal, tool_id: str) -> Ticket:
         """A ticket for one call, or :class:`RateLimited` when a bound is reached."""
         who = ("p", f"{principal.tenant}\x00{principal.subject}")
-        tool = ("t", tool_id)
+        tool = ("t", f"{principal.tenant}\x00{tool_id}")
         with self._lock:
             if self._counts.get(who, 0) >= self.per_principal:
                 raise RateLimited(
@@ -241,7 +244,7 @@ class InFlight:
                 )
             if self._counts.get(tool, 0) >= self.per_tool:
                 raise RateLimited(
-                    f"{tool_id} has {self.per_tool} calls running; retry later",
+                    f"{tool_id} has {self.per_tool} calls of your tenant running; retry later",
                     tool_id=tool_id,
                     reason=REASON_TOOL_BUSY,
                 )
@@ -258,11 +261,24 @@ class InFlight:
                 else:
                     self._counts.pop(key, None)
 
-    def running(self, principal: Principal | None = None, tool_id: str | None = None) -> int:
-        """Calls running now for a principal or a tool (all calls with neither)."""
+    def running(
+        self,
+        principal: Principal | None = None,
+        tool_id: str | None = None,
+        *,
+        tenant: str | None = None,
+    ) -> int:
+        """Calls running now for a principal, or of a tool (for one ``tenant``, or every
+        tenant's summed); all calls with neither."""
         with self._lock:
             if principal is not None:
                 return self._counts.get(("p", f"{principal.tenant}\x00{principal.subject}"), 0)
             if tool_id is not None:
-                return self._counts.get(("t", tool_id), 0)
+                return sum(
+                    v
+                    for (kind, key), v in self._counts.items()
+                    if kind == "t"
+                    and key.partition("\x00")[2] == tool_id
+                    and (tenant is None or key.partition("\x00")[0] == tenant)
+                )
             return sum(v for (kind, _), v in self._counts.items() if kind == "p")

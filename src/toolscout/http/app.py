@@ -16,16 +16,20 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from toolscout.errors import CardError, ToolscoutError
+from toolscout.errors import CardError, ToolscoutError, UnknownDiscoveryError
 from toolscout.http import models as m
 from toolscout.http.errors import APIError, ErrorBody, body, from_library, responses
+from toolscout.http.guard import Guard, bearer_token
 from toolscout.http.metrics import CONTENT_TYPE, Metrics
+from toolscout.http.ready import Readiness
 from toolscout.policy import AdminAction, Principal
 
 #: default largest request body, in bytes
 MAX_BODY = 1 << 20
 #: largest body of a catalog import, in bytes
 MAX_IMPORT_BODY = 64 << 20
+#: largest body of a /v1 call whose bearer token does not verify, in bytes
+UNAUTHENTICATED_BODY = 16 << 10
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -35,18 +39,47 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class BodyLimit:
-    """ASGI middleware: refuse bodies over the limit (413) before the app reads them."""
+    """ASGI middleware: refuse bodies over the limit (413) before the app reads them.
 
-    def __init__(self, app: ASGIApp, *, limit: int, import_limit: int) -> None:
+    The limit is decided before a byte of the body is read: the import route's large
+    one, or the default; and, for a ``/v1`` call whose bearer token does not verify
+    (``verifies``), at most ``unauthenticated_limit`` — an unauthenticated caller never
+    makes the server read a large body. A body without a declared length (chunked) is
+    read up to the limit here, so going over it is a 413 too (the app would see a
+    broken stream and answer 400)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        limit: int,
+        import_limit: int,
+        verifies: Callable[[str | None], bool] | None = None,
+        unauthenticated_limit: int = UNAUTHENTICATED_BODY,
+    ) -> None:
         self.app = app
         self.limit = limit
         self.import_limit = import_limit
+        self.verifies = verifies
+        self.unauthenticated_limit = unauthenticated_limit
+
+    def _limit(self, scope: Scope) -> int:
+        limit = self.import_limit if scope["path"] == "/v1/catalog/import" else self.limit
+        if (
+            self.verifies is not None
+            and scope["path"].startswith("/v1/")
+            and limit > self.unauthenticated_limit
+            and not self.verifies(bearer_token(scope.get("headers", ())))
+        ):
+            limit = self.unauthenticated_limit
+        return limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.import_limit if scope["path"] == "/v1/catalog/import" else self.limit
+        limit = self._limit(scope)
+        declared: int | None = None
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
@@ -56,6 +89,12 @@ class BodyLimit:
                 if declared > limit:
                     await _too_large(send, limit)
                     return
+        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+            buffered = await _read_body(receive, limit)
+            if buffered is None:
+                await _too_large(send, limit)
+                return
+            receive = _replay(buffered, receive)
         seen = 0
         started = False
 
@@ -85,6 +124,34 @@ class _BodyTooLarge(Exception):
     pass
 
 
+async def _read_body(receive: Receive, limit: int) -> list[Message] | None:
+    """The request's body messages, read up to ``limit`` bytes; ``None`` when over it."""
+    messages: list[Message] = []
+    seen = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages
+        seen += len(message.get("body", b""))
+        if seen > limit:
+            return None
+        if not message.get("more_body", False):
+            return messages
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that gives ``messages`` first, then what ``receive`` gives."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed
+
+
 async def _too_large(send: Send, limit: int) -> None:
     payload = json.dumps(body("payload_too_large", f"request body over {limit} bytes")).encode()
     await send(
@@ -110,13 +177,21 @@ def create_app(
     max_body: int = MAX_BODY,
     max_import_body: int = MAX_IMPORT_BODY,
     close_on_shutdown: bool = False,
+    on_ready: Callable[[Readiness], None] | None = None,
 ) -> FastAPI:
-    """The HTTP API over one ``Toolscout`` (``service``)."""
+    """The HTTP API over one ``Toolscout`` (``service``).
+
+    It warms the service in the background as it starts (:mod:`toolscout.http.ready`);
+    ``/readyz`` is 503 until then, and ``on_ready`` is called once it is warm."""
     from contextlib import asynccontextmanager
+
+    readiness = Readiness(service, on_ready=on_ready)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
+        readiness.start()
         yield
+        readiness.stop()
         if close_on_shutdown:
             service.close()
 
@@ -132,12 +207,17 @@ def create_app(
     metrics = Metrics()
     app.state.metrics = metrics
     app.state.service = service
+    guard = Guard(service)
+    app.state.guard = guard
+    app.state.readiness = readiness
     bearer = HTTPBearer(auto_error=False, description="A JWT issued for toolscout")
 
     # -- errors ----------------------------------------------------------------------
     @app.exception_handler(APIError)
     async def api_error(request: Request, exc: APIError) -> JSONResponse:
         extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+        if exc.status == 429:
+            extra = {"Retry-After": "1"}
         return _error(exc.status, exc.code, exc.message, **extra)
 
     @app.exception_handler(ToolscoutError)
@@ -171,12 +251,17 @@ def create_app(
 
     # -- auth ------------------------------------------------------------------------
     def caller(
+        request: Request,
         creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Principal:
-        if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
-            raise APIError(401, "unauthorized", "a bearer token is required")
-        principal: Principal = service.verify(creds.credentials)
-        return principal
+        # a caller whose token fails is throttled per client address and audited (guard.py)
+        ok = creds is not None and creds.scheme.lower() == "bearer" and creds.credentials
+        route = getattr(request.scope.get("route"), "path", "") or request.url.path
+        return guard.authenticate(
+            creds.credentials if ok and creds is not None else None,
+            client=request.client.host if request.client else "",
+            route=route,
+        )
 
     Caller = Annotated[Principal, Depends(caller)]
 
@@ -198,6 +283,8 @@ def create_app(
 
     @app.get("/readyz", response_model=m.HealthResponse, responses=responses(503), tags=["health"])
     def readyz() -> m.HealthResponse:
+        if not readiness.ready:  # ready means warm: the model loaded, one discovery done
+            raise APIError(503, "unavailable", readiness.problem)
         try:
             gen = generation()
             n = len(service.catalog)
@@ -218,10 +305,11 @@ def create_app(
     @app.post(
         "/v1/discover",
         response_model=m.DiscoverResponse,
-        responses=responses(400, 401, 413, 422),
+        responses=responses(400, 401, 413, 422, 429),
         tags=["discovery"],
     )
     def discover(req: m.DiscoverRequest, principal: Caller) -> dict[str, Any]:
+        guard.discovery_budget(principal)
         shortlist = service.discover(
             principal,
             req.query,
@@ -236,9 +324,10 @@ def create_app(
         return out
 
     @app.get(
-        "/v1/tools/{tool_id}/schema",
+        # a path parameter: MCP tool ids are "<server>/<tool>"
+        "/v1/tools/{tool_id:path}/schema",
         response_model=dict[str, Any],
-        responses=responses(400, 401, 404, 422),
+        responses=responses(400, 401, 404, 422, 429),
         tags=["discovery"],
     )
     def schema(tool_id: str, principal: Caller, format: m.Format = "openai") -> dict[str, Any]:
@@ -248,10 +337,16 @@ def create_app(
     @app.post(
         "/v1/execute",
         response_model=m.ExecuteResponse,
-        responses=responses(400, 401, 413, 422),
+        responses=responses(400, 401, 404, 413, 422, 429),
         tags=["execution"],
     )
     def execute(req: m.ExecuteRequest, principal: Caller) -> m.ExecuteResponse:
+        if req.discovery_id is not None:
+            # only the caller who made a discovery may link a call to it (404 otherwise,
+            # as /v1/feedback): a stranger's id would record calls against its owner's log
+            log = service.catalog.log
+            if log is None or log.owner(req.discovery_id) != (principal.subject, principal.tenant):
+                raise UnknownDiscoveryError(str(req.discovery_id))
         result = service.execute(
             principal,
             req.name,
@@ -279,7 +374,7 @@ def create_app(
     @app.post(
         "/v1/feedback",
         response_model=m.OkResponse,
-        responses=responses(400, 401, 404, 413, 422),
+        responses=responses(400, 401, 404, 413, 422, 429),
         tags=["discovery"],
     )
     def feedback(req: m.FeedbackRequest, principal: Caller) -> m.OkResponse:
@@ -334,7 +429,9 @@ def create_app(
     from toolscout.console import mount_console
 
     mount_console(app, service)  # /console and /docs
-    app.add_middleware(BodyLimit, limit=max_body, import_limit=max_import_body)
+    app.add_middleware(
+        BodyLimit, limit=max_body, import_limit=max_import_body, verifies=guard.verifies
+    )
     return app
 
 

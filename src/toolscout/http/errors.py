@@ -83,6 +83,7 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         409: "The import changes protected tools (another source's, or widens access)",
         413: "Request body too large",
         422: "Request body does not match the schema",
+        429: "Over a rate budget (the principal's, or its client's while its token fails)",
         503: "Store unavailable",
     }
     return {s: {"model": ErrorBody, "description": text[s]} for s in statuses}

@@ -9,6 +9,9 @@ same conversation searched again before the call).
 What is kept of the query text is a setting: ``"text"`` keeps it; ``"hash"``
 keeps a keyed SHA-256 of its normalised form (repeats can be counted, the text
 cannot be read back); ``"none"`` keeps neither, and the report still counts.
+Text is kept for a bounded time, ``query_text_days`` (:data:`QUERY_TEXT_DAYS` by
+default): older rows keep only the hash (at open, and every 1000 writes), so the
+false-negative report shows recent missed queries and counts the older ones.
 Rows are pruned by age with ``prune`` (or ``retention_days`` at open); deleted
 pages are zeroed (``secure_delete``) so pruned text does not linger in the file.
 
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from toolscout.errors import ConfigError
+from toolscout.settings import QUERY_TEXT_DAYS
 from toolscout.stores.dsn import is_dsn
 
 #: what the log may keep of a query
@@ -47,6 +51,7 @@ QUERY_LOG_MODES = ("text", "hash", "none")
 LOW_CONFIDENCE = 0.45
 #: statements the writer thread commits together at most
 WRITE_BATCH = 500
+
 
 _DISCOVERIES = """
 CREATE TABLE IF NOT EXISTS discoveries (
@@ -107,6 +112,8 @@ _UPGRADES = {
     ),
 }
 
+#: query text past its time: only the hash (written beside it) stays
+_REDUCE_TEXT = "UPDATE {discoveries} SET query = NULL WHERE query IS NOT NULL AND ts < ?"
 _STOP = object()
 _DISCOVERY_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -176,7 +183,11 @@ def normalise_query(query: str) -> str:
 
 
 def open_log(
-    target: str | Path, *, query_log: str = "text", retention_days: float | None = None
+    target: str | Path,
+    *,
+    query_log: str = "text",
+    retention_days: float | None = None,
+    query_text_days: float | None = QUERY_TEXT_DAYS,
 ) -> DiscoveryLog | None:
     """The discovery log kept beside the catalog at ``target``.
 
@@ -186,10 +197,20 @@ def open_log(
     if is_dsn(text):
         from toolscout.telemetry.log_postgres import PostgresDiscoveryLog
 
-        return PostgresDiscoveryLog(text, query_log=query_log, retention_days=retention_days)
+        return PostgresDiscoveryLog(
+            text,
+            query_log=query_log,
+            retention_days=retention_days,
+            query_text_days=query_text_days,
+        )
     if text in (":memory:", "memory:") or "://" in text:
         return None
-    return DiscoveryLog(target, query_log=query_log, retention_days=retention_days)
+    return DiscoveryLog(
+        target,
+        query_log=query_log,
+        retention_days=retention_days,
+        query_text_days=query_text_days,
+    )
 
 
 class DiscoveryLog:
@@ -207,6 +228,7 @@ class DiscoveryLog:
         *,
         query_log: str = "text",
         retention_days: float | None = None,
+        query_text_days: float | None = QUERY_TEXT_DAYS,
     ) -> None:
         if query_log not in QUERY_LOG_MODES:
             raise ConfigError(
@@ -214,9 +236,13 @@ class DiscoveryLog:
             )
         if retention_days is not None and retention_days <= 0:
             raise ConfigError(f"retention_days must be positive, got {retention_days}")
+        if query_text_days is not None and not query_text_days > 0:
+            raise ConfigError(f"query_text_days must be positive, got {query_text_days}")
         self.path = str(path)
         self.query_log = query_log
         self.retention_days = retention_days
+        #: query text older than this many days is reduced to its hash (None: kept)
+        self.query_text_days = query_text_days
         self._sql: dict[str, str] = {}
         self._lock = threading.Lock()
         self._connect(self.path)
@@ -227,6 +253,8 @@ class DiscoveryLog:
         self._writes = 0
         if retention_days is not None:
             self.prune(retention_days)
+        if query_text_days is not None and query_log == "text":
+            self.reduce_query_text(query_text_days)
 
     # -- backend: SQLite ---------------------------------------------------------
     def _connect(self, location: str) -> None:
@@ -389,6 +417,9 @@ class DiscoveryLog:
             cutoff = time.time() - self.retention_days * 86400
             self._put("DELETE FROM {discoveries} WHERE ts < ?", (cutoff,))
             self._put("DELETE FROM {calls} WHERE ts < ?", (cutoff,))
+        if self.query_text_days is not None and self._writes % 1000 == 0:
+            cutoff = time.time() - self.query_text_days * 86400
+            self._put(_REDUCE_TEXT, (cutoff,))
 
     def record_discovery(
         self,
@@ -509,6 +540,19 @@ class DiscoveryLog:
             n = self._execute(self._render("DELETE FROM {discoveries} WHERE ts < ?"), (cutoff,))
             n += self._execute(self._render("DELETE FROM {calls} WHERE ts < ?"), (cutoff,))
             self._compact()
+        return n
+
+    def reduce_query_text(self, older_than_days: float) -> int:
+        """Reduce the query text of discoveries older than ``older_than_days`` to its
+        hash (kept beside it since it was written); returns the rows reduced."""
+        if older_than_days < 0:
+            raise ConfigError(f"a retention period must not be negative, got {older_than_days}")
+        cutoff = time.time() - older_than_days * 86400
+        self.flush()
+        with self._lock:
+            n = self._execute(self._render(_REDUCE_TEXT), (cutoff,))
+            if n:
+                self._compact()
         return n
 
     def flush(self) -> None:

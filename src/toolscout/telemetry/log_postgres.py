@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from toolscout.errors import StoreError
+from toolscout.settings import QUERY_TEXT_DAYS
 from toolscout.stores.dsn import redact
 from toolscout.stores.pgsession import PgSession
 from toolscout.telemetry.log import Dialect, DiscoveryLog
@@ -107,10 +108,16 @@ class PostgresDiscoveryLog(DiscoveryLog):
         *,
         query_log: str = "text",
         retention_days: float | None = None,
+        query_text_days: float | None = QUERY_TEXT_DAYS,
         connect_timeout_s: float = 10.0,
     ) -> None:
         self._timeout_s = connect_timeout_s
-        super().__init__(dsn, query_log=query_log, retention_days=retention_days)
+        super().__init__(
+            dsn,
+            query_log=query_log,
+            retention_days=retention_days,
+            query_text_days=query_text_days,
+        )
         self.path = redact(dsn)  # what messages and reports show
 
     # -- backend: PostgreSQL -----------------------------------------------------

@@ -6,7 +6,11 @@ of the same conversation — and counts as a **miss** when that discovery did no
 show the tool. A conversation that searched again before the call is a
 **second search**: the first query missed the tool even if the second found it.
 From the queries that missed come **alias suggestions**, each with its evidence,
-per tenant; accepting one writes it into the tool's card (``accept_alias``).
+per tenant; accepting one writes it into the tool's card (``accept_alias``). A phrase
+is suggested only on evidence from several discoveries (:data:`MIN_ALIAS_EVIDENCE`, not
+one caller's single miss) and only when it is related to the tool: searched over the
+tenant's tools, the phrase ranks the tool within its top :data:`RELATED_TOP` — so one
+caller's "what time is it in Tokyo" followed by ``git_status`` is not an alias of it.
 
 The same links check the reported **confidence** against what happened: a discovery
 followed by a call or feedback was *right first* when its first tool is among the
@@ -21,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -36,6 +40,14 @@ if TYPE_CHECKING:
 
 #: the longest query text suggested as an alias, in characters
 ALIAS_MAX_CHARS = 200
+#: missed discoveries with one phrasing needed (by default) before it is suggested
+MIN_ALIAS_EVIDENCE = 2
+#: a suggested phrase must rank its tool within this many of the tenant's tools
+RELATED_TOP = 20
+
+#: (tenant, tool id, phrase) -> the tool's rank (1 = first) when the phrase is searched
+#: over the tenant's tools, or None when it is not among the candidates at all
+Ranker = Callable[[str, str, str], "int | None"]
 #: discoveries with an outcome needed before a confidence correction is proposed
 MIN_OUTCOMES = 30
 #: the bands of confidence the check reports (the thresholds docs/benchmarks.md advises)
@@ -145,6 +157,8 @@ class AliasSuggestion:
     subjects: int  # distinct callers who used it
     discovery_ids: tuple[str, ...]  # a few of them, to look up
     shown_instead: tuple[str, ...]
+    #: the tool's rank when the phrase is searched over the tenant's tools (None: unchecked)
+    rank: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,6 +171,7 @@ class AliasSuggestion:
                 "subjects": self.subjects,
                 "discovery_ids": list(self.discovery_ids),
                 "shown_instead": list(self.shown_instead),
+                "rank": self.rank,
             },
         }
 
@@ -302,13 +317,16 @@ def build_report(
     until: float | None = None,
     tool: str | None = None,
     aliases: dict[str, Sequence[str]] | None = None,
-    min_evidence: int = 1,
+    min_evidence: int = MIN_ALIAS_EVIDENCE,
     max_queries: int = 5,
     confidence_since: float = 0.0,
+    rank: Ranker | None = None,
 ) -> FalseNegativeReport:
     """The report over ``[since, until)``; ``aliases`` (tool id -> existing aliases) keeps
-    suggestions to phrases the card does not have yet; the confidence check reads only
-    discoveries from ``confidence_since`` on (when the catalog's correction last moved)."""
+    suggestions to phrases the card does not have yet; a phrase is suggested after
+    ``min_evidence`` missed discoveries, and, given ``rank``, only when it ranks its tool
+    within :data:`RELATED_TOP`; the confidence check reads only discoveries from
+    ``confidence_since`` on (when the catalog's correction last moved)."""
     end = until if until is not None else time.time() + 1
     discoveries = log.discoveries(since, end)
     events = log.events(since, end)
@@ -367,23 +385,31 @@ def build_report(
     # thirty out of forty: (misses + 0) / (needed + 2)
     tools.sort(key=lambda t: (-t.misses / (t.needed + 2), -t.misses, t.tool_id))
     have = {t: {normalise_query(a) for a in al} for t, al in (aliases or {}).items()}
-    suggestions = [
-        AliasSuggestion(
-            alias_id(tenant, tid, norm),
-            tid,
-            text,
-            tenant,
-            n,
-            len(subjects),
-            tuple(dids),
-            tuple(instead),
+    suggestions = []
+    for (tenant, tid, norm), (text, n, subjects, dids, instead) in phrases.items():
+        if (
+            n < min_evidence
+            or norm in have.get(tid, set())
+            or (tool is not None and tid != tool)
+            or (ids and tid not in ids)
+        ):
+            continue
+        place = rank(tenant, tid, text) if rank is not None else None
+        if rank is not None and (place is None or place > RELATED_TOP):
+            continue  # the phrase is not about this tool: one caller's detour, not an alias
+        suggestions.append(
+            AliasSuggestion(
+                alias_id(tenant, tid, norm),
+                tid,
+                text,
+                tenant,
+                n,
+                len(subjects),
+                tuple(dids),
+                tuple(instead),
+                place,
+            )
         )
-        for (tenant, tid, norm), (text, n, subjects, dids, instead) in phrases.items()
-        if n >= min_evidence
-        and norm not in have.get(tid, set())
-        and (tool is None or tid == tool)
-        and (not ids or tid in ids)
-    ]
     suggestions.sort(key=lambda s: (-s.times, -s.subjects, s.tool_id, s.alias))
     low = [d for d in discoveries if d.low]
     # what the log kept is read from the rows (the writer's setting, not this reader's)
@@ -421,10 +447,35 @@ def build_report(
     )
 
 
+def catalog_ranker(catalog: Catalog) -> Ranker:
+    """:data:`Ranker` over ``catalog``: the phrase searched (hybrid retrieval, the tenant's
+    learned usage) over the tools the tenant has (its own and untenanted ones)."""
+    from toolscout.discovery.search import parse_query
+    from toolscout.errors import QueryError
+
+    cards = [s.card for s in catalog.specs()]
+    df, n_docs = catalog.store.document_frequency()
+
+    def rank(tenant: str, tool_id: str, text: str) -> int | None:
+        allowed = {c.id for c in cards if not c.tenants or tenant in c.tenants}
+        try:
+            query = parse_query(text, df, n_docs, catalog.settings)
+        except QueryError:
+            return None
+        found = [c.id for c in catalog.retriever(tenant=tenant).run(query, allowed).candidates]
+        return found.index(tool_id) + 1 if tool_id in found else None
+
+    return rank
+
+
 def report_for(
-    catalog: Catalog, *, since: float = 0.0, tool: str | None = None, min_evidence: int = 1
+    catalog: Catalog,
+    *,
+    since: float = 0.0,
+    tool: str | None = None,
+    min_evidence: int = MIN_ALIAS_EVIDENCE,
 ) -> FalseNegativeReport:
-    """The report for a catalog's own discovery log."""
+    """The report for a catalog's own discovery log (suggestions checked for relatedness)."""
     if catalog.log is None:
         raise ConfigError("this catalog has no discovery log (it is in memory or logging is off)")
     if tool is not None and catalog.spec(tool) is None:
@@ -438,6 +489,7 @@ def report_for(
         aliases={s.id: s.card.aliases for s in specs},
         min_evidence=min_evidence,
         confidence_since=catalog.confidence_shift.ts,
+        rank=catalog_ranker(catalog),
     )
 
 
@@ -459,8 +511,9 @@ def accept_alias(catalog: Catalog, suggestion_id: str) -> AcceptedAlias:
 
 
 def accept_aliases(catalog: Catalog, suggestion_ids: Sequence[str]) -> list[AcceptedAlias]:
-    """:func:`accept_alias` for several suggestions, indexed in one transaction."""
-    report = report_for(catalog)
+    """:func:`accept_alias` for several suggestions, indexed in one transaction (any
+    related suggestion, however little evidence it has: accepting is a person's choice)."""
+    report = report_for(catalog, min_evidence=1)
     by_id = {s.id: s for s in report.suggestions}
     missing = [i for i in suggestion_ids if i not in by_id]
     if missing:

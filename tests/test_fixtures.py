@@ -1,0 +1,53 @@
+"""The test suite's own hygiene: nothing in it depends on how long the whole suite takes."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import jwt
+
+from serve_fixture import TOKEN_TTL_S, token
+
+TESTS = Path(__file__).resolve().parent
+#: functions that mint a token with the library's short default lifetime (15 minutes)
+SHORT_LIVED = {"issue_token"}
+#: helpers that mint a short-lived token unless given ttl_seconds
+SHORT_HELPERS = {"_gateway_kit": {"token", "expired_token"}}
+
+
+def _calls(node: ast.AST) -> list[ast.Call]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+
+
+def _name(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+
+
+def test_tokens_of_the_serve_fixture_outlive_any_suite_run() -> None:
+    claims = jwt.decode(token(), options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] >= TOKEN_TTL_S >= 86400
+
+
+def test_no_module_mints_a_short_lived_token_at_import() -> None:
+    """A token minted at import with a 15-minute lifetime expired after 20 minutes of a
+    loaded run of `make test` (12 failures). Module-level code may mint only through
+    serve_fixture.token (long-lived) or with an explicit ttl_seconds."""
+    offenders = []
+    for path in sorted(TESTS.glob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        imported: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module in SHORT_HELPERS:
+                imported |= {a.asname or a.name for a in node.names} & SHORT_HELPERS[node.module]
+        if path.stem == "_gateway_kit":
+            imported |= SHORT_HELPERS["_gateway_kit"]
+        for node in tree.body:  # module level only: functions run when a test runs
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            for call in _calls(node):
+                short = _name(call) in SHORT_LIVED | imported
+                if short and not any(k.arg == "ttl_seconds" for k in call.keywords):
+                    offenders.append(f"{path.name}:{call.lineno}")
+    assert not offenders, f"tokens minted at import with a short lifetime: {offenders}"
