@@ -290,10 +290,10 @@ class Administration:
     ) -> Any:
         """Audit each change, run ``apply``, audit the outcome."""
         who = {"subject": principal.subject, "tenant": principal.tenant, "action": operation}
-        for c in changes:  # a failure here raises before anything changes
-            self.audit.admin(
-                **who, target=c.tool_id, before=c.before, after=c.after, status="started"
-            )
+        # one transaction for every change; a failure here raises before anything changes
+        self.audit.admin_many(
+            **who, changes=[(c.tool_id, c.before, c.after) for c in changes], status="started"
+        )
         try:
             result = apply()
         except ImportRefused as exc:

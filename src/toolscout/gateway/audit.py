@@ -337,7 +337,12 @@ class AuditLog:
     # ------------------------------------------------------------------ writing
 
     def _write(self, fields: tuple[Any, ...], kind: str, ref: int, detail: str = "") -> AuditRecord:
-        detail = clean_text(redact(detail), MAX_DETAIL) if detail else ""
+        (record,) = self._write_many([(fields, kind, ref, detail)])
+        return record
+
+    def _write_many(self, rows: list[tuple[tuple[Any, ...], str, int, str]]) -> list[AuditRecord]:
+        """Chain and insert ``rows`` (fields, kind, ref, detail) in one transaction."""
+        written: list[AuditRecord] = []
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -346,20 +351,25 @@ class AuditLog:
                         "SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1"
                     ).fetchone()
                     prev_id, prev_hash = (last[0], last[1]) if last else (0, GENESIS)
-                    row_id = prev_id + 1
-                    row = (row_id, *fields, kind, ref, detail)
-                    digest = _row_hash(prev_hash, row, self._key)
-                    self._conn.execute(
-                        f"INSERT INTO audit_log ({_COLUMNS}) VALUES ({_MARKS})",
-                        (row_id, *fields, prev_hash, digest, kind, ref, detail),
-                    )
+                    for fields, kind, ref, detail in rows:
+                        detail = clean_text(redact(detail), MAX_DETAIL) if detail else ""
+                        row_id = prev_id + 1
+                        row = (row_id, *fields, kind, ref, detail)
+                        digest = _row_hash(prev_hash, row, self._key)
+                        self._conn.execute(
+                            f"INSERT INTO audit_log ({_COLUMNS}) VALUES ({_MARKS})",
+                            (row_id, *fields, prev_hash, digest, kind, ref, detail),
+                        )
+                        record = (row_id, *fields, prev_hash, digest, kind, ref, detail)
+                        written.append(AuditRecord(*record))
+                        prev_id, prev_hash = row_id, digest
                     self._conn.execute("COMMIT")
                 except BaseException:
                     self._conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot write the audit log at {self.path}: {exc}") from None
-        return AuditRecord(*(row_id, *fields, prev_hash, digest, kind, ref, detail))
+        return written
 
     @staticmethod
     def _fields(
@@ -425,18 +435,44 @@ class AuditLog:
         """Write one administrative row: ``target`` (a tool id, or ``catalog`` / ``policy``)
         changed by ``action`` from the ``before`` digest to the ``after`` one ("" where
         it did not or will not exist)."""
-        fields = self._fields(
-            subject,
-            tenant,
-            target,
-            f"{before or '-'}->{after or '-'}",
-            decision,
-            f"admin:{action}" if reason == "ok" else reason,
-            0.0,
-            status,
-            None,
+        (record,) = self.admin_many(
+            subject=subject,
+            tenant=tenant,
+            action=action,
+            changes=[(target, before, after)],
+            decision=decision,
+            reason=reason,
+            status=status,
+            detail=detail,
         )
-        return self._write(fields, "admin", 0, detail)
+        return record
+
+    def admin_many(
+        self,
+        *,
+        subject: str,
+        tenant: str,
+        action: str,
+        changes: list[tuple[str, str, str]],
+        decision: str = "allowed",
+        reason: str = "ok",
+        status: str = "changed",
+        detail: str = "",
+    ) -> list[AuditRecord]:
+        """:meth:`admin` for many (target, before, after) changes, in one transaction (a
+        100k-tool import is one write, and all of its rows or none)."""
+        why = f"admin:{action}" if reason == "ok" else reason
+        rows = [
+            (
+                self._fields(subject, tenant, target, f"{before or '-'}->{after or '-'}",
+                             decision, why, 0.0, status, None),
+                "admin",
+                0,
+                detail,
+            )
+            for target, before, after in changes
+        ]  # fmt: skip
+        return self._write_many(rows) if rows else []
 
     def begin(
         self,
