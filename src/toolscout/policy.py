@@ -49,10 +49,16 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class PolicyConfig:
-    """Role → scope grants and the name of the explicit admin scope."""
+    """Role → scope grants, the name of the explicit admin scope, and pinned tools.
+
+    ``pinned`` tool ids are sent to every caller entitled to them on every turn and
+    never deferred; ``pinned_roles`` pins more per role. Pinning never entitles: a
+    pinned tool the caller may not use is not sent (discovery/pinned.py)."""
 
     roles: Mapping[str, Sequence[str]] = field(default_factory=dict)
     admin_scope: str = DEFAULT_ADMIN_SCOPE
+    pinned: tuple[str, ...] = ()
+    pinned_roles: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> PolicyConfig:
@@ -65,13 +71,32 @@ class PolicyConfig:
             raise ConfigError("policy 'roles' must map role names to lists of scopes")
         if not isinstance(admin, str) or not admin or "*" in admin:
             raise ConfigError("policy 'admin_scope' must be a concrete scope name")
-        return cls(roles={k: tuple(v) for k, v in roles.items()}, admin_scope=admin)
+        pinned = data.get("pinned", [])
+        if not isinstance(pinned, list) or not all(isinstance(t, str) and t for t in pinned):
+            raise ConfigError("policy 'pinned' must be a list of tool ids")
+        pinned_roles = data.get("pinned_roles", {})
+        if not isinstance(pinned_roles, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(t, str) and t for t in v)
+            for k, v in pinned_roles.items()
+        ):
+            raise ConfigError("policy 'pinned_roles' must map role names to lists of tool ids")
+        return cls(
+            roles={k: tuple(v) for k, v in roles.items()},
+            admin_scope=admin,
+            pinned=tuple(pinned),
+            pinned_roles={k: tuple(v) for k, v in pinned_roles.items()},
+        )
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "roles": {k: list(v) for k, v in self.roles.items()},
             "admin_scope": self.admin_scope,
         }
+        if self.pinned:
+            out["pinned"] = list(self.pinned)
+        if self.pinned_roles:
+            out["pinned_roles"] = {k: list(v) for k, v in self.pinned_roles.items()}
+        return out
 
     def effective_scopes(self, principal: Principal) -> frozenset[str]:
         """The principal's own scopes plus those its roles grant."""
