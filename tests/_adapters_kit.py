@@ -53,13 +53,30 @@ def all_names(ts: Toolscout) -> set[str]:
 
 
 def raw_tools(request: Recorded) -> bytes:
-    """The bytes of the ``"tools"`` array exactly as the SDK serialised it."""
+    """The bytes of the top-level ``"tools"`` array exactly as the SDK serialised it."""
     text = request.raw.decode()
-    start = text.index('"tools":') + len('"tools":')
-    while text[start].isspace():
-        start += 1
-    _, end = json.JSONDecoder().raw_decode(text[start:])
-    return text[start : start + end].encode()
+    depth, i, in_string = 0, 0, False
+    while i < len(text):
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            if depth == 1 and text.startswith('"tools"', i):
+                start = text.index(":", i + len('"tools"')) + 1
+                while text[start].isspace():
+                    start += 1
+                _, end = json.JSONDecoder().raw_decode(text[start:])
+                return text[start : start + end].encode()
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        i += 1
+    raise AssertionError("the request has no top-level tools")
 
 
 def function_name(tool: dict[str, Any]) -> str:
