@@ -167,6 +167,31 @@ class Session:
             conversation=self.conversation,
         )
 
+    async def aexecute(self, name: str, arguments: Any) -> ExecutionResult:
+        """:meth:`execute` for async agent loops."""
+        return await self.toolscout.aexecute(
+            self.caller,
+            name,
+            parse_arguments(arguments),
+            discovery_id=self.last_discovery,
+            conversation=self.conversation,
+        )
+
+    def load(self, found: Shortlist) -> list[tuple[str, dict[str, Any]]]:
+        """Append a search's tools to the tools sent; the (id, schema) of the new ones."""
+        items = self.rendered(found.ids)
+        new = set(self.sent.extend(items))
+        return [(t, s) for t, s in items if t in new]
+
+    def refusal(self, name: str) -> ExecutionResult | None:
+        """For a call of a tool the agent has not registered: the gateway's refusal if the
+        caller may not use it (audited like any call), None if it may (it is only unloaded)."""
+        principal = self.toolscout.principal(self.caller)
+        tool_id = self.toolscout.catalog.resolve(name)
+        if tool_id is not None and self.toolscout.catalog.decide(principal, tool_id).allowed:
+            return None
+        return self.execute(name, {})
+
     # -- figures -----------------------------------------------------------------
     def report(self) -> dict[str, Any]:
         """Tokens: the whole entitled catalog in this format, the pinned tools, the tools
