@@ -11,9 +11,10 @@ Answerable requests are the dev sets' own queries.
 Each set is ranked with the constants fitted *without* it (``benchmarks/results/
 quality.json``'s fits, as ``quality.py`` wrote them); the demo catalog, which no fit saw,
 with the shipped ones, as is a set no fit left out. Every request runs once with
-abstention off (k=5, progressive tier, every tool entitled), keeping its confidence, recall@5 and whether it named a
-tool (a request that names one never abstains). A threshold t then abstains on every
-request with confidence < t; its cost on a set is the recall@5 those requests had.
+abstention off (k=5, progressive tier, every tool entitled), keeping its confidence,
+recall@5 and whether it named a tool (a request that names one never abstains). A
+threshold t then abstains on every request with confidence < t; its cost on a set is
+the recall@5 those requests had.
 
 The threshold is chosen leave-one-set-out: for each answerable set, the largest t on
 the grid whose loss stays within ``--budget`` on every *other* set; the table shows the
