@@ -59,7 +59,7 @@ class SearchSettings:
     confidence_threshold: float = 0.3
     #: with fusion="learned", a calibrated confidence below this abstains: the shortlist
     #: is empty, with the reason (discovery/abstain.py); 0 never abstains
-    abstain_below: float = 0.05
+    abstain_below: float = 0.11
     #: how many candidates each retriever hands to fusion
     candidate_pool: int = 50
     #: queries longer than this are refused
