@@ -19,6 +19,7 @@ EXPECTED = {
     "openai_chat.py": ["orders_find_order", "refused: missing_scope", "'mode': 'plain'"],
     "openai_agents.py": ["Loaded tools:", "refused: missing_scope", "final: Order 94218"],
     "langgraph_agent.py": ["Available tools:", "refused: missing_scope", "bound tools:"],
+    "pydantic_ai_agent.py": ["Loaded tools:", "refused: schema_mismatch", "Order 94218"],
 }
 
 
