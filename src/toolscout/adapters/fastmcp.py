@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from toolscout.service import Caller, Toolscout
 
 try:
+    from fastmcp.server.context import Context
     from fastmcp.server.transforms.search.base import BaseSearchTransform
     from fastmcp.tools.base import Tool
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -121,7 +122,7 @@ class ToolscoutSearchTransform(BaseSearchTransform):  # type: ignore[misc]
 
         async def search_tools(
             query: Annotated[str, "The task, in a few words, or select:<tool name>"],
-            ctx: Any = None,
+            ctx: Context = None,  # type: ignore[assignment]
         ) -> str | list[dict[str, Any]]:
             """Search the server's tools for a task; returns their definitions, best first."""
             hidden = await transform._get_visible_tools(ctx)
@@ -138,7 +139,7 @@ class ToolscoutSearchTransform(BaseSearchTransform):  # type: ignore[misc]
         async def call_tool(
             name: Annotated[str, "The name of the tool to call"],
             arguments: Annotated[dict[str, Any] | None, "Arguments to pass to the tool"] = None,
-            ctx: Any = None,
+            ctx: Context = None,  # type: ignore[assignment]
         ) -> Any:
             """Call a tool found with search_tools, by name, with its arguments."""
             principal = transform.toolscout.principal(transform.caller(ctx))
