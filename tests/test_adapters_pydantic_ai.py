@@ -3,6 +3,7 @@ local endpoint replaying recorded Chat Completions responses."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -44,7 +45,8 @@ def test_toolset_grows_by_search_and_runs_through_the_gateway(ts: Toolscout) -> 
         provider = OpenAIProvider(base_url=f"{endpoint.url}/v1", api_key="replay")
         toolset = toolscout_toolset(ts, token(), k=K)
         agent = pydantic_ai.Agent(OpenAIChatModel("gpt-5.4", provider=provider), toolsets=[toolset])
-        result = agent.run_sync("Where is order 94218?")
+        # a fresh loop: run_sync reuses the thread's loop, which other SDKs may have shut
+        result = asyncio.run(agent.run("Where is order 94218?"))
     assert result.output.startswith("Order 94218")
     bodies = [r.body for r in endpoint.requests]
     assert len(bodies) == 4
