@@ -19,7 +19,7 @@ the recall@5 those requests had.
 The threshold is chosen leave-one-set-out: for each answerable set, the largest t on
 the grid whose loss stays within ``--budget`` on every *other* set; the table shows the
 loss on the held-out set at that t, and the abstention rates on the unanswerable
-requests at it. The shipped ``SearchSettings.abstain_below`` is the smallest of those t.
+requests at it. ``discovery.abstain.RECOMMENDED`` is the smallest of those t.
 
 Prints a table and writes ``benchmarks/results/abstention.json``.
 """
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     lines.append("")
     lines.append(
-        f"Shipped `abstain_below` = {shipped:.3f} (the smallest fold threshold): recall@5 lost "
+        f"Recommended `abstain_below` = {shipped:.3f} (the smallest fold threshold): recall@5 lost "
         + ", ".join(f"{n} {v:.4f}" for n, v in at_shipped["loss"].items())
         + "; abstained on unanswerable requests: "
         + ", ".join(f"{u} {v:.2f} ({len(unserved[u])})" for u, v in at_shipped["abstain"].items())

@@ -58,8 +58,9 @@ class SearchSettings:
     #: right) below this is flagged as low
     confidence_threshold: float = 0.3
     #: with fusion="learned", a calibrated confidence below this abstains: the shortlist
-    #: is empty, with the reason (discovery/abstain.py); 0 never abstains
-    abstain_below: float = 0.11
+    #: is empty, with the reason (discovery/abstain.py); 0 (the default) never abstains;
+    #: discovery.abstain.RECOMMENDED is the threshold measured leave-one-set-out
+    abstain_below: float = 0.0
     #: how many candidates each retriever hands to fusion
     candidate_pool: int = 50
     #: queries longer than this are refused
