@@ -66,14 +66,20 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class PolicyConfig:
-    """Role → scope grants and the names of the two explicit administration scopes.
+    """Role → scope grants, the names of the two explicit administration scopes, and
+    pinned tools.
 
     ``admin_scope`` makes a tenant administrator (and is needed to use admin- and
-    destructive-risk tools); ``platform_scope`` makes a platform administrator."""
+    destructive-risk tools); ``platform_scope`` makes a platform administrator.
+    ``pinned`` tool ids are sent to every caller entitled to them on every turn and
+    never deferred; ``pinned_roles`` pins more per role. Pinning never entitles: a
+    pinned tool the caller may not use is not sent (discovery/pinned.py)."""
 
     roles: Mapping[str, Sequence[str]] = field(default_factory=dict)
     admin_scope: str = DEFAULT_ADMIN_SCOPE
     platform_scope: str = DEFAULT_PLATFORM_SCOPE
+    pinned: tuple[str, ...] = ()
+    pinned_roles: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("admin_scope", "platform_scope"):
@@ -88,7 +94,8 @@ class PolicyConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> PolicyConfig:
-        unknown = sorted(set(data) - {"roles", "admin_scope", "platform_scope"})
+        known = {"roles", "admin_scope", "platform_scope", "pinned", "pinned_roles"}
+        unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"policy has unknown keys: {', '.join(map(str, unknown))}")
         roles = data.get("roles", {})
@@ -101,18 +108,34 @@ class PolicyConfig:
             raise ConfigError("policy 'roles' must map role names to lists of scopes")
         if not isinstance(admin, str) or not isinstance(platform, str):
             raise ConfigError("policy 'admin_scope' and 'platform_scope' must be scope names")
+        pinned = data.get("pinned", [])
+        if not isinstance(pinned, list) or not all(isinstance(t, str) and t for t in pinned):
+            raise ConfigError("policy 'pinned' must be a list of tool ids")
+        pinned_roles = data.get("pinned_roles", {})
+        if not isinstance(pinned_roles, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(t, str) and t for t in v)
+            for k, v in pinned_roles.items()
+        ):
+            raise ConfigError("policy 'pinned_roles' must map role names to lists of tool ids")
         return cls(
             roles={k: tuple(v) for k, v in roles.items()},
             admin_scope=admin,
             platform_scope=platform,
+            pinned=tuple(pinned),
+            pinned_roles={k: tuple(v) for k, v in pinned_roles.items()},
         )
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "roles": {k: list(v) for k, v in self.roles.items()},
             "admin_scope": self.admin_scope,
             "platform_scope": self.platform_scope,
         }
+        if self.pinned:
+            out["pinned"] = list(self.pinned)
+        if self.pinned_roles:
+            out["pinned_roles"] = {k: list(v) for k, v in self.pinned_roles.items()}
+        return out
 
     def effective_scopes(self, principal: Principal) -> frozenset[str]:
         """The principal's own scopes plus those its roles grant."""

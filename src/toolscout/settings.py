@@ -57,6 +57,10 @@ class SearchSettings:
     #: a confidence (with fusion="learned": the calibrated chance that the top tool is
     #: right) below this is flagged as low
     confidence_threshold: float = 0.3
+    #: with fusion="learned", a calibrated confidence below this abstains: the shortlist
+    #: is empty, with the reason (discovery/abstain.py); 0 (the default) never abstains;
+    #: discovery.abstain.RECOMMENDED is the threshold measured leave-one-set-out
+    abstain_below: float = 0.0
     #: how many candidates each retriever hands to fusion
     candidate_pool: int = 50
     #: queries longer than this are refused
@@ -84,6 +88,8 @@ class SearchSettings:
             raise ConfigError(f"dedupe_yield must be within [0, 1], got {self.dedupe_yield}")
         if self.ranker_blend is not None and not 0.0 <= self.ranker_blend <= 1000.0:
             raise ConfigError(f"ranker_blend must be within [0, 1000], got {self.ranker_blend}")
+        if not 0.0 <= self.abstain_below <= 1.0:
+            raise ConfigError(f"abstain_below must be within [0, 1], got {self.abstain_below}")
         if self.candidate_pool < 10:
             raise ConfigError(f"candidate_pool must be at least 10, got {self.candidate_pool}")
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolscout.discovery import calibrate
+from toolscout.discovery import abstain, calibrate, named, pinned
 from toolscout.discovery import inject as rendering
 from toolscout.discovery.groups import expand_groups
 from toolscout.discovery.prerequisites import add_prerequisites
@@ -258,7 +258,11 @@ def discover(
             token_budget=token_budget,
             tenant=principal.tenant,
         )
+        sel, abstention = name_first_or_abstain(catalog, parsed, ent, sel, k, cfg)
         schemas, names, tokens = inject(catalog, sel.chosen, principal, fmt)
+        pins = pinned.pinned_ids(catalog.policy, principal, ent)
+        pin_schemas, pin_names, pin_tokens = pinned.render_pinned(catalog, pins, fmt)
+        tokens = replace(tokens, pinned=pin_tokens)
         cards = ent.by_id
         tools = tuple(
             ScoredTool(c.id, cards[c.id].name, c.fused, c.lexical, c.dense, c.exact, c.needed_by)
@@ -298,7 +302,10 @@ def discover(
             discovery_id=did,
             latency_ms=latency,
             trace=_trace(sel.retrieval, parsed),
-            names=names,
+            names={**pin_names, **names},
+            pinned=pins,
+            pinned_schemas=pin_schemas,
+            abstained=abstention.reason.value if abstention else None,
         )
 
 
@@ -316,6 +323,29 @@ def _hidden_for(
         for r, n in denied.items()
         if level is AdminLevel.PLATFORM or r is not Reason.TENANT
     }
+
+
+def name_first_or_abstain(
+    catalog: Catalog, query: Query, ent: Entitlement, sel: Selection, k: int, cfg: SearchSettings
+) -> tuple[Selection, abstain.Abstention | None]:
+    """The tools the whole query names go first (discovery/named.py); otherwise a selection
+    whose calibrated confidence is too low abstains (discovery/abstain.py)."""
+    first = named.named_tools(catalog, query.text, ent.ids)
+    if first:
+        rest = [c for c in sel.chosen if c.id not in first]
+        chosen = [Candidate(t, fused=1.0, exact="name") for t in first] + rest
+        return replace(sel, chosen=chosen[: max(k, len(first))], confidence=1.0,
+                       low_confidence=False), None  # fmt: skip
+    gone = abstain.abstention(
+        tier=sel.tier,
+        n_entitled=len(ent.ids),
+        confidence=sel.confidence,
+        named=any(c.exact for c in sel.chosen),
+        settings=cfg,
+    )
+    if gone is None:
+        return sel, None
+    return replace(sel, chosen=[], low_confidence=True), gone
 
 
 def _trace(retrieval: Retrieval | None, parsed: Query) -> Trace:

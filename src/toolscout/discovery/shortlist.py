@@ -37,7 +37,8 @@ class ScoredTool:
 @dataclass(frozen=True, slots=True)
 class TokenReport:
     catalog: int  # the whole entitled catalog's schemas, in this format
-    injected: int
+    injected: int  # the shortlist's schemas
+    pinned: int = 0  # the pinned tools' schemas, sent on every turn (reported apart)
 
     @property
     def saved(self) -> int:
@@ -76,8 +77,13 @@ class Shortlist:
     discovery_id: str | None = None
     latency_ms: float = 0.0
     trace: Trace = field(default_factory=Trace)
-    #: rendered function name -> tool id, for every schema in ``schemas``
+    #: rendered function name -> tool id, for every schema in ``schemas`` and ``pinned_schemas``
     names: Mapping[str, str] = field(default_factory=dict)
+    #: the caller's pinned tools (discovery/pinned.py): always sent, never deferred
+    pinned: tuple[str, ...] = ()
+    pinned_schemas: tuple[dict[str, Any], ...] = ()
+    #: why the shortlist is empty on purpose (discovery/abstain.py); None: it did not abstain
+    abstained: str | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -104,8 +110,12 @@ class Shortlist:
             "tokens": {
                 "catalog": self.tokens.catalog,
                 "injected": self.tokens.injected,
+                "pinned": self.tokens.pinned,
                 "saved": self.tokens.saved,
             },
+            "pinned": list(self.pinned),
+            "pinned_schemas": list(self.pinned_schemas),
+            "abstained": self.abstained,
             "names": dict(self.names),
             "grant": self.grant,
             "discovery_id": self.discovery_id,

@@ -40,7 +40,7 @@ from toolscout.mcp import passthrough
 from toolscout.mcp.config import GatewayConfig
 from toolscout.mcp.meta import CALL, SEARCH, meta_tools, text_result
 from toolscout.mcp.upstream import POLL_S, Upstream, Upstreams
-from toolscout.policy import PolicyConfig, Principal
+from toolscout.policy import DEFAULT_ADMIN_SCOPE, PolicyConfig, Principal
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -115,8 +115,9 @@ class MCPGateway:
         )
         policy = None
         if cfg.admin_scope or cfg.roles:
-            admin = {"admin_scope": cfg.admin_scope} if cfg.admin_scope else {}
-            policy = PolicyConfig(roles=dict(cfg.roles), **admin)
+            policy = PolicyConfig(
+                roles=dict(cfg.roles), admin_scope=cfg.admin_scope or DEFAULT_ADMIN_SCOPE
+            )
         limits = None
         if cfg.rate_per_second is not None or cfg.burst is not None:
             from toolscout.gateway.limits import Limits
