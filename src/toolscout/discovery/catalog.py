@@ -30,7 +30,7 @@ from toolscout.discovery.calibrate import (
     ConfidenceShift,
     stale,
 )
-from toolscout.discovery.lexical import terms, words
+from toolscout.discovery.lexical import encoder_text, terms, words
 from toolscout.discovery.prerequisites import FinderIndex
 from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Reformulator, Retriever
 from toolscout.discovery.shortlist import IndexReport, Shortlist
@@ -109,7 +109,7 @@ def card_views(spec: ToolSpec) -> tuple[str, ...]:
     the dev sets (docs/benchmarks.md).
     """
     card = spec.card
-    head = " ".join(words(card.name))
+    head = encoder_text(card.name)
     views = [head, card.summary, f"{head}: {card.summary}"]
     props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, Mapping) else {}
     if isinstance(props, Mapping) and props:
@@ -135,7 +135,8 @@ def embedding_texts(
 
 
 #: bump when lexical_fields or embedding_texts change: every stored tool is derived again
-INDEX_VERSION = 1
+#: (2: Unicode words, folded accents and CJK bigrams in the lexical fields)
+INDEX_VERSION = 2
 
 
 def source_hash(spec: ToolSpec, learned: Sequence[str], model_id: str) -> str:

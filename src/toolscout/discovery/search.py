@@ -29,6 +29,7 @@ from toolscout.discovery.intents import IntentSplitter, interleave, split_intent
 from toolscout.discovery.lexical import (
     STOPWORDS,
     identifiers,
+    encoder_text,
     phrase_key,
     stem,
     terms,
@@ -333,7 +334,7 @@ _POOL_LOCK = threading.Lock()
 
 def _embed_keys(texts: Sequence[str]) -> list[str]:
     """What the encoder reads of each query (its first words), also the vector cache's key."""
-    return [" ".join(words(t)[:QUERY_EMBED_WORDS]) or t[:QUERY_EMBED_WORDS] for t in texts]
+    return [encoder_text(t, QUERY_EMBED_WORDS) or t[:QUERY_EMBED_WORDS] for t in texts]
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -447,9 +448,7 @@ class Retriever:
             lambda texts, vecs: self.pools(texts, vecs, allowed),
             self.phrases.fields,
             self.phrases.idf,
-            embed=lambda texts: self._embed_all(
-                [" ".join(words(t)[:QUERY_EMBED_WORDS]) or t for t in texts], cache=False
-            ),
+            embed=lambda texts: self._embed_all(_embed_keys(texts), cache=False),
             start=self.settings.ranker_prior,
         )
 
