@@ -59,8 +59,11 @@ class SearchSettings:
     confidence_threshold: float = 0.3
     #: how many candidates each retriever hands to fusion
     candidate_pool: int = 50
-    #: queries longer than this are refused
+    #: a longer request is read in part: its latest user turn, opening sentences and closing
+    #: paragraph within this many characters (discovery.focus)
     max_query_chars: int = 8192
+    #: a request longer than this is refused (a safety bound: agents' prompts are shorter)
+    max_request_chars: int = 65_536
     #: split a request into tasks, rank each, merge so every task is represented (off by
     #: default: on the dev sets it cost recall and did not raise complete@5, docs/benchmarks.md)
     multi_intent: bool = False
@@ -84,6 +87,11 @@ class SearchSettings:
             raise ConfigError(f"dedupe_yield must be within [0, 1], got {self.dedupe_yield}")
         if self.ranker_blend is not None and not 0.0 <= self.ranker_blend <= 1000.0:
             raise ConfigError(f"ranker_blend must be within [0, 1000], got {self.ranker_blend}")
+        if not 64 <= self.max_query_chars <= self.max_request_chars:
+            raise ConfigError(
+                f"max_query_chars must be within [64, max_request_chars "
+                f"({self.max_request_chars})], got {self.max_query_chars}"
+            )
         if self.candidate_pool < 10:
             raise ConfigError(f"candidate_pool must be at least 10, got {self.candidate_pool}")
 
