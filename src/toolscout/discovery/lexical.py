@@ -14,7 +14,7 @@ does) and full-width forms are unified (NFKD). Scripts written without spaces
 a two-character word in a query matches the same two characters in a card.
 Cards and queries pass through the same functions, so both sides agree.
 
-ASCII text takes the original fast path unchanged.
+Text whose letters and digits are all ASCII takes the original path unchanged.
 """
 
 from __future__ import annotations
@@ -125,10 +125,16 @@ def _ascii_words(text: str) -> list[str]:
     return out
 
 
+def _ascii_only_words(text: str) -> bool:
+    """Whether every letter and digit of ``text`` is ASCII (typographic quotes, dashes and
+    emoji around English words do not make it another language)."""
+    return text.isascii() or not any(ch.isalnum() for ch in text if not ch.isascii())
+
+
 def words(text: str) -> list[str]:
     """Lower-cased words, identifiers split (``findOrder`` -> ``find order``), accents
     folded, CJK as character bigrams; no stemming."""
-    return _ascii_words(text) if text.isascii() else _unicode_words(text)
+    return _ascii_words(text) if _ascii_only_words(text) else _unicode_words(text)
 
 
 def _keep(word: str) -> bool:
@@ -156,14 +162,14 @@ def phrase_key(text: str) -> str:
 def encoder_text(text: str, max_words: int | None = None) -> str:
     """What the sentence encoder reads of a text: its first ``max_words`` words.
 
-    ASCII text is read as :func:`words` (identifiers split, punctuation dropped: what
-    the English model was measured with); any other text is given as written (only
+    Text whose letters are all ASCII is read as :func:`words` (identifiers split,
+    punctuation dropped: what the English model was measured with); any other text is given as written (only
     white space collapsed), since the encoder's own tokenizer handles Unicode and
     folding or splitting it here would only lose meaning. Scripts without spaces are
     capped by characters instead (four a word). "" when the text has no word at all.
     """
-    if text.isascii():
-        return " ".join(words(text)[:max_words])
+    if _ascii_only_words(text):
+        return " ".join(_ascii_words(text)[:max_words])
     kept = " ".join(text.split()[:max_words])
     if max_words is not None and _UNSPACED_RE.search(kept):
         kept = kept[: max_words * 4]
