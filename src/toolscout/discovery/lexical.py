@@ -163,10 +163,11 @@ def encoder_text(text: str, max_words: int | None = None) -> str:
     """What the sentence encoder reads of a text: its first ``max_words`` words.
 
     Text whose letters are all ASCII is read as :func:`words` (identifiers split,
-    punctuation dropped: what the English model was measured with); any other text is given as written (only
-    white space collapsed), since the encoder's own tokenizer handles Unicode and
-    folding or splitting it here would only lose meaning. Scripts without spaces are
-    capped by characters instead (four a word). "" when the text has no word at all.
+    punctuation dropped: what the English model was measured with); any other text
+    is given as written (only white space collapsed), since the encoder's own
+    tokenizer handles Unicode and folding or splitting it here would only lose
+    meaning. Scripts without spaces are capped by characters instead (four a word).
+    "" when the text has no word at all.
     """
     if _ascii_only_words(text):
         return " ".join(_ascii_words(text)[:max_words])
