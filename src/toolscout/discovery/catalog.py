@@ -146,6 +146,21 @@ def source_hash(spec: ToolSpec, learned: Sequence[str], model_id: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+#: the store meta key naming the model the catalog was indexed with
+EMBEDDER_META = "embedder"
+
+
+def stored_embedder(store: Store, *, spin_wait: bool = True) -> Embedder:
+    """The embedder the catalog in ``store`` was indexed with (one toolscout knows by
+    its model id), else the default: queries must be embedded by the model that
+    embedded the cards."""
+    from toolscout.embed import EMBEDDERS, make_embedder
+
+    model = store.meta(EMBEDDER_META)
+    known = model if model in EMBEDDERS.values() else None
+    return make_embedder(known, spin_wait=spin_wait)
+
+
 class _State:
     """What the catalog derives from one store generation; replaced whole, never patched."""
 
@@ -210,7 +225,6 @@ class Catalog:
 
         ``query_log`` says what the discovery log keeps of each query: its ``text``, a
         ``hash``, or ``none``."""
-        from toolscout.embed import default_embedder
         from toolscout.stores import open_store
 
         store = open_store(path)
@@ -221,7 +235,7 @@ class Catalog:
             dlog = open_log(path, query_log=query_log)
         return cls(
             store,
-            embedder=embedder or default_embedder(),
+            embedder=embedder or stored_embedder(store),
             policy=policy,
             settings=settings,
             log=dlog,
@@ -463,6 +477,8 @@ class Catalog:
         stats = self.store.upsert(
             tools, vectors, model_id=model, replace_all=replace_all, unchanged=same
         )
+        if self.store.meta(EMBEDDER_META) != model:
+            self.store.set_meta(EMBEDDER_META, model)  # what a later open embeds queries with
         self.refresh()
         calibration = self.calibrate(stats.added + stats.updated + stats.removed)
         found = (*warnings, *self._size_warnings(batch))
