@@ -68,3 +68,17 @@ def test_a_catalog_keeps_the_model_it_was_indexed_with(
         got = cat.discover("Quel temps fera-t-il demain à Lisbonne ?", Principal.of("p"), k=1,
                            tier="progressive")  # fmt: skip
         assert got.ids == ["weather.forecast"]
+
+
+def test_the_server_embeds_with_the_catalogs_model(
+    tmp_path: Path, e5: MultilingualE5Embedder
+) -> None:
+    from toolscout.cli.serve import build_service
+
+    with Catalog.open(tmp_path / "c.db", embedder=e5, log=False) as cat:
+        cat.add([spec("weather.forecast", "Weather forecast for a city.")])
+    service = build_service(str(tmp_path / "c.db"), jwt_key="k" * 32)
+    try:
+        assert service.catalog.embedder.model_id == e5.model_id
+    finally:
+        service.close()

@@ -36,16 +36,21 @@ def build_service(
 ) -> Any:
     """A ``Toolscout`` over ``target`` (a SQLite path or a PostgreSQL DSN)."""
     from toolscout import DryRunExecutor, Settings, Toolscout
-    from toolscout.embed import default_embedder
+    from toolscout.discovery.catalog import stored_embedder
+    from toolscout.stores import open_store
 
     settings = Settings(
         db=target, jwt_key=jwt_key, audit_key=audit_key or jwt_key, audit_path=audit or None
     )
-    # a server encodes many requests at once: no ONNX Runtime spin-waiting (embed/minilm.py)
+    # the model the catalog was indexed with; a server encodes many requests at once: no
+    # ONNX Runtime spin-waiting (embed/minilm.py)
+    store = open_store(settings.catalog_target())
+    try:
+        embedder = stored_embedder(store, spin_wait=False)
+    finally:
+        store.close()
     return Toolscout.open(
-        settings,
-        executors=DryRunExecutor() if dry_run else None,
-        embedder=default_embedder(spin_wait=False),
+        settings, executors=DryRunExecutor() if dry_run else None, embedder=embedder
     )
 
 
