@@ -284,3 +284,32 @@ def test_dense_finds_a_small_allowed_share_of_a_large_catalog(empty: Store) -> N
     hits = empty.dense(query, allowed, 10, kinds={KIND_CARD}, model_id="m")
     assert set(hits.ids) <= allowed
     assert len(set(hits.ids) & set(exact)) >= 9, (hits.ids, exact)
+
+
+def test_lexical_finds_other_languages_as_the_query_is_tokenised(empty: Store) -> None:
+    """Cards and queries share toolscout.discovery.lexical: accents folded, CJK as
+    bigrams; every backend must match the terms and count them the same way."""
+    from toolscout.discovery.lexical import terms
+
+    texts = {
+        "t.ja": "東京の天気予報を取得する",
+        "t.zh": "查询北京的航班信息",
+        "t.fr": "Réserver une crêpe à la crêperie",
+        "t.ru": "Отправить счёт клиенту",
+    }
+    empty.upsert(
+        [IndexedTool(spec(t), {"summary": " ".join(terms(x))}, []) for t, x in texts.items()],
+        {},
+        model_id="m",
+    )
+    allowed = frozenset(texts)
+
+    def top(query: str) -> str:
+        return empty.lexical(terms(query), allowed, 5, weights={"summary": 1.0}).ids[0]
+
+    assert top("明日の天気は？") == "t.ja"
+    assert top("北京航班") == "t.zh"
+    assert top("crepe creperie reserver") == "t.fr"
+    assert top("счет") == "t.ru"  # ё folded to е on both sides
+    df, _ = empty.document_frequency()
+    assert df["天気"] == 1 and df["北京"] == 1 and df["crepe"] == 1

@@ -439,6 +439,10 @@ def _open_catalog(
     policy: PolicyConfig | None,
     reformulator: Reformulator | None,
 ) -> Catalog:
+    if embedder is None and settings.embedder is not None:
+        from toolscout.embed import make_embedder
+
+        embedder = make_embedder(settings.embedder)
     if store is None:
         return Catalog.open(
             settings.catalog_target(),
@@ -450,11 +454,11 @@ def _open_catalog(
             query_log=settings.query_log,
             query_text_days=settings.query_text_days,
         )
-    from toolscout.embed import default_embedder
+    from toolscout.discovery.catalog import stored_embedder
 
     return Catalog(
         store,
-        embedder=embedder or default_embedder(),
+        embedder=embedder or stored_embedder(store),
         policy=policy,
         settings=settings.search,
         reformulator=reformulator,

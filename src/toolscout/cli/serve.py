@@ -55,7 +55,8 @@ def build_service(
     ``audit_key`` keys the audit chain; ``None`` leaves it unkeyed (it is never the
     token key)."""
     from toolscout import DryRunExecutor, Settings, Toolscout
-    from toolscout.embed import default_embedder
+    from toolscout.discovery.catalog import stored_embedder
+    from toolscout.stores import open_store
 
     settings = Settings(
         db=target,
@@ -65,11 +66,15 @@ def build_service(
         audit_key=audit_key or None,
         audit_path=audit or None,
     )
-    # a server encodes many requests at once: no ONNX Runtime spin-waiting (embed/minilm.py)
+    # the model the catalog was indexed with; a server encodes many requests at once: no
+    # ONNX Runtime spin-waiting (embed/minilm.py)
+    store = open_store(settings.catalog_target())
+    try:
+        embedder = stored_embedder(store, spin_wait=False)
+    finally:
+        store.close()
     return Toolscout.open(
-        settings,
-        executors=DryRunExecutor() if dry_run else None,
-        embedder=default_embedder(spin_wait=False),
+        settings, executors=DryRunExecutor() if dry_run else None, embedder=embedder
     )
 
 

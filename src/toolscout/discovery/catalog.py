@@ -30,7 +30,7 @@ from toolscout.discovery.calibrate import (
     ConfidenceShift,
     stale,
 )
-from toolscout.discovery.lexical import terms, words
+from toolscout.discovery.lexical import encoder_text, terms, words
 from toolscout.discovery.prerequisites import FinderIndex
 from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Reformulator, Retriever
 from toolscout.discovery.shortlist import IndexReport, Shortlist
@@ -109,7 +109,7 @@ def card_views(spec: ToolSpec) -> tuple[str, ...]:
     the dev sets (docs/benchmarks.md).
     """
     card = spec.card
-    head = " ".join(words(card.name))
+    head = encoder_text(card.name)
     views = [head, card.summary, f"{head}: {card.summary}"]
     props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, Mapping) else {}
     if isinstance(props, Mapping) and props:
@@ -135,7 +135,8 @@ def embedding_texts(
 
 
 #: bump when lexical_fields or embedding_texts change: every stored tool is derived again
-INDEX_VERSION = 1
+#: (2: Unicode words, folded accents and CJK bigrams in the lexical fields)
+INDEX_VERSION = 2
 
 
 def source_hash(spec: ToolSpec, learned: Sequence[str], model_id: str) -> str:
@@ -143,6 +144,21 @@ def source_hash(spec: ToolSpec, learned: Sequence[str], model_id: str) -> str:
     one, the tool's fields, texts and vectors are already what indexing would produce."""
     blob = json.dumps([INDEX_VERSION, model_id, spec.content_hash(), list(learned)])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+#: the store meta key naming the model the catalog was indexed with
+EMBEDDER_META = "embedder"
+
+
+def stored_embedder(store: Store, *, spin_wait: bool = True) -> Embedder:
+    """The embedder the catalog in ``store`` was indexed with (one toolscout knows by
+    its model id), else the default: queries must be embedded by the model that
+    embedded the cards."""
+    from toolscout.embed import EMBEDDERS, make_embedder
+
+    model = store.meta(EMBEDDER_META)
+    known = model if model in EMBEDDERS.values() else None
+    return make_embedder(known, spin_wait=spin_wait)
 
 
 class _State:
@@ -211,7 +227,6 @@ class Catalog:
         ``query_log`` says what the discovery log keeps of each query: its ``text``, a
         ``hash``, or ``none``; text is reduced to its hash after ``query_text_days``
         (``None``: kept until the row is pruned)."""
-        from toolscout.embed import default_embedder
         from toolscout.stores import open_store
 
         store = open_store(path)
@@ -222,7 +237,7 @@ class Catalog:
             dlog = open_log(path, query_log=query_log, query_text_days=query_text_days)
         return cls(
             store,
-            embedder=embedder or default_embedder(),
+            embedder=embedder or stored_embedder(store),
             policy=policy,
             settings=settings,
             log=dlog,
@@ -464,6 +479,8 @@ class Catalog:
         stats = self.store.upsert(
             tools, vectors, model_id=model, replace_all=replace_all, unchanged=same
         )
+        if self.store.meta(EMBEDDER_META) != model:
+            self.store.set_meta(EMBEDDER_META, model)  # what a later open embeds queries with
         self.refresh()
         calibration = self.calibrate(stats.added + stats.updated + stats.removed)
         found = (*warnings, *self._size_warnings(batch))

@@ -25,9 +25,11 @@ from toolscout.discovery.calibrate import (
     calibrate,
     idf_of,
 )
+from toolscout.discovery.focus import focus
 from toolscout.discovery.intents import IntentSplitter, interleave, split_intents
 from toolscout.discovery.lexical import (
     STOPWORDS,
+    encoder_text,
     identifiers,
     phrase_key,
     stem,
@@ -125,12 +127,12 @@ def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchS
     """Validate and normalise a query; very frequent terms are pruned."""
     if not isinstance(text, str) or not text.strip():
         raise QueryError("the query is empty")
-    if len(text) > settings.max_query_chars:
+    if len(text) > settings.max_request_chars:
         raise QueryError(
-            f"the query is {len(text)} characters long; the limit is {settings.max_query_chars}"
+            f"the query is {len(text)} characters long; the limit is {settings.max_request_chars}"
         )
     # a lone surrogate (a JSON "\ud800" escape) cannot be encoded, stored or embedded
-    text = text.encode("utf-8", "replace").decode("utf-8")
+    text = focus(text.encode("utf-8", "replace").decode("utf-8"), settings.max_query_chars)
     all_terms = list(dict.fromkeys(terms(text)))
     cutoff = min(max(FREQUENT_TERM_SHARE * n_docs, 50), FREQUENT_TERM_MAX_DOCS)
     kept = [t for t in all_terms if df.get(t, 0) <= cutoff]
@@ -333,7 +335,7 @@ _POOL_LOCK = threading.Lock()
 
 def _embed_keys(texts: Sequence[str]) -> list[str]:
     """What the encoder reads of each query (its first words), also the vector cache's key."""
-    return [" ".join(words(t)[:QUERY_EMBED_WORDS]) or t[:QUERY_EMBED_WORDS] for t in texts]
+    return [encoder_text(t, QUERY_EMBED_WORDS) or t[:QUERY_EMBED_WORDS] for t in texts]
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -447,9 +449,7 @@ class Retriever:
             lambda texts, vecs: self.pools(texts, vecs, allowed),
             self.phrases.fields,
             self.phrases.idf,
-            embed=lambda texts: self._embed_all(
-                [" ".join(words(t)[:QUERY_EMBED_WORDS]) or t for t in texts], cache=False
-            ),
+            embed=lambda texts: self._embed_all(_embed_keys(texts), cache=False),
             start=self.settings.ranker_prior,
         )
 

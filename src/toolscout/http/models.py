@@ -14,7 +14,7 @@ class _Strict(BaseModel):
 
 
 class DiscoverRequest(_Strict):
-    query: str = Field(min_length=1, max_length=8192, description="The user's request")
+    query: str = Field(min_length=1, max_length=65_536, description="The user's request")
     k: int = Field(3, ge=1, le=10, description="How many tools to shortlist")
     format: Format = Field("openai", description="Model API the schemas are rendered for")
     conversation: str | None = Field(

@@ -22,6 +22,13 @@ DESTRUCTIVE_WORDS = frozenset(
 )
 #: name words that mean the tool changes who may do what, or overrides a control
 ADMIN_WORDS = frozenset("grant revoke impersonate override sudo elevate".split())
+#: name words that say "this changes something" when they lead the name (HTTP verbs too)
+WRITE_WORDS = frozenset(
+    "create add insert post put patch update edit modify set change rename move send submit "
+    "upload write save store publish book schedule cancel assign approve reject close reset "
+    "restart start stop enable disable archive merge import transfer pay charge refund invite "
+    "register subscribe unsubscribe remove replace apply trigger deploy".split()
+)
 #: name words that say "this only reads" when they lead the name
 READ_WORDS = frozenset(
     "get list read search find fetch view show lookup query describe check count "
@@ -53,6 +60,53 @@ def _annotated_destructive(tool: LintTool) -> str | None:
     if ann.get("readOnlyHint") is False:
         return "readOnlyHint: false"
     return None
+
+
+def _says_it_writes(tool: LintTool) -> str | None:
+    """Why the tool's name or annotations say it changes or deletes something, if they do."""
+    names = _name_words(tool)
+    deleting = [w for w in names if w in DESTRUCTIVE_WORDS or w in ADMIN_WORDS]
+    if deleting:
+        return f"the name says {deleting[0]!r}"
+    if names and names[0] in WRITE_WORDS:
+        return f"the name starts with {names[0]!r}"
+    why = _annotated_destructive(tool)
+    return f"its annotations say {why}" if why is not None else None
+
+
+def check_risk_declared(
+    tools: Iterable[LintTool], admin_scope: str = DEFAULT_ADMIN_SCOPE
+) -> list[Finding]:
+    """Tools published without a risk (so indexed as ``read``) that evidently need one."""
+    out: list[Finding] = []
+    for t in tools:
+        if t.risk_declared:
+            continue
+        card = t.spec.card
+        admin = [s for s in card.scopes if _is_admin_scope(s, admin_scope)]
+        if admin:
+            out.append(
+                Finding.of(
+                    "admin-scope-no-risk",
+                    [t.id],
+                    f"{t.id} requires the admin scope {admin[0]!r} but declares no risk, so "
+                    "it is indexed as a read tool",
+                    "declare its risk: admin or destructive if it changes access or data "
+                    "(read or write if it truly does not)",
+                )
+            )
+        why = _says_it_writes(t)
+        if why is not None:
+            out.append(
+                Finding.of(
+                    "risk-undeclared",
+                    [t.id],
+                    f"{t.id} declares no risk, so it is indexed as a read tool, but {why}",
+                    "declare its risk (write, or destructive/admin with an admin scope when it "
+                    "deletes or changes access)",
+                )
+            )
+    return out
 
 
 def check_access(

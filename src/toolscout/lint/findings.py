@@ -40,6 +40,7 @@ CHECKS: dict[str, Check] = {
         Check("id-unstable", Severity.WARNING, "an id that looks generated or versioned"),
         Check("overlap-unhinted", Severity.ERROR, "retrieval confuses two tools, no not-for hint"),
         Check("overlap", Severity.WARNING, "retrieval confuses two tools"),
+        Check("duplicate-tool", Severity.WARNING, "two tools alike in summary, inputs, outputs"),
         Check("card-too-long", Severity.WARNING, "the card is over the token budget"),
         Check("summary-multi-sentence", Severity.WARNING, "the summary is over one sentence"),
         Check("description-empty", Severity.ERROR, "the tool has no description"),
@@ -51,6 +52,10 @@ CHECKS: dict[str, Check] = {
         Check("scopes-missing", Severity.ERROR, "a tool with no scopes at all"),
         Check("write-named-read", Severity.ERROR, "a write tool whose name says read"),
         Check("read-annotated-destructive", Severity.ERROR, "read risk, destructive annotation"),
+        Check(
+            "admin-scope-no-risk", Severity.WARNING, "an admin-scoped tool that declares no risk"
+        ),
+        Check("risk-undeclared", Severity.WARNING, "no risk, but it writes or deletes"),
         Check("param-undescribed", Severity.WARNING, "a parameter without a description"),
         Check("param-unmentioned", Severity.INFO, "a required parameter the description omits"),
         Check("enum-empty", Severity.ERROR, "an enum with no values"),

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolscout.cards import ToolSpec
-from toolscout.lint import access, ids, overlap, schema, source, text
+from toolscout.lint import access, duplicates, ids, overlap, schema, source, text
 from toolscout.lint.findings import Finding, LintReport, OverlapPair
 from toolscout.policy import DEFAULT_ADMIN_SCOPE
 
@@ -30,6 +30,8 @@ def static_findings(
         *text.check_summary(tools),
         *text.check_aliases(tools),
         *access.check_access(tools, admin_scope),
+        *access.check_risk_declared(tools, admin_scope),
+        *duplicates.check_duplicates(tools),
         *schema.check_schemas(tools),
     ]
 

@@ -36,6 +36,9 @@ class LintTool:
     parameters: Any = None  # the published schema, before any repair
     annotations: Mapping[str, Any] = field(default_factory=dict)  # MCP tool annotations
     described: bool = True  # False: the published description was empty
+    #: False: the published card declares no risk (it was given the default, read); an
+    #: indexed catalog no longer knows, so its tools count as declared
+    risk_declared: bool = True
 
     @property
     def id(self) -> str:
@@ -146,5 +149,6 @@ def _add(out: LintInput, record: dict[str, Any], where: str, default_source: str
                     "write a one-sentence summary in the words users use for this task",
                 )
             )
-        out.tools.append(LintTool(spec, where, published, annotations, not empty))
+        declared = record.get("risk") is not None
+        out.tools.append(LintTool(spec, where, published, annotations, not empty, declared))
         return

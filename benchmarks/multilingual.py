@@ -1,0 +1,139 @@
+"""Recall@5 per language: dev-set requests and their translations, default vs multilingual.
+
+``benchmarks/multilingual/queries.jsonl`` holds 50 requests from two dev sets (metatool,
+toolalpaca) in English and translated into French, German, Spanish, Portuguese,
+Japanese and Chinese, gold unchanged (its README says how it was made). Each dev set's
+catalog (``--bench``/<set>/tools.jsonl, as ``toolscout eval`` reads it) is indexed once
+per embedder; every language's requests then run through the product default (the
+``hybrid`` strategy) and through dense retrieval alone. Prints a table and writes JSON.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/multilingual.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from quality import command_line, write_results  # noqa: E402
+from toolscout.embed import EMBEDDERS, make_embedder  # noqa: E402
+from toolscout.evaluate.harness import run  # noqa: E402
+
+QUERIES = ROOT / "benchmarks" / "multilingual" / "queries.jsonl"
+DEFAULT_BENCH = ROOT.parent / "shared" / "bench"
+LANGS = ("en", "fr", "de", "es", "pt", "ja", "zh")
+STRATEGIES = ("hybrid", "dense")
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def measure(
+    bench: Path, embedders: Sequence[str], cache: Path, limit: int | None
+) -> dict[str, Any]:
+    """recall@5 and complete@5 by embedder, strategy and language (queries pooled over sets)."""
+    rows = _rows(QUERIES)
+    by_set: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        by_set[r["source"]][r["lang"]].append(r)
+    out: dict[str, Any] = {}
+    for name in embedders:
+        sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        seconds: dict[str, float] = {}
+        for source, langs in sorted(by_set.items()):
+            embedder = make_embedder(name)
+            db = cache / f"{source}.{name}.db"
+            for lang in LANGS:
+                picked = langs[lang][:limit] if limit else langs[lang]
+                qfile = cache / f"{source}.{lang}.jsonl"
+                qfile.write_text(
+                    "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in picked),
+                    encoding="utf-8",
+                )
+                start = time.perf_counter()
+                report = run(
+                    bench / source / "tools.jsonl",
+                    qfile,
+                    strategies=STRATEGIES,
+                    ks=(5,),
+                    db=db,
+                    embedder=embedder,
+                )
+                seconds[f"{source}/{lang}"] = round(time.perf_counter() - start, 1)
+                n = report["n_scored"]
+                for strategy, m in report["strategies"].items():
+                    sums[strategy][lang] += [m["recall@5"] * n, m["complete@5"] * n, n]
+                    print(f"{name} {source} {lang} {strategy}: {m['recall@5']:.3f}", flush=True)
+        out[name] = {
+            "seconds": seconds,
+            "strategies": {
+                strategy: {
+                    lang: {
+                        "n": int(sum(v[2::3])),
+                        "recall@5": round(sum(v[0::3]) / sum(v[2::3]), 3),
+                        "complete@5": round(sum(v[1::3]) / sum(v[2::3]), 3),
+                    }
+                    for lang, v in per_lang.items()
+                }
+                for strategy, per_lang in sums.items()
+            },
+        }
+    return out
+
+
+def table(results: dict[str, Any]) -> str:
+    """One row per embedder and strategy, recall@5 per language, and the largest gap to en."""
+    head = "| embedder | strategy | " + " | ".join(LANGS) + " | worst gap to en |"
+    lines = [head, "|" + "---|" * (len(LANGS) + 3)]
+    for name, res in results.items():
+        for strategy, per_lang in res["strategies"].items():
+            en = per_lang["en"]["recall@5"]
+            gap = max(en - per_lang[lang]["recall@5"] for lang in LANGS[1:])
+            cells = " | ".join(f"{per_lang[lang]['recall@5']:.3f}" for lang in LANGS)
+            label = "default (hybrid)" if strategy == "hybrid" else "dense only"
+            lines.append(f"| {name} | {label} | {cells} | {gap:+.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--bench", type=Path, default=DEFAULT_BENCH, help="directory of sets")
+    parser.add_argument(
+        "--embedder", action="append", choices=list(EMBEDDERS), help="repeatable (default: all)"
+    )
+    parser.add_argument("--limit", type=int, default=None, help="N requests per set and language")
+    parser.add_argument("--cache", type=Path, default=None, help="keep indexed sets here")
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/multilingual.json")
+    args = parser.parse_args(args_in)
+    embedders = args.embedder or list(EMBEDDERS)
+    with tempfile.TemporaryDirectory(prefix="toolscout-ml-") as tmp:
+        cache = args.cache or Path(tmp)
+        cache.mkdir(parents=True, exist_ok=True)
+        results = measure(args.bench, embedders, cache, args.limit)
+    text = table(results)
+    print(text)
+    write_results(
+        args.json,
+        command_line("benchmarks/multilingual.py", args_in),
+        queries=str(QUERIES.relative_to(ROOT)),
+        results=results,
+        table=text,
+    )
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

