@@ -29,7 +29,7 @@ def test_claude_desktop_format_with_safe_default() -> None:
     assert remote.transport == "http" and remote.headers == {"X-Key": "k"}
     # no toolscout section: every tool needs mcp:<server>
     assert time.defaulted and time.policy.scopes == ("mcp:time",)
-    assert cfg.mode == "auto" and cfg.db == ":memory:" and cfg.principal is None
+    assert cfg.mode == "auto" and cfg.db is None and cfg.principal is None
 
 
 def test_toolscout_section_rules() -> None:

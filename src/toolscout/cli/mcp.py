@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -25,6 +26,9 @@ mcp_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+#: the environment variable holding the audit chain's HMAC key (as for `toolscout audit`)
+AUDIT_KEY_ENV = "TOOLSCOUT_AUDIT_KEY"
 
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", help="An mcpServers JSON file (Claude Desktop format).")
@@ -49,7 +53,17 @@ def serve(
         typer.Option(help="What clients see: auto (tier rule), meta, dynamic or direct."),
     ] = None,
     db: Annotated[
-        str | None, typer.Option(help="The catalog file (default: from the config, else temp).")
+        str | None,
+        typer.Option(
+            help="The catalog file (default: from the config, else one per config file under "
+            "the user data directory; ':memory:' for a temporary one)."
+        ),
+    ] = None,
+    audit: Annotated[
+        str | None,
+        typer.Option(
+            help="The audit log file (default: from the config, else beside the catalog file)."
+        ),
     ] = None,
 ) -> None:
     """Serve the gateway over stdio or streamable HTTP."""
@@ -69,11 +83,18 @@ def serve(
             changes["mode"] = mode
         if db is not None:
             changes["db"] = db
+        if audit is not None:
+            changes["audit"] = str(Path(audit).resolve())
+        env_key = os.environ.get(AUDIT_KEY_ENV)
+        if env_key and cfg.audit_key is None:
+            changes["audit_key"] = env_key
         cfg = dataclasses.replace(cfg, **changes)  # type: ignore[arg-type]
         check_transport(cfg, transport)
         gateway = MCPGateway(cfg, errlog=sys.stderr)
     except ToolscoutError as exc:
         _fail(str(exc))
+    keyed = "keyed" if cfg.audit_key else f"unkeyed: set {AUDIT_KEY_ENV} to key it"
+    typer.echo(f"toolscout: audit log at {cfg.audit_path()} ({keyed})", err=True)
     try:
         if transport == "stdio":
             asyncio.run(gateway.serve_stdio())

@@ -30,16 +30,21 @@ import contextlib
 import logging
 import os
 import tempfile
+import time
+import warnings
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolscout.discovery import inject
-from toolscout.errors import ConfigError, ImportRefused, TokenError, ToolscoutError
+from toolscout.errors import ConfigError, GatewayError, ImportRefused, TokenError, ToolscoutError
 from toolscout.mcp import passthrough
+from toolscout.mcp._redact import redact
 from toolscout.mcp.config import GatewayConfig
 from toolscout.mcp.meta import CALL, SEARCH, meta_tools, text_result
-from toolscout.mcp.upstream import POLL_S, Upstream, Upstreams
+from toolscout.mcp.relay import LINK, Link
+from toolscout.mcp.upstream import POLL_S, Upstream, Upstreams, kill_children
 from toolscout.policy import PolicyConfig, Principal
 
 if TYPE_CHECKING:
@@ -54,6 +59,16 @@ log = logging.getLogger(__name__)
 
 #: discovery ids remembered per caller (for the discovery link of later calls)
 RECENT = 256
+#: what a listed tool keeps from its server's own definition (name and schema are ours)
+PASSED_FIELDS = (
+    "description",
+    "title",
+    "annotations",
+    "outputSchema",
+    "execution",
+    "icons",
+    "_meta",
+)
 #: callers whose per-caller state (dynamic list, recent searches) is kept
 MAX_CALLERS = 4096
 
@@ -83,13 +98,22 @@ class MCPGateway:
         from mcp.server.subscriptions import InMemorySubscriptionBus
 
         self.config = config
-        self.upstreams = Upstreams(config, on_tools=self._on_tools, errlog=errlog, poll_s=poll_s)
+        self.upstreams = Upstreams(
+            config,
+            on_tools=self._on_tools,
+            errlog=errlog,
+            poll_s=poll_s,
+            on_notify=self._on_upstream_notice,
+        )
+        #: resource URI → the sessions subscribed to it (their updates are passed on)
+        self._subscribers: dict[str, dict[int, Any]] = {}
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self.ts = toolscout if toolscout is not None else self._open_toolscout()
         self.bus = InMemorySubscriptionBus()
         self._callers: OrderedDict[str, _Caller] = OrderedDict()
         self._sessions: OrderedDict[int, Any] = OrderedDict()
         self._index_lock = asyncio.Lock()
+        self._stored: frozenset[str] = frozenset()
         self.index_log: list[tuple[str, int, int, int]] = []  # (server, changed, removed, embedded)
         self.server = self._build_server()
 
@@ -99,10 +123,12 @@ class MCPGateway:
         from toolscout.settings import Settings
 
         cfg = self.config
-        db = cfg.db
-        if db == ":memory:":
+        db = cfg.catalog_path()
+        if db == ":memory:":  # the catalog only: the audit log is never temporary
             self._tmpdir = tempfile.TemporaryDirectory(prefix="toolscout-mcp-")
             db = os.path.join(self._tmpdir.name, "gateway.db")
+        else:
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
         pem = (cfg.jwt_key or "").lstrip().startswith("-----BEGIN")
         settings = Settings(
             db=db,
@@ -110,24 +136,27 @@ class MCPGateway:
             jwt_algorithms=("RS256", "ES256") if pem else ("HS256",),
             jwt_issuer=cfg.jwt_issuer,
             jwt_audience=cfg.jwt_audience,
-            # the upstream's own time-out answers first, naming the server
-            timeout_s=cfg.timeout_s + 5.0,
+            audit_path=cfg.audit_path(),
+            audit_key=cfg.audit_key,
+            # each upstream keeps its own deadline (moved by progress, per server and tool)
+            timeout_s=86400.0,
         )
         policy = None
         if cfg.admin_scope or cfg.roles:
             admin = {"admin_scope": cfg.admin_scope} if cfg.admin_scope else {}
             policy = PolicyConfig(roles=dict(cfg.roles), **admin)
-        limits = None
-        if cfg.rate_per_second is not None or cfg.burst is not None:
-            from toolscout.gateway.limits import Limits
+        from toolscout.gateway.limits import Limits, RateLimiter
 
-            base = Limits()
-            limits = Limits(
-                rate_per_second=(
-                    cfg.rate_per_second if cfg.rate_per_second is not None else base.rate_per_second
-                ),
-                burst=cfg.burst if cfg.burst is not None else base.burst,
-            )
+        base = Limits()
+        limits = Limits(
+            rate_per_second=(
+                cfg.rate_per_second if cfg.rate_per_second is not None else base.rate_per_second
+            ),
+            burst=cfg.burst if cfg.burst is not None else base.burst,
+            max_argument_bytes=cfg.max_argument_bytes,
+        )
+        #: resources and prompts draw from a bucket of their own, of the same size
+        self._rate = RateLimiter.from_limits(limits)
         return Toolscout.open(
             settings, executors={"*": self.upstreams}, policy=policy, limits=limits
         )
@@ -151,22 +180,50 @@ class MCPGateway:
                     extensions,
                 )
 
-        return GatewayServer(
-            "toolscout",
-            version="0.1.0",
-            title="toolscout MCP gateway",
-            instructions=(
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # logging/setLevel: deprecated in 2026-07-28, not gone
+            return GatewayServer(  # type: ignore[call-overload,no-any-return]
+                "toolscout",
+                version="0.1.0",
+                title="toolscout MCP gateway",
+                instructions=self.instructions(),
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_list_resources=self._list_resources,
+                on_list_resource_templates=self._list_templates,
+                on_read_resource=self._read_resource,
+                on_subscribe_resource=self._subscribe,
+                on_unsubscribe_resource=self._unsubscribe,
+                on_list_prompts=self._list_prompts,
+                on_get_prompt=self._get_prompt,
+                on_completion=self._complete,
+                on_set_logging_level=self._set_level,
+                on_subscriptions_listen=ListenHandler(self.bus),
+            )
+
+    def instructions(self) -> str:
+        """The gateway's instructions for the mode it serves, then each upstream's own."""
+        mode = self.config.mode
+        if mode == "direct":
+            own = "The tools of several MCP servers are listed here, as each caller may use them."
+        elif mode == "dynamic":
+            own = (
+                "Many tools are behind this server. Use search_tools to find the ones for the "
+                "task: the tools found are added to your tool list, to call directly."
+            )
+        else:
+            own = (
                 "Many tools are behind this server. Use search_tools to find the ones for the "
                 "task (it returns their names and input schemas), then call_tool to run one."
-            ),
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_list_resources=self._list_resources,
-            on_read_resource=self._read_resource,
-            on_list_prompts=self._list_prompts,
-            on_get_prompt=self._get_prompt,
-            on_subscriptions_listen=ListenHandler(self.bus),
-        )
+            )
+            if mode == "auto":
+                own += " With few tools, they are listed directly instead."
+        parts = [own]
+        for up in self.upstreams.servers.values():
+            text = up.instructions
+            if text:
+                parts.append(f"[{up.name}] {text}")
+        return "\n\n".join(parts)
 
     # -- lifecycle -------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -183,13 +240,34 @@ class MCPGateway:
         ]
         if stale:
             await asyncio.to_thread(self.ts.catalog.remove, stale)
-        await self.upstreams.start(wait_s=wait_s)
+        self._stored = frozenset(
+            spec.id.split("/", 1)[0] + "/"
+            for spec in self.ts.catalog.specs()
+            if spec.card.source in configured
+        )
+        starting: asyncio.Task[None] | None = None
+        if wait_s is not None:
+            await self.upstreams.start(wait_s=wait_s)
+        else:  # answer at once from the stored catalog; upstreams come up in the background
+            starting = asyncio.get_running_loop().create_task(self.upstreams.start())
         try:
             yield self
         finally:
+            if starting is not None and not starting.done():
+                starting.cancel()
             await self.upstreams.aclose()
 
+    async def ready(self) -> None:
+        """Before answering a list: wait (bounded by ``connect_timeout_s``) for servers that
+        are starting and have nothing in the stored catalog yet."""
+        await self.upstreams.ready(skip=self._stored)
+
+    def indexing(self) -> list[str]:
+        """The servers whose first listing has not arrived yet."""
+        return [up.name for up in self.upstreams.servers.values() if not up.listed.is_set()]
+
     def close(self) -> None:
+        kill_children()  # no stdio upstream outlives the gateway
         self.ts.close()
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
@@ -286,6 +364,7 @@ class MCPGateway:
         except TokenError as exc:
             raise MCPError(INVALID_REQUEST, f"refused: {exc}") from None
         self._remember_session(ctx)
+        await self.ready()
         mode = self.mode(principal)
         tools: list[Tool] = [] if mode == "direct" else meta_tools()
         if mode == "direct":
@@ -309,8 +388,8 @@ class MCPGateway:
         out = []
         for spec, rendered in zip(specs, inject.render(specs, "mcp"), strict=True):
             wire = upstream.get(spec.id)
-            if wire is not None:
-                for key in ("annotations", "title"):
+            if wire is not None:  # a listed tool keeps what its server says of it
+                for key in PASSED_FIELDS:
                     if key in wire.wire:
                         rendered[key] = wire.wire[key]
             out.append(Tool.model_validate(rendered))
@@ -324,6 +403,8 @@ class MCPGateway:
             return text_result(f"refused ({exc.reason}): {exc}", error=True)
         self._remember_session(ctx)
         name, args = params.name, dict(params.arguments or {})
+        link = Link(ctx)
+        token = LINK.set(link)
         try:
             if name == SEARCH:
                 return await self._search(ctx, principal, args)
@@ -334,10 +415,12 @@ class MCPGateway:
                     return text_result("call_tool needs 'name': a tool name", error=True)
                 if not isinstance(inner_args, Mapping):
                     return text_result("call_tool: 'arguments' must be an object", error=True)
-                return await self._execute(principal, inner.strip(), dict(inner_args))
-            return await self._execute(principal, name, args)
+                return await self._execute(principal, inner.strip(), dict(inner_args), link)
+            return await self._execute(principal, name, args, link)
         except ToolscoutError as exc:
             return text_result(f"{type(exc).__name__}: {exc}", error=True)
+        finally:
+            LINK.reset(token)
 
     async def _search(
         self, ctx: Any, principal: Principal, args: Mapping[str, Any]
@@ -350,6 +433,7 @@ class MCPGateway:
             return text_result("search_tools needs 'query': what you want to do", error=True)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 10:
             return text_result("search_tools: 'k' must be an integer from 1 to 10", error=True)
+        await self.ready()  # a first start: the first listings (bounded by connect_timeout_s)
         shortlist = await self.ts.adiscover(
             principal, query, k=k, fmt="mcp", tier=inject.Tier.PROGRESSIVE
         )
@@ -380,6 +464,12 @@ class MCPGateway:
         while len(state.recent) > RECENT:
             state.recent.popitem(last=False)
         payload: dict[str, Any] = {"tools": found, "discovery_id": shortlist.discovery_id}
+        starting = self.indexing()
+        if starting:
+            payload["indexing"] = (
+                f"still indexing {len(starting)} of {len(self.upstreams.servers)} servers "
+                f"({', '.join(starting)}); their tools appear as they come up"
+            )
         if not found:
             payload["note"] = "no tool you may use matches; try other words"
         else:
@@ -399,7 +489,7 @@ class MCPGateway:
         return text_result(payload)
 
     async def _execute(
-        self, principal: Principal, name: str, args: dict[str, Any]
+        self, principal: Principal, name: str, args: dict[str, Any], link: Link | None = None
     ) -> CallToolResult:
         from mcp.types import CallToolResult
 
@@ -413,6 +503,16 @@ class MCPGateway:
             return CallToolResult.model_validate(wire)
         if result.ok:
             return text_result(result.value)
+        if link is not None and link.error is not None:
+            # the upstream's own error content (secrets redacted), the reason code beside it
+            wire = {k: v for k, v in link.error.items() if k not in ("_meta", "resultType")}
+            wire["content"] = [
+                *wire.get("content", []),
+                {"type": "text", "text": f"[{result.status}: {result.reason}]"},
+            ]
+            wire["isError"] = True
+            wire["_meta"] = {"toolscout/reason": result.reason}
+            return CallToolResult.model_validate(wire)
         return text_result(f"{result.status} ({result.reason}): {result.message}", error=True)
 
     # -- resources and prompts: passed through, namespaced, under the server's scopes ----
@@ -430,17 +530,126 @@ class MCPGateway:
         return passthrough.servers_for(self.upstreams, self.ts.catalog.policy, principal)
 
     async def _list_resources(self, ctx: Any, params: Any) -> Any:
-        return passthrough.list_resources(self.servers_for(self._caller(ctx)))
+        await self.ready()
+        return await passthrough.list_resources(self.servers_for(self._caller(ctx)))
+
+    async def _list_templates(self, ctx: Any, params: Any) -> Any:
+        await self.ready()
+        return await passthrough.list_templates(self.servers_for(self._caller(ctx)))
 
     async def _read_resource(self, ctx: Any, params: Any) -> Any:
-        return await passthrough.read_resource(self.servers_for(self._caller(ctx)), str(params.uri))
+        uri = str(params.uri)
+        return await self._passed(
+            ctx, f"resource:{uri}", lambda s: passthrough.read_resource(s, uri)
+        )
+
+    async def _subscribe(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import EmptyResult
+
+        uri = str(params.uri)
+        await self._passed(
+            ctx, f"subscribe:{uri}", lambda s: passthrough.subscribe(s, uri, on=True)
+        )
+        self._subscribers.setdefault(uri, {})[id(_connection(ctx))] = ctx.session
+        return EmptyResult()
+
+    async def _unsubscribe(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import EmptyResult
+
+        uri = str(params.uri)
+        subs = self._subscribers.get(uri, {})
+        subs.pop(id(_connection(ctx)), None)
+        if not subs:
+            self._subscribers.pop(uri, None)
+            await self._passed(
+                ctx, f"unsubscribe:{uri}", lambda s: passthrough.subscribe(s, uri, on=False)
+            )
+        return EmptyResult()
 
     async def _list_prompts(self, ctx: Any, params: Any) -> Any:
-        return passthrough.list_prompts(self.servers_for(self._caller(ctx)))
+        await self.ready()
+        return await passthrough.list_prompts(self.servers_for(self._caller(ctx)))
 
     async def _get_prompt(self, ctx: Any, params: Any) -> Any:
-        servers = self.servers_for(self._caller(ctx))
-        return await passthrough.get_prompt(servers, str(params.name), params.arguments)
+        name, args = str(params.name), params.arguments
+        return await self._passed(
+            ctx, f"prompt:{name}", lambda s: passthrough.get_prompt(s, name, args)
+        )
+
+    async def _complete(self, ctx: Any, params: Any) -> Any:
+        await self.ready()
+        return await passthrough.complete(self.servers_for(self._caller(ctx)), params)
+
+    async def _set_level(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import EmptyResult
+
+        await self.ready()
+        await passthrough.set_level(self.servers_for(self._caller(ctx)), str(params.level))
+        return EmptyResult()
+
+    async def _passed(
+        self, ctx: Any, what: str, run: Callable[[list[Upstream]], Awaitable[Any]]
+    ) -> Any:
+        """A pass-through request under the gateway's rules: rate-limited per caller and
+        audited (attempt, then outcome), like a tool call; its caller's link set."""
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import INVALID_REQUEST
+
+        principal = self._caller(ctx)
+        audit = self.ts.gateway.audit
+        try:
+            self._rate.check(principal, tool_id=what)
+        except GatewayError as exc:
+            audit.append(
+                subject=principal.subject, tenant=principal.tenant, tool_id=what[:512],
+                args_digest="", decision="denied", reason=exc.reason, latency_ms=0.0,
+                status="refused",
+            )  # fmt: skip
+            raise MCPError(INVALID_REQUEST, f"refused ({exc.reason}): {exc}") from None
+        await self.ready()
+        started = time.perf_counter()
+        attempt = audit.begin(
+            subject=principal.subject, tenant=principal.tenant, tool_id=what[:512], args_digest=""
+        )
+        status, reason, detail = "error", "tool_failed", ""
+        token = LINK.set(Link(ctx))
+        try:
+            answer = await run(self.servers_for(principal))
+            status, reason = "ok", "ok"
+            return answer
+        except MCPError as exc:
+            detail = redact(exc.message)
+            reason = "unknown" if exc.message.startswith("unknown ") else reason
+            raise
+        finally:
+            LINK.reset(token)
+            audit.complete(
+                attempt,
+                status=status,
+                reason=reason,
+                latency_ms=(time.perf_counter() - started) * 1000,
+                detail=detail,
+            )
+
+    async def _on_upstream_notice(self, up: Upstream, message: Any) -> None:
+        """Pass an upstream's resource and prompt notices on to this gateway's clients."""
+        method = message.method
+        if method == "notifications/resources/updated":
+            uri = str(message.params.uri)
+            for key, session in list(self._subscribers.get(uri, {}).items()):
+                try:
+                    await session.send_resource_updated(uri)
+                except Exception:
+                    self._subscribers.get(uri, {}).pop(key, None)
+            return
+        for key, session in list(self._sessions.items()):
+            try:
+                if method == "notifications/resources/list_changed":
+                    await session.send_resource_list_changed()
+                else:
+                    await session.send_prompt_list_changed()
+            except Exception:
+                self._sessions.pop(key, None)
 
     # -- catalog upkeep ---------------------------------------------------------------
     async def _on_tools(self, up: Upstream) -> None:
@@ -489,6 +698,10 @@ class MCPGateway:
                 await session.send_tool_list_changed()
             except Exception:  # a gone client: forget it
                 self._sessions.pop(key, None)
+
+
+def _connection(ctx: Any) -> Any:
+    return getattr(ctx.session, "_connection", ctx.session)
 
 
 def check_transport(config: GatewayConfig, transport: str) -> None:
