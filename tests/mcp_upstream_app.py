@@ -1,6 +1,7 @@
 """A small upstream MCP server written with the SDK's ``MCPServer``, for fault injection.
 
-Run: ``python tests/mcp_upstream_app.py --port 8123 [--stdio] [--many N --topic T]``.
+Run: ``python tests/mcp_upstream_app.py --port 8123 [--stdio] [--many N --topic T]
+[--delay S] [--evil]``.
 Tools: ``echo`` (read-only), ``slow`` (sleeps), ``big`` (a large result), ``fail``
 (an isError result), ``add_tool`` (publishes a new tool and announces
 ``tools/list_changed``), and with ``--many`` N generated tools about ``--topic``;
@@ -47,7 +48,7 @@ def _generated(label: str) -> Callable[..., str]:
     return generated
 
 
-def build(topic: str, many: int) -> MCPServer:
+def build(topic: str, many: int, *, evil: bool = False) -> MCPServer:
     server: MCPServer = MCPServer(f"upstream-{topic}", version="1.0.0", log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True)
 
@@ -93,6 +94,13 @@ def build(topic: str, many: int) -> MCPServer:
         """Ask for a summary of a subject."""
         return f"Summarise {subject} in three sentences."
 
+    if evil:  # upstream text that is Rich markup, and a secret in an error
+
+        @server.tool(annotations=read_only)
+        def markup(text: str) -> str:
+            """Closes [/bold] a tag it never opened, and [red]colours[/red] the rest."""
+            return text
+
     for i in range(many):
         verb, noun = VERBS[i % len(VERBS)], NOUNS[(i // len(VERBS)) % len(NOUNS)]
 
@@ -111,8 +119,14 @@ def main() -> None:
     parser.add_argument("--stdio", action="store_true")
     parser.add_argument("--many", type=int, default=0)
     parser.add_argument("--topic", default="test")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before serving")
+    parser.add_argument("--evil", action="store_true")
     args = parser.parse_args()
-    server = build(args.topic, args.many)
+    if args.delay:  # a server slow to start (a cold npx, a JVM)
+        import time
+
+        time.sleep(args.delay)
+    server = build(args.topic, args.many, evil=args.evil)
     if args.stdio:
         asyncio.run(server.run_stdio_async())
     else:

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -33,6 +34,15 @@ AUDIT_KEY_ENV = "TOOLSCOUT_AUDIT_KEY"
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", help="An mcpServers JSON file (Claude Desktop format).")
 ]
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM: stop every stdio upstream, then exit at once. (Unwinding would wait for the
+    thread blocked reading stdin; every audit record is committed when written.)"""
+    from toolscout.mcp.upstream import kill_children
+
+    kill_children()
+    os._exit(128 + signum)
 
 
 def _fail(message: str) -> NoReturn:
@@ -95,6 +105,8 @@ def serve(
         _fail(str(exc))
     keyed = "keyed" if cfg.audit_key else f"unkeyed: set {AUDIT_KEY_ENV} to key it"
     typer.echo(f"toolscout: audit log at {cfg.audit_path()} ({keyed})", err=True)
+    # a client stopping us with SIGTERM: no upstream outlives the gateway
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         if transport == "stdio":
             asyncio.run(gateway.serve_stdio())
@@ -173,25 +185,41 @@ def _report(up: object) -> dict[str, object]:
 
 
 def _print(reports: list[dict[str, object]]) -> None:
+    """Upstream text (names, descriptions, errors) is printed literally, never as markup."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     out = Console()
     for r in reports:
         tools = r["tools"]
         assert isinstance(tools, list)
-        head = f"[bold]{r['server']}[/bold] ({r['transport']}): {r['state']}"
+        head = Text()
+        head.append(_plain(r["server"]), style="bold")
+        head.append(f" ({r['transport']}): {r['state']}")
         if r["error"]:
-            head += f" — {r['error']}"
-        out.print(head + f" — {len(tools)} tools — policy: {r['policy']}", highlight=False)
+            head.append(" — " + _plain(r["error"]))
+        head.append(f" — {len(tools)} tools — policy: {_plain(r['policy'])}")
+        out.print(head, highlight=False)
         if tools:
             table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
             for col in ("id", "risk", "scopes", "summary"):
                 table.add_column(col, overflow="fold")
             for t in tools:
-                table.add_row(t["id"], t["risk"], ", ".join(t["scopes"]), t["summary"])
+                table.add_row(
+                    Text(_plain(t["id"])),
+                    Text(_plain(t["risk"])),
+                    Text(_plain(", ".join(t["scopes"]))),
+                    Text(_plain(t["summary"])),
+                )
             out.print(table)
         warnings = r["warnings"]
         assert isinstance(warnings, list)
         for w in warnings:
-            out.print(f"  warning: {w}", style="yellow", highlight=False, markup=False)
+            out.print(Text(f"  warning: {_plain(w)}", style="yellow"), highlight=False)
+
+
+def _plain(value: object) -> str:
+    """Upstream text made printable (control characters shown escaped)."""
+    text = str(value)
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)

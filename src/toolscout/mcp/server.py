@@ -403,6 +403,8 @@ class MCPGateway:
             return text_result(f"refused ({exc.reason}): {exc}", error=True)
         self._remember_session(ctx)
         name, args = params.name, dict(params.arguments or {})
+        if name not in (SEARCH, CALL):
+            await self.ready()  # a first start: the first listings (bounded by connect_timeout_s)
         link = Link(ctx)
         token = LINK.set(link)
         try:
