@@ -81,7 +81,7 @@ def test_audit_persists_beside_the_catalog_keyed_and_verifiable(
 
     async def scenario() -> None:
         async with gateway.running(wait_s=60), Client(gateway.server) as client:
-            done = await client.call_tool("app_echo", {"text": "kept"})
+            done = await client.call_tool("echo", {"text": "kept"})
             assert not done.is_error and _text(done) == "kept"
 
     try:
@@ -266,11 +266,11 @@ def test_a_server_slower_than_connect_timeout_is_listed_when_it_comes_up(
             assert time.monotonic() - started < 12, "tools/list waited for the slow server"
             assert not first.tools  # not up yet: nothing listed, nothing refused
             names: list[str] = []
-            while time.monotonic() - started < 40 and "app_echo" not in names:
+            while time.monotonic() - started < 40 and "echo" not in names:
                 await asyncio.sleep(0.25)
                 names = [t.name for t in (await client.list_tools(cache_mode="refresh")).tools]
             assert changed.is_set(), "no tools/list_changed when the slow server came up"
             return time.monotonic() - started, names
 
     took, names = asyncio.run(scenario())
-    assert "app_echo" in names and took < 20, (took, names)
+    assert "echo" in names and took < 20, (took, names)

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import tempfile
 import time
 import warnings
@@ -69,6 +70,7 @@ PASSED_FIELDS = (
     "icons",
     "_meta",
 )
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 #: callers whose per-caller state (dynamic list, recent searches) is kept
 MAX_CALLERS = 4096
 
@@ -114,6 +116,9 @@ class MCPGateway:
         self._sessions: OrderedDict[int, Any] = OrderedDict()
         self._index_lock = asyncio.Lock()
         self._stored: frozenset[str] = frozenset()
+        self._names: dict[str, str] = {}
+        self._by_name: dict[str, str] = {}
+        self._names_key: frozenset[str] | None = None
         self.index_log: list[tuple[str, int, int, int]] = []  # (server, changed, removed, embedded)
         self.server = self._build_server()
 
@@ -392,8 +397,32 @@ class MCPGateway:
                 for key in PASSED_FIELDS:
                     if key in wire.wire:
                         rendered[key] = wire.wire[key]
+            rendered["name"] = self.names().get(spec.id, rendered["name"])
             out.append(Tool.model_validate(rendered))
         return out
+
+    def names(self) -> dict[str, str]:
+        """Tool id → the name clients see: the upstream's own name when no other upstream
+        tool has it (and it is no meta-tool's), else the catalog's ``server_tool`` name."""
+        tools = self.upstreams.tools()
+        key = frozenset(tools)
+        if self._names_key != key:
+            count: dict[str, int] = {}
+            for t in tools.values():
+                count[t.name] = count.get(t.name, 0) + 1
+            self._names = {
+                tid: t.name
+                for tid, t in tools.items()
+                if count[t.name] == 1 and t.name not in (SEARCH, CALL) and _NAME.match(t.name)
+            }
+            self._by_name = {name: tid for tid, name in self._names.items()}
+            self._names_key = key
+        return self._names
+
+    def resolve(self, name: str) -> str:
+        """The catalog id of a name a client used (unknown names are left as they are)."""
+        self.names()
+        return self._by_name.get(name, name)
 
     # -- tools/call -------------------------------------------------------------------
     async def _call_tool(self, ctx: Any, params: Any) -> CallToolResult:
@@ -442,14 +471,16 @@ class MCPGateway:
         state = self._state(principal)
         upstream = self.upstreams.tools()
         found = []
-        for scored, schema in zip(shortlist.tools, shortlist.schemas, strict=True):
-            spec = self.ts.catalog.spec(scored.id)
-            if spec is None:
+        # a tool removed while the search ran has no schema: it is left out
+        schemas = {shortlist.names.get(s["name"], ""): s for s in shortlist.schemas}
+        for scored in shortlist.tools:
+            spec, schema = self.ts.catalog.spec(scored.id), schemas.get(scored.id)
+            if spec is None or schema is None:
                 continue
             owner = upstream.get(scored.id)
             up = self.upstreams.owner(scored.id)
             entry: dict[str, Any] = {
-                "name": schema["name"],
+                "name": self.names().get(scored.id, schema["name"]),
                 "id": scored.id,
                 "server": owner.server if owner is not None else "",
                 "summary": spec.card.summary,
@@ -460,7 +491,7 @@ class MCPGateway:
             if up is not None and up.state != "up":
                 entry["status"] = f"server {up.name!r} is {up.state}"
             found.append(entry)
-            for key in (schema["name"], scored.id):
+            for key in (schema["name"], entry["name"], scored.id):
                 state.recent[key] = (scored.id, shortlist.discovery_id)
                 state.recent.move_to_end(key)
         while len(state.recent) > RECENT:
@@ -497,7 +528,7 @@ class MCPGateway:
 
         state = self._state(principal)
         _, did = state.recent.get(name, (None, None))
-        result = await self.ts.aexecute(principal, name, args, discovery_id=did)
+        result = await self.ts.aexecute(principal, self.resolve(name), args, discovery_id=did)
         if result.tool_id is not None and result.tool_id in state.dynamic:
             state.dynamic.move_to_end(result.tool_id)
         if result.ok and isinstance(result.value, Mapping):

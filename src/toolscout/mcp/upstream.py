@@ -220,10 +220,15 @@ class Upstream:
             )
 
     async def wait_listed(self, timeout_s: float) -> bool:
-        """Wait until the first attempt ended (bounded by ``timeout_s``); True if listed."""
+        """Wait until the first attempt ended (bounded by ``timeout_s``, unless the server is
+        up and its tools are being indexed: that is our own work and is waited for)."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 await self.tried.wait()
+        if not self.tried.is_set() and self.state == "up":
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CONNECT_ATTEMPT_S):
+                    await self.tried.wait()
         return self.listed.is_set()
 
     async def aclose(self) -> None:
