@@ -251,6 +251,9 @@ class MCPGateway:
             if spec.card.source in configured
         )
         starting: asyncio.Task[None] | None = None
+        # load the embedder and derive the catalog state off the loop, so the first search
+        # does not pay for it (initialize is answered meanwhile)
+        warming = asyncio.get_running_loop().create_task(asyncio.to_thread(self._warm))
         if wait_s is not None:
             await self.upstreams.start(wait_s=wait_s)
         else:  # answer at once from the stored catalog; upstreams come up in the background
@@ -261,6 +264,17 @@ class MCPGateway:
             if starting is not None and not starting.done():
                 starting.cancel()
             await self.upstreams.aclose()
+            with contextlib.suppress(Exception):
+                await warming
+
+    def _warm(self) -> None:
+        """The embedder loaded and the caller's entitlement derived (best effort)."""
+        try:
+            self.ts.catalog.embedder.embed(["find the right tool"])
+            if self.config.principal is not None:
+                self.ts.entitled(self.config.principal)
+        except Exception as exc:  # a warm-up fault shows again, clearly, on first use
+            log.info("warm-up: %s", exc)
 
     async def ready(self) -> None:
         """Before answering a list: wait (bounded by ``connect_timeout_s``) for servers that
