@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -77,7 +78,7 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the gateway over stdio or streamable HTTP."""
-    from toolscout.mcp.config import MODES, load_config
+    from toolscout.mcp.config import MODES, load_config, local_principal
     from toolscout.mcp.server import MCPGateway, check_transport
 
     if transport not in ("stdio", "http"):
@@ -99,6 +100,16 @@ def serve(
         if env_key and cfg.audit_key is None:
             changes["audit_key"] = env_key
         cfg = dataclasses.replace(cfg, **changes)  # type: ignore[arg-type]
+        if transport == "stdio" and cfg.principal is None:
+            cfg = dataclasses.replace(cfg, principal=local_principal(cfg))
+            assert cfg.principal is not None
+            scopes = ", ".join(sorted(cfg.principal.scopes)) or "none"
+            typer.echo(
+                f"toolscout: no toolscout.principal in {config}: serving the local user "
+                f"{cfg.principal.subject!r} with each server's own scope ({scopes}); tools "
+                "marked destructive need toolscout:admin — set toolscout.principal to change",
+                err=True,
+            )
         check_transport(cfg, transport)
         gateway = MCPGateway(cfg, errlog=sys.stderr)
     except ToolscoutError as exc:
@@ -223,3 +234,47 @@ def _plain(value: object) -> str:
     """Upstream text made printable (control characters shown escaped)."""
     text = str(value)
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+CLIENTS = ("claude-desktop", "cursor", "claude-code", "vscode")
+
+
+@mcp_app.command("config")
+def client_config(
+    config: ConfigOpt,
+    client: Annotated[
+        str, typer.Option("--client", help="claude-desktop, cursor, claude-code or vscode.")
+    ] = "claude-desktop",
+) -> None:
+    """Print the snippet that starts this gateway from an MCP client (writes nothing).
+
+    The command is the absolute path of this toolscout (a bare ``toolscout`` fails from a
+    desktop client, whose PATH is not your shell's), and so is the config path."""
+    from toolscout.mcp.config import load_config
+
+    if client not in CLIENTS:
+        _fail(f"--client must be one of {', '.join(CLIENTS)}, got {client!r}")
+    try:
+        load_config(config)  # a broken config is reported now, not by the client later
+    except ToolscoutError as exc:
+        _fail(str(exc))
+    command, args = _launcher()
+    args = [*args, "mcp", "serve", "--config", str(config.resolve())]
+    if client == "claude-code":
+        typer.echo(shlex.join(["claude", "mcp", "add", "toolscout", "--", command, *args]))
+        return
+    entry: dict[str, object] = {"command": command, "args": args}
+    if client == "vscode":  # .vscode/mcp.json
+        snippet: dict[str, object] = {"servers": {"toolscout": {"type": "stdio", **entry}}}
+    else:  # claude_desktop_config.json, .cursor/mcp.json
+        snippet = {"mcpServers": {"toolscout": entry}}
+    typer.echo(json.dumps(snippet, indent=2))
+
+
+def _launcher() -> tuple[str, list[str]]:
+    """The absolute command that runs this toolscout: its console script beside this
+    Python, else this Python with ``-m toolscout``."""
+    script = Path(sys.executable).parent / "toolscout"
+    if script.is_file() and os.access(script, os.X_OK):
+        return str(script.absolute()), []
+    return str(Path(sys.executable).absolute()), ["-m", "toolscout"]

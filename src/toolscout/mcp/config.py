@@ -49,6 +49,7 @@ __all__ = [
     "ToolRule",
     "default_scope",
     "load_config",
+    "local_principal",
     "parse_config",
 ]
 
@@ -73,6 +74,21 @@ def default_catalog(source: str | None) -> Path:
     resolved = str(Path(source).resolve())
     digest = hashlib.sha256(resolved.encode()).hexdigest()[:10]
     return base / f"{safe_name(Path(source).stem)}-{digest}.db"
+
+
+def local_principal(config: GatewayConfig) -> Principal:
+    """The caller of a stdio gateway whose config names none: the local user, holding each
+    server's server-wide scopes (``mcp:<server>`` without a ``toolscout`` section) and
+    nothing more — no per-tool scopes, no admin scope, so tools that say they are
+    destructive stay refused."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "local"
+    scopes = sorted({scope for s in config.servers for scope in s.policy.scopes})
+    return Principal.of(f"local:{user}", "", scopes, ())
 
 
 def default_scope(server: str) -> str:

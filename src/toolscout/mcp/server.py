@@ -7,7 +7,8 @@ The client sees, per caller (:data:`~toolscout.mcp.config.MODES`):
   any tool by the name search gave (or its id);
 * ``dynamic`` — the meta-tools, plus every tool a search found, added to this
   caller's own tool list (``notifications/tools/list_changed`` is sent); past
-  ``dynamic_limit`` the least recently used are dropped;
+  ``dynamic_limit`` the least recently used are dropped; a caller entitled to no
+  more than ``dynamic_limit`` tools has them all listed from the start;
 * ``direct`` — every tool the caller is entitled to, directly;
 * ``auto`` (default) — the tier rule: ``direct`` under 10 entitled tools, else ``meta``.
 
@@ -389,8 +390,12 @@ class MCPGateway:
         if mode == "direct":
             ids = [c.id for c in self.ts.entitled(principal)]
         elif mode == "dynamic":
-            allowed = {c.id for c in self.ts.entitled(principal)}
-            ids = [i for i in self._state(principal).dynamic if i in allowed]
+            entitled = [c.id for c in self.ts.entitled(principal)]
+            if len(entitled) <= self.config.dynamic_limit:  # it all fits in the dynamic list
+                ids = entitled
+            else:
+                allowed = set(entitled)
+                ids = [i for i in self._state(principal).dynamic if i in allowed]
         else:
             ids = []
         tools += self.render(ids)
@@ -510,7 +515,16 @@ class MCPGateway:
                 state.recent.move_to_end(key)
         while len(state.recent) > RECENT:
             state.recent.popitem(last=False)
-        payload: dict[str, Any] = {"tools": found, "discovery_id": shortlist.discovery_id}
+        payload: dict[str, Any] = {
+            "tools": found,
+            "discovery_id": shortlist.discovery_id,
+            # the calibrated chance that the first tool is the right one, as HTTP and Python say
+            "confidence": round(shortlist.confidence, 3),
+            "low_confidence": shortlist.low_confidence,
+        }
+        abstained = getattr(shortlist, "abstained", None)
+        if abstained:
+            payload["abstained"] = abstained
         starting = self.indexing()
         if starting:
             payload["indexing"] = (
