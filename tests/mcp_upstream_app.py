@@ -73,6 +73,19 @@ def build(topic: str, many: int, *, evil: bool = False) -> MCPServer:
         """Always fail with this reason."""
         raise ToolError(f"failed on purpose: {why}")
 
+    memory: dict[str, str] = {}
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False))
+    def remember(text: str) -> str:
+        """Keep a text in this server's memory (its session state)."""
+        memory["text"] = text
+        return "kept"
+
+    @server.tool(annotations=read_only)
+    def recall() -> str:
+        """The text this server keeps, if any."""
+        return memory.get("text", "(nothing)")
+
     @server.tool(annotations=ToolAnnotations(destructive_hint=False))
     async def add_tool(name: str, description: str, ctx: Context) -> str:
         """Publish a new tool with this name and description."""

@@ -219,6 +219,8 @@ class GatewayConfig:
     audit: str | None = None
     #: HMAC key of the audit chain (``audit_key``, ``audit_key_file`` or $TOOLSCOUT_AUDIT_KEY)
     audit_key: str | None = None
+    #: over HTTP: each caller its own upstream sessions ("per_caller") or one for all
+    upstream_sessions: str = "per_caller"
     #: the config file this was read from (names the default catalog)
     source: str | None = None
 
@@ -446,6 +448,7 @@ def parse_config(data: Any, *, base: Path | None = None) -> GatewayConfig:
         "resource_url", "authorization_servers", "timeout_s", "connect_timeout_s",
         "max_result_bytes", "dynamic_limit", "k", "admin_scope", "roles", "rate_per_second",
         "burst", "audit", "audit_key", "audit_key_file", "max_argument_bytes",
+        "upstream_sessions",
     }  # fmt: skip
     _known("toolscout", gw, known)
     mode = gw.get("mode", "auto")
@@ -537,7 +540,16 @@ def parse_config(data: Any, *, base: Path | None = None) -> GatewayConfig:
         else None,
         audit=audit,
         audit_key=audit_key,
+        upstream_sessions=_sessions(gw.get("upstream_sessions", "per_caller")),
     )
+
+
+def _sessions(value: Any) -> str:
+    if value not in ("per_caller", "shared"):
+        raise ConfigError(
+            f"toolscout.upstream_sessions: {value!r} is not one of: per_caller, shared"
+        )
+    return str(value)
 
 
 def load_config(path: str | Path) -> GatewayConfig:

@@ -29,6 +29,8 @@ class Link:
     """One caller's in-flight request: where its progress, logs and questions go."""
 
     ctx: Any
+    #: the caller's key (tenant and subject) when each caller has its own upstream sessions
+    caller: str | None = None
     #: the upstream's ``isError`` result (wire form, secrets redacted), when it failed so
     error: dict[str, Any] | None = None
     #: monotonic time of the last sign of life (progress) from the upstream

@@ -453,7 +453,7 @@ class MCPGateway:
         name, args = params.name, dict(params.arguments or {})
         if name not in (SEARCH, CALL):
             await self.ready()  # a first start: the first listings (bounded by connect_timeout_s)
-        link = Link(ctx)
+        link = Link(ctx, caller=self._session_key(ctx, principal))
         token = LINK.set(link)
         try:
             if name == SEARCH:
@@ -586,17 +586,30 @@ class MCPGateway:
         except TokenError as exc:
             raise MCPError(INVALID_REQUEST, f"refused: {exc}") from None
 
+    def _session_key(self, ctx: Any, principal: Principal) -> str | None:
+        """Over HTTP each caller (tenant and subject) gets its own upstream sessions, unless
+        the config shares them; over stdio there is one caller."""
+        request = getattr(ctx, "request", None)
+        if self.config.upstream_sessions == "shared" or request is None:
+            return None
+        return f"{principal.tenant}\x00{principal.subject}"
+
+    async def _servers(self, ctx: Any, principal: Principal) -> list[Upstream]:
+        """The upstreams ``principal`` may use, as sessions of this caller."""
+        caller = self._session_key(ctx, principal)
+        return [await self.upstreams.route(up, caller) for up in self.servers_for(principal)]
+
     def servers_for(self, principal: Principal) -> list[Upstream]:
         """The upstreams whose resources and prompts ``principal`` may use."""
         return passthrough.servers_for(self.upstreams, self.ts.catalog.policy, principal)
 
     async def _list_resources(self, ctx: Any, params: Any) -> Any:
         await self.ready()
-        return await passthrough.list_resources(self.servers_for(self._caller(ctx)))
+        return await passthrough.list_resources(await self._servers(ctx, self._caller(ctx)))
 
     async def _list_templates(self, ctx: Any, params: Any) -> Any:
         await self.ready()
-        return await passthrough.list_templates(self.servers_for(self._caller(ctx)))
+        return await passthrough.list_templates(await self._servers(ctx, self._caller(ctx)))
 
     async def _read_resource(self, ctx: Any, params: Any) -> Any:
         uri = str(params.uri)
@@ -629,7 +642,7 @@ class MCPGateway:
 
     async def _list_prompts(self, ctx: Any, params: Any) -> Any:
         await self.ready()
-        return await passthrough.list_prompts(self.servers_for(self._caller(ctx)))
+        return await passthrough.list_prompts(await self._servers(ctx, self._caller(ctx)))
 
     async def _get_prompt(self, ctx: Any, params: Any) -> Any:
         name, args = str(params.name), params.arguments
@@ -639,13 +652,13 @@ class MCPGateway:
 
     async def _complete(self, ctx: Any, params: Any) -> Any:
         await self.ready()
-        return await passthrough.complete(self.servers_for(self._caller(ctx)), params)
+        return await passthrough.complete(await self._servers(ctx, self._caller(ctx)), params)
 
     async def _set_level(self, ctx: Any, params: Any) -> Any:
         from mcp.types import EmptyResult
 
         await self.ready()
-        await passthrough.set_level(self.servers_for(self._caller(ctx)), str(params.level))
+        await passthrough.set_level(await self._servers(ctx, self._caller(ctx)), str(params.level))
         return EmptyResult()
 
     async def _passed(
@@ -675,7 +688,7 @@ class MCPGateway:
         status, reason, detail = "error", "tool_failed", ""
         token = LINK.set(Link(ctx))
         try:
-            answer = await run(self.servers_for(principal))
+            answer = await run(await self._servers(ctx, principal))
             status, reason = "ok", "ok"
             return answer
         except MCPError as exc:

@@ -27,6 +27,7 @@ import os
 import shutil
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -58,6 +59,10 @@ PASSED_ON = (
     "notifications/resources/list_changed",
     "notifications/prompts/list_changed",
 )
+#: callers' own upstream sessions kept (the least recently used is closed past this)
+MAX_PRIVATE = 256
+#: a caller's own session re-lists rarely: its tools are indexed from the shared one
+PRIVATE_POLL_S = 300.0
 #: longest one connection attempt may take (start-up waits only connect_timeout_s for it)
 CONNECT_ATTEMPT_S = 600.0
 #: back-off between reconnect attempts: first, factor, ceiling (seconds)
@@ -563,6 +568,8 @@ class Upstreams:
     poll_s: float = POLL_S
     on_notify: Callable[[Upstream, Any], Awaitable[None]] | None = None
     servers: dict[str, Upstream] = field(default_factory=dict)
+    #: (server prefix, caller key) → that caller's own session with the server
+    private: OrderedDict[tuple[str, str], Upstream] = field(default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
         for sc in self.config.servers:
@@ -606,6 +613,35 @@ class Upstreams:
         if pending:
             await asyncio.gather(*(up.wait_listed(limit) for up in pending))
 
+    async def route(self, up: Upstream, caller: str | None = None) -> Upstream:
+        """The session a request goes over: the caller's own when ``caller`` (or the
+        request's link) names one (HTTP callers each get theirs), else the shared one."""
+        if caller is None:
+            link = LINK.get()
+            caller = link.caller if link is not None else None
+        if caller is None:
+            return up
+        key = (up.config.prefix, caller)
+        own = self.private.get(key)
+        if own is None:
+            own = self.private[key] = Upstream(
+                up.config,
+                timeout_s=up.timeout_s,
+                connect_timeout_s=up.connect_timeout_s,
+                max_result_bytes=up.max_result_bytes,
+                errlog=self.errlog,
+                poll_s=PRIVATE_POLL_S,
+                on_notify=self.on_notify,
+            )
+            own.start()
+            while len(self.private) > MAX_PRIVATE:
+                _, old = self.private.popitem(last=False)
+                asyncio.get_running_loop().create_task(old.aclose())
+        else:
+            self.private.move_to_end(key)
+        await own.wait_listed(self.config.connect_timeout_s)
+        return own
+
     def owner(self, tool_id: str) -> Upstream | None:
         prefix = tool_id.split("/", 1)[0] + "/"
         return self.servers.get(prefix)
@@ -622,10 +658,12 @@ class Upstreams:
             raise ExecutorError(
                 f"no upstream serves {spec.id}", tool_id=spec.id, reason=UPSTREAM_UNAVAILABLE
             )
-        return await up.call(spec, arguments)
+        return await (await self.route(up)).call(spec, arguments)
 
     async def aclose(self) -> None:
-        await asyncio.gather(*(up.aclose() for up in self.servers.values()))
+        every = [*self.servers.values(), *self.private.values()]
+        self.private.clear()
+        await asyncio.gather(*(up.aclose() for up in every))
         kill_children()
 
 
