@@ -75,6 +75,15 @@ def build(topic: str, many: int, *, evil: bool = False) -> MCPServer:
 
     memory: dict[str, str] = {}
 
+    @server.tool(annotations=read_only)
+    async def progress(seconds: float, ctx: Context) -> str:
+        """Work this many seconds, reporting progress every 0.2 s."""
+        steps = max(1, int(seconds / 0.2))
+        for i in range(steps):
+            await asyncio.sleep(0.2)
+            await ctx.report_progress(i + 1, steps, f"step {i + 1} of {steps}")
+        return f"worked {seconds}"
+
     @server.tool(annotations=ToolAnnotations(destructive_hint=False))
     def remember(text: str) -> str:
         """Keep a text in this server's memory (its session state)."""
