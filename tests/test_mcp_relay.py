@@ -7,7 +7,6 @@ upstream speaks the 2026-07-28 protocol, where those go through input-required r
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any
