@@ -112,6 +112,10 @@ class MCPGateway:
         self._subscribers: dict[str, dict[int, Any]] = {}
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self.ts = toolscout if toolscout is not None else self._open_toolscout()
+        from toolscout.gateway.limits import RateLimiter
+
+        #: resources and prompts draw from a bucket of their own, of the tool calls' size
+        self._rate = RateLimiter.from_limits(self.ts.gateway.limits)
         self.bus = InMemorySubscriptionBus()
         self._callers: OrderedDict[str, _Caller] = OrderedDict()
         self._sessions: OrderedDict[int, Any] = OrderedDict()
@@ -151,7 +155,7 @@ class MCPGateway:
         if cfg.admin_scope or cfg.roles:
             admin = {"admin_scope": cfg.admin_scope} if cfg.admin_scope else {}
             policy = PolicyConfig(roles=dict(cfg.roles), **admin)
-        from toolscout.gateway.limits import Limits, RateLimiter
+        from toolscout.gateway.limits import Limits
 
         base = Limits()
         limits = Limits(
@@ -161,8 +165,6 @@ class MCPGateway:
             burst=cfg.burst if cfg.burst is not None else base.burst,
             max_argument_bytes=cfg.max_argument_bytes,
         )
-        #: resources and prompts draw from a bucket of their own, of the same size
-        self._rate = RateLimiter.from_limits(limits)
         return Toolscout.open(
             settings, executors={"*": self.upstreams}, policy=policy, limits=limits
         )
@@ -422,17 +424,20 @@ class MCPGateway:
 
     def names(self) -> dict[str, str]:
         """Tool id → the name clients see: the upstream's own name when no other upstream
-        tool has it (and it is no meta-tool's), else the catalog's ``server_tool`` name."""
-        tools = self.upstreams.tools()
-        key = frozenset(tools)
+        tool has it (and it is no meta-tool's), else the catalog's ``server_tool`` name.
+        Taken from the catalog, so names are the same before and after a server connects."""
+        specs = [s for s in self.ts.catalog.specs() if s.card.source.startswith("mcp:")]
+        key = frozenset(s.id for s in specs)
         if self._names_key != key:
             count: dict[str, int] = {}
-            for t in tools.values():
-                count[t.name] = count.get(t.name, 0) + 1
+            for spec in specs:
+                count[spec.card.name] = count.get(spec.card.name, 0) + 1
             self._names = {
-                tid: t.name
-                for tid, t in tools.items()
-                if count[t.name] == 1 and t.name not in (SEARCH, CALL) and _NAME.match(t.name)
+                spec.id: spec.card.name
+                for spec in specs
+                if count[spec.card.name] == 1
+                and spec.card.name not in (SEARCH, CALL)
+                and _NAME.match(spec.card.name)
             }
             self._by_name = {name: tid for tid, name in self._names.items()}
             self._names_key = key

@@ -59,6 +59,8 @@ PASSED_ON = (
     "notifications/resources/list_changed",
     "notifications/prompts/list_changed",
 )
+#: pids of the stdio servers the connections here started (their process groups)
+SPAWNED: set[int] = set()
 #: callers' own upstream sessions kept (the least recently used is closed past this)
 MAX_PRIVATE = 256
 #: a caller's own session re-lists rarely: its tools are indexed from the shared one
@@ -268,8 +270,11 @@ class Upstream:
         async with contextlib.AsyncExitStack() as stack:
             # start-up waits connect_timeout_s for this (Upstreams.start); the attempt itself
             # goes on, so a server slow to start (a cold npx, a JVM) still comes up
+            before = _leaders() if self.config.command else set()
             async with asyncio.timeout(CONNECT_ATTEMPT_S):
                 await stack.enter_async_context(client)
+            if self.config.command:  # the stdio server process(es) this connection started
+                SPAWNED.update(_leaders() - before)
                 self._client = client
                 self.instructions = redact((client.instructions or "").strip())
                 wires = await self._fetch()
@@ -672,17 +677,23 @@ def kill_children() -> int:
 
     The SDK starts each stdio server in its own session (so a terminal's Ctrl-C does not
     reach it) and stops it when its connection closes; a connection abandoned mid-call
-    or a gateway stopped by a signal could leave one running. Our own children that
-    lead their own session are exactly those servers. Returns how many were killed."""
+    or a gateway stopped by a signal could leave one running. Each connection records
+    the session leaders it started (:data:`SPAWNED`). Returns how many were killed."""
     import signal
 
-    me, killed = os.getpid(), 0
-    for pid, ppid, sid in _children_of(me):
-        if ppid == me and sid == pid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-                killed += 1
+    killed = 0
+    for pid in sorted(_leaders() & SPAWNED):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+            killed += 1
+    SPAWNED.clear()
     return killed
+
+
+def _leaders() -> set[int]:
+    """This process's children that lead their own session (how the SDK starts servers)."""
+    me = os.getpid()
+    return {pid for pid, ppid, sid in _children_of(me) if ppid == me and sid == pid}
 
 
 def _children_of(parent: int) -> list[tuple[int, int, int]]:
