@@ -273,8 +273,8 @@ class Upstream:
             before = _leaders() if self.config.command else set()
             async with asyncio.timeout(CONNECT_ATTEMPT_S):
                 await stack.enter_async_context(client)
-            if self.config.command:  # the stdio server process(es) this connection started
-                SPAWNED.update(_leaders() - before)
+                if self.config.command:  # the stdio server process(es) it started
+                    SPAWNED.update(_leaders() - before)
                 self._client = client
                 self.instructions = redact((client.instructions or "").strip())
                 wires = await self._fetch()
