@@ -101,6 +101,7 @@ class MCPGateway:
         from mcp.server.subscriptions import InMemorySubscriptionBus
 
         self.config = config
+        self.errlog = errlog
         self.upstreams = Upstreams(
             config,
             on_tools=self._on_tools,
@@ -253,6 +254,13 @@ class MCPGateway:
             for spec in self.ts.catalog.specs()
             if spec.card.source in configured
         )
+        self._say(
+            f"serving {len(self.ts.catalog)} stored tools; connecting "
+            f"{len(self.config.servers)} servers and indexing in the background"
+            if self._stored
+            else f"first start: indexing {len(self.config.servers)} servers in the background "
+            "(search_tools says so until they are up)"
+        )
         starting: asyncio.Task[None] | None = None
         # load the embedder and derive the catalog state off the loop, so the first search
         # does not pay for it (initialize is answered meanwhile)
@@ -269,6 +277,12 @@ class MCPGateway:
             await self.upstreams.aclose()
             with contextlib.suppress(Exception):
                 await warming
+
+    def _say(self, line: str) -> None:
+        """One progress line on stderr (the errlog), when the gateway has one."""
+        if self.errlog is not None:
+            with contextlib.suppress(Exception):
+                print(f"toolscout: {line}", file=self.errlog, flush=True)
 
     def _warm(self) -> None:
         """The embedder loaded and the caller's entitlement derived (best effort)."""
@@ -762,6 +776,11 @@ class MCPGateway:
                     for tid in gone:
                         state.dynamic.pop(tid, None)
             self.index_log.append((up.name, len(changed), len(gone), embedded))
+            up_now = sum(u.listed.is_set() or u is up for u in self.upstreams.servers.values())
+            self._say(
+                f"indexed {up.name!r}: {len(up.tools)} tools ({len(changed)} changed, "
+                f"{len(gone)} gone); {up_now} of {len(self.upstreams.servers)} servers up"
+            )
             for warning in up.warnings:
                 log.warning("%s", warning)
         if changed or gone:
