@@ -71,6 +71,8 @@ PASSED_FIELDS = (
     "icons",
     "_meta",
 )
+#: seconds after start-up the embedder is loaded if no client has listed tools by then
+WARM_AFTER_S = 2.0
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 #: callers whose per-caller state (dynamic list, recent searches) is kept
 MAX_CALLERS = 4096
@@ -122,6 +124,7 @@ class MCPGateway:
         self._sessions: OrderedDict[int, Any] = OrderedDict()
         self._index_lock = asyncio.Lock()
         self._stored: frozenset[str] = frozenset()
+        self._listed_once = asyncio.Event()
         self._names: dict[str, str] = {}
         self._by_name: dict[str, str] = {}
         self._names_key: frozenset[str] | None = None
@@ -263,8 +266,9 @@ class MCPGateway:
         )
         starting: asyncio.Task[None] | None = None
         # load the embedder and derive the catalog state off the loop, so the first search
-        # does not pay for it (initialize is answered meanwhile)
-        warming = asyncio.get_running_loop().create_task(asyncio.to_thread(self._warm))
+        # does not pay for it; after the client's first tools/list (or WARM_AFTER_S), so the
+        # import does not hold the interpreter while initialize is being answered
+        warming = asyncio.get_running_loop().create_task(self._warm_later())
         if wait_s is not None:
             await self.upstreams.start(wait_s=wait_s)
         else:  # answer at once from the stored catalog; upstreams come up in the background
@@ -283,6 +287,12 @@ class MCPGateway:
         if self.errlog is not None:
             with contextlib.suppress(Exception):
                 print(f"toolscout: {line}", file=self.errlog, flush=True)
+
+    async def _warm_later(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(WARM_AFTER_S):
+                await self._listed_once.wait()
+        await asyncio.to_thread(self._warm)
 
     def _warm(self) -> None:
         """The embedder loaded and the caller's entitlement derived (best effort)."""
@@ -415,6 +425,7 @@ class MCPGateway:
         else:
             ids = []
         tools += self.render(ids)
+        self._listed_once.set()
         return ListToolsResult(tools=tools)
 
     def render(self, ids: Sequence[str]) -> list[Tool]:
