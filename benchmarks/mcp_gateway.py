@@ -15,11 +15,17 @@
    tools), fronted in process; the client calls ``search_tools`` for 200
    generated task descriptions. Also the start-up time to list and index them.
 
+3. **Start-up.** ``toolscout mcp serve`` spawned by the SDK client against
+   ``examples/servers.json`` (with the default stored catalog): seconds from spawn to
+   ``initialize`` answered, to ``tools/list`` and to the first ``search_tools``
+   answered, on a first start (no stored catalog) and on the next start (stored).
+
 Writes ``benchmarks/results/mcp.json`` and prints a table. (Not ``benchmarks/mcp.py``:
 a module named ``mcp`` there would shadow the SDK when run as a script and
 make ruff treat the SDK as first-party everywhere.)
 
-Run: ``.venv/bin/python benchmarks/mcp_gateway.py [--calls N] [--queries N]``
+Run: ``.venv/bin/python benchmarks/mcp_gateway.py [--calls N] [--queries N]
+[--startup-runs N] [--only-startup]``
 """
 
 from __future__ import annotations
@@ -271,11 +277,87 @@ async def bench_search(n_queries: int) -> dict[str, Any]:
         gateway.close()
 
 
+async def spawn_once(config: Path, env: dict[str, str]) -> dict[str, float]:
+    """Spawn ``toolscout mcp serve`` with the SDK client: seconds to ``initialize`` answered,
+    to the tool list, and to the first ``search_tools`` answered."""
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=TOOLSCOUT, args=["mcp", "serve", "--config", str(config)], env=env
+    )
+    t0 = time.perf_counter()
+    async with Client(params, mode="legacy", read_timeout_seconds=600) as client:
+        initialize = time.perf_counter() - t0
+        listed = await client.list_tools()
+        tools_list = time.perf_counter() - t0
+        names = [t.name for t in listed.tools]
+        if "search_tools" in names:
+            found = await client.call_tool("search_tools", {"query": "what time is it in Tokyo"})
+        else:  # direct: the first call of a listed tool
+            found = await client.call_tool(names[0], {})
+        first = time.perf_counter() - t0
+        text = " ".join(getattr(b, "text", "") for b in found.content)
+    return {
+        "initialize_s": round(initialize, 3),
+        "tools_list_s": round(tools_list, 3),
+        "first_search_s": round(first, 3),
+        "indexing_note": float("still indexing" in text),
+    }
+
+
+def bench_startup(runs: int) -> dict[str, Any]:
+    """Spawn → initialize and spawn → first search_tools against examples/servers.json:
+    fresh (no stored catalog: a new data directory each run) and stored (second start)."""
+    example = json.loads((ROOT / "examples" / "servers.json").read_text())
+    example["toolscout"].pop("db", None)  # the default: a stored catalog per config file
+    fresh: list[dict[str, float]] = []
+    stored: list[dict[str, float]] = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as tmpdir:
+            tmp = Path(tmpdir)
+            config = tmp / "servers.json"
+            config.write_text(json.dumps(example))
+            env = {**os.environ, "XDG_DATA_HOME": str(tmp / "data")}
+            fresh.append(asyncio.run(spawn_once(config, env)))
+            stored.append(asyncio.run(spawn_once(config, env)))
+
+    def med(rows: list[dict[str, float]], key: str) -> float:
+        return round(percentile([r[key] for r in rows], 0.5), 3)
+
+    keys = ("initialize_s", "tools_list_s", "first_search_s")
+    return {
+        "config": "examples/servers.json (db: the default stored catalog)",
+        "runs": runs,
+        "fresh": {k: med(fresh, k) for k in keys},
+        "stored": {k: med(stored, k) for k in keys},
+        "fresh_runs": fresh,
+        "stored_runs": stored,
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=300, help="measured calls per transport")
     parser.add_argument("--queries", type=int, default=200, help="measured search_tools calls")
+    parser.add_argument("--startup-runs", type=int, default=5, help="spawns per start-up case")
+    parser.add_argument(
+        "--only-startup", action="store_true", help="measure only spawn → initialize / search"
+    )
     args = parser.parse_args(argv)
+    if args.startup_runs < 1:
+        parser.error("--startup-runs must be at least 1")
+    startup = bench_startup(args.startup_runs)
+    print(f"{'start-up (median s)':<22}{'initialize':>12}{'tools/list':>12}{'1st search':>12}")
+    for case in ("fresh", "stored"):
+        r = startup[case]
+        print(f"{case:<22}{r['initialize_s']:>12.3f}{r['tools_list_s']:>12.3f}"
+              f"{r['first_search_s']:>12.3f}")  # fmt: skip
+    if args.only_startup:
+        out = RESULTS.with_name("mcp_startup.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"benchmark": "mcp gateway start-up", **startup}, indent=2))
+        print(f"wrote {out.relative_to(ROOT)}")
+        return
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         stdio = asyncio.run(bench_stdio(tmp, args.calls))
@@ -291,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         },
         "forwarding": {"stdio": stdio, "http": http, "in_process": in_process},
         "search": search,
+        "startup": startup,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

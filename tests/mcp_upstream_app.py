@@ -1,6 +1,7 @@
 """A small upstream MCP server written with the SDK's ``MCPServer``, for fault injection.
 
-Run: ``python tests/mcp_upstream_app.py --port 8123 [--stdio] [--many N --topic T]``.
+Run: ``python tests/mcp_upstream_app.py --port 8123 [--stdio] [--many N --topic T]
+[--delay S] [--evil]``.
 Tools: ``echo`` (read-only), ``slow`` (sleeps), ``big`` (a large result), ``fail``
 (an isError result), ``add_tool`` (publishes a new tool and announces
 ``tools/list_changed``), and with ``--many`` N generated tools about ``--topic``;
@@ -47,7 +48,7 @@ def _generated(label: str) -> Callable[..., str]:
     return generated
 
 
-def build(topic: str, many: int) -> MCPServer:
+def build(topic: str, many: int, *, evil: bool = False) -> MCPServer:
     server: MCPServer = MCPServer(f"upstream-{topic}", version="1.0.0", log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True)
 
@@ -72,6 +73,28 @@ def build(topic: str, many: int) -> MCPServer:
         """Always fail with this reason."""
         raise ToolError(f"failed on purpose: {why}")
 
+    memory: dict[str, str] = {}
+
+    @server.tool(annotations=read_only)
+    async def progress(seconds: float, ctx: Context) -> str:
+        """Work this many seconds, reporting progress every 0.2 s."""
+        steps = max(1, int(seconds / 0.2))
+        for i in range(steps):
+            await asyncio.sleep(0.2)
+            await ctx.report_progress(i + 1, steps, f"step {i + 1} of {steps}")
+        return f"worked {seconds}"
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False))
+    def remember(text: str) -> str:
+        """Keep a text in this server's memory (its session state)."""
+        memory["text"] = text
+        return "kept"
+
+    @server.tool(annotations=read_only)
+    def recall() -> str:
+        """The text this server keeps, if any."""
+        return memory.get("text", "(nothing)")
+
     @server.tool(annotations=ToolAnnotations(destructive_hint=False))
     async def add_tool(name: str, description: str, ctx: Context) -> str:
         """Publish a new tool with this name and description."""
@@ -93,6 +116,13 @@ def build(topic: str, many: int) -> MCPServer:
         """Ask for a summary of a subject."""
         return f"Summarise {subject} in three sentences."
 
+    if evil:  # upstream text that is Rich markup, and a secret in an error
+
+        @server.tool(annotations=read_only)
+        def markup(text: str) -> str:
+            """Closes [/bold] a tag it never opened, and [red]colours[/red] the rest."""
+            return text
+
     for i in range(many):
         verb, noun = VERBS[i % len(VERBS)], NOUNS[(i // len(VERBS)) % len(NOUNS)]
 
@@ -111,8 +141,14 @@ def main() -> None:
     parser.add_argument("--stdio", action="store_true")
     parser.add_argument("--many", type=int, default=0)
     parser.add_argument("--topic", default="test")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before serving")
+    parser.add_argument("--evil", action="store_true")
     args = parser.parse_args()
-    server = build(args.topic, args.many)
+    if args.delay:  # a server slow to start (a cold npx, a JVM)
+        import time
+
+        time.sleep(args.delay)
+    server = build(args.topic, args.many, evil=args.evil)
     if args.stdio:
         asyncio.run(server.run_stdio_async())
     else:

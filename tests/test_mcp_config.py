@@ -29,7 +29,7 @@ def test_claude_desktop_format_with_safe_default() -> None:
     assert remote.transport == "http" and remote.headers == {"X-Key": "k"}
     # no toolscout section: every tool needs mcp:<server>
     assert time.defaulted and time.policy.scopes == ("mcp:time",)
-    assert cfg.mode == "auto" and cfg.db == ":memory:" and cfg.principal is None
+    assert cfg.mode == "auto" and cfg.db is None and cfg.principal is None
 
 
 def test_toolscout_section_rules() -> None:
@@ -131,8 +131,11 @@ def test_cards_from_real_world_tools() -> None:
     assert first.summary == "Get the time. Long details follow here."
     assert first.aliases == ("Current time",) and first.risk is Risk.READ
     assert first.scopes == (default_scope("my srv"),) == ("mcp:my_srv",)
-    assert nodesc.summary == "get time" and nodesc.risk is Risk.DESTRUCTIVE
-    assert put.risk is Risk.WRITE and wipe.risk is Risk.DESTRUCTIVE
+    # no hints at all: write (its server's scope); hints left at the default: destructive
+    assert nodesc.summary == "get time" and nodesc.risk is Risk.WRITE
+    assert put.risk is Risk.WRITE and wipe.risk is Risk.WRITE
+    hinted = tool_spec(server, {"name": "rm", "annotations": {"readOnlyHint": False}}, set())
+    assert hinted.spec.card.risk is Risk.DESTRUCTIVE
     assert tools[2].spec.parameters == {"type": "object", "additionalProperties": True}
     assert any("no description" in w for w in warnings)
     assert any("my_srv/wipe" in w and "open argument schema" in w for w in warnings)

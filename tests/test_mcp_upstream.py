@@ -137,7 +137,7 @@ def test_http_upstream_faults_and_changes() -> None:
             with pytest.raises(ExecutorError, match="did not answer") as slow:
                 await ups.call(tools["app/slow"].spec, {"seconds": 5})
             assert slow.value.reason == "upstream_timeout"
-            with pytest.raises(ExecutorError, match="over the gateway's cap") as big:
+            with pytest.raises(ExecutorError, match="over this server's max_result_bytes") as big:
                 await ups.call(tools["app/big"].spec, {"size": 10_000})
             assert big.value.reason == "response_too_large"
             with pytest.raises(ExecutorError, match="failed on purpose") as fail:

@@ -167,6 +167,13 @@ def audit(
             help="Audit log file or postgresql:// DSN (default: DB's .audit.db, else DB).",
         ),
     ] = None,
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--mcp-config",
+            help="The MCP gateway's config file: read that gateway's audit log (and its key).",
+        ),
+    ] = None,
     json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many records.")] = 100,
 ) -> None:
@@ -182,6 +189,17 @@ def audit(
     from toolscout.settings import default_db_path
     from toolscout.stores.dsn import is_dsn
 
+    if mcp_config is not None:
+        from toolscout.mcp.config import load_config
+
+        if audit_db is not None or db is not None:
+            _fail("--mcp-config names the audit log already; drop --db and --audit-db")
+        try:
+            gateway_cfg = load_config(mcp_config)
+        except ToolscoutError as exc:
+            _fail(str(exc))
+        audit_db = gateway_cfg.audit_path()
+        key = key if key is not None else gateway_cfg.audit_key
     # a log in PostgreSQL: named by --audit-db, or the catalog's own database
     dsn = audit_db if is_dsn(audit_db) else (db if audit_db is None and is_dsn(db) else None)
     if audit_db is not None:

@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -26,9 +29,21 @@ mcp_app = typer.Typer(
     add_completion=False,
 )
 
+#: the environment variable holding the audit chain's HMAC key (as for `toolscout audit`)
+AUDIT_KEY_ENV = "TOOLSCOUT_AUDIT_KEY"
+
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", help="An mcpServers JSON file (Claude Desktop format).")
 ]
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM: stop every stdio upstream, then exit at once. (Unwinding would wait for the
+    thread blocked reading stdin; every audit record is committed when written.)"""
+    from toolscout.mcp.upstream import kill_children
+
+    kill_children()
+    os._exit(128 + signum)
 
 
 def _fail(message: str) -> NoReturn:
@@ -49,11 +64,21 @@ def serve(
         typer.Option(help="What clients see: auto (tier rule), meta, dynamic or direct."),
     ] = None,
     db: Annotated[
-        str | None, typer.Option(help="The catalog file (default: from the config, else temp).")
+        str | None,
+        typer.Option(
+            help="The catalog file (default: from the config, else one per config file under "
+            "the user data directory; ':memory:' for a temporary one)."
+        ),
+    ] = None,
+    audit: Annotated[
+        str | None,
+        typer.Option(
+            help="The audit log file (default: from the config, else beside the catalog file)."
+        ),
     ] = None,
 ) -> None:
     """Serve the gateway over stdio or streamable HTTP."""
-    from toolscout.mcp.config import MODES, load_config
+    from toolscout.mcp.config import MODES, load_config, local_principal
     from toolscout.mcp.server import MCPGateway, check_transport
 
     if transport not in ("stdio", "http"):
@@ -69,11 +94,30 @@ def serve(
             changes["mode"] = mode
         if db is not None:
             changes["db"] = db
+        if audit is not None:
+            changes["audit"] = str(Path(audit).resolve())
+        env_key = os.environ.get(AUDIT_KEY_ENV)
+        if env_key and cfg.audit_key is None:
+            changes["audit_key"] = env_key
         cfg = dataclasses.replace(cfg, **changes)  # type: ignore[arg-type]
+        if transport == "stdio" and cfg.principal is None:
+            cfg = dataclasses.replace(cfg, principal=local_principal(cfg))
+            assert cfg.principal is not None
+            scopes = ", ".join(sorted(cfg.principal.scopes)) or "none"
+            typer.echo(
+                f"toolscout: no toolscout.principal in {config}: serving the local user "
+                f"{cfg.principal.subject!r} with each server's own scope ({scopes}); tools "
+                "marked destructive need toolscout:admin — set toolscout.principal to change",
+                err=True,
+            )
         check_transport(cfg, transport)
         gateway = MCPGateway(cfg, errlog=sys.stderr)
     except ToolscoutError as exc:
         _fail(str(exc))
+    keyed = "keyed" if cfg.audit_key else f"unkeyed: set {AUDIT_KEY_ENV} to key it"
+    typer.echo(f"toolscout: audit log at {cfg.audit_path()} ({keyed})", err=True)
+    # a client stopping us with SIGTERM: no upstream outlives the gateway
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         if transport == "stdio":
             asyncio.run(gateway.serve_stdio())
@@ -152,25 +196,85 @@ def _report(up: object) -> dict[str, object]:
 
 
 def _print(reports: list[dict[str, object]]) -> None:
+    """Upstream text (names, descriptions, errors) is printed literally, never as markup."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     out = Console()
     for r in reports:
         tools = r["tools"]
         assert isinstance(tools, list)
-        head = f"[bold]{r['server']}[/bold] ({r['transport']}): {r['state']}"
+        head = Text()
+        head.append(_plain(r["server"]), style="bold")
+        head.append(f" ({r['transport']}): {r['state']}")
         if r["error"]:
-            head += f" — {r['error']}"
-        out.print(head + f" — {len(tools)} tools — policy: {r['policy']}", highlight=False)
+            head.append(" — " + _plain(r["error"]))
+        head.append(f" — {len(tools)} tools — policy: {_plain(r['policy'])}")
+        out.print(head, highlight=False)
         if tools:
             table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
             for col in ("id", "risk", "scopes", "summary"):
                 table.add_column(col, overflow="fold")
             for t in tools:
-                table.add_row(t["id"], t["risk"], ", ".join(t["scopes"]), t["summary"])
+                table.add_row(
+                    Text(_plain(t["id"])),
+                    Text(_plain(t["risk"])),
+                    Text(_plain(", ".join(t["scopes"]))),
+                    Text(_plain(t["summary"])),
+                )
             out.print(table)
         warnings = r["warnings"]
         assert isinstance(warnings, list)
         for w in warnings:
-            out.print(f"  warning: {w}", style="yellow", highlight=False, markup=False)
+            out.print(Text(f"  warning: {_plain(w)}", style="yellow"), highlight=False)
+
+
+def _plain(value: object) -> str:
+    """Upstream text made printable (control characters shown escaped)."""
+    text = str(value)
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+CLIENTS = ("claude-desktop", "cursor", "claude-code", "vscode")
+
+
+@mcp_app.command("config")
+def client_config(
+    config: ConfigOpt,
+    client: Annotated[
+        str, typer.Option("--client", help="claude-desktop, cursor, claude-code or vscode.")
+    ] = "claude-desktop",
+) -> None:
+    """Print the snippet that starts this gateway from an MCP client (writes nothing).
+
+    The command is the absolute path of this toolscout (a bare ``toolscout`` fails from a
+    desktop client, whose PATH is not your shell's), and so is the config path."""
+    from toolscout.mcp.config import load_config
+
+    if client not in CLIENTS:
+        _fail(f"--client must be one of {', '.join(CLIENTS)}, got {client!r}")
+    try:
+        load_config(config)  # a broken config is reported now, not by the client later
+    except ToolscoutError as exc:
+        _fail(str(exc))
+    command, args = _launcher()
+    args = [*args, "mcp", "serve", "--config", str(config.resolve())]
+    if client == "claude-code":
+        typer.echo(shlex.join(["claude", "mcp", "add", "toolscout", "--", command, *args]))
+        return
+    entry: dict[str, object] = {"command": command, "args": args}
+    if client == "vscode":  # .vscode/mcp.json
+        snippet: dict[str, object] = {"servers": {"toolscout": {"type": "stdio", **entry}}}
+    else:  # claude_desktop_config.json, .cursor/mcp.json
+        snippet = {"mcpServers": {"toolscout": entry}}
+    typer.echo(json.dumps(snippet, indent=2))
+
+
+def _launcher() -> tuple[str, list[str]]:
+    """The absolute command that runs this toolscout: its console script beside this
+    Python, else this Python with ``-m toolscout``."""
+    script = Path(sys.executable).parent / "toolscout"
+    if script.is_file() and os.access(script, os.X_OK):
+        return str(script.absolute()), []
+    return str(Path(sys.executable).absolute()), ["-m", "toolscout"]

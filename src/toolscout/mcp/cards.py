@@ -36,9 +36,14 @@ class UpstreamTool:
 
 
 def _risk(annotations: Mapping[str, Any] | None) -> Risk:
-    """MCP hints to risk: read-only → read; explicitly not destructive → write; else
-    destructive (the specification's default when a tool says nothing)."""
-    hints = annotations or {}
+    """MCP hints to risk: read-only → read; explicitly not destructive → write; hints
+    that leave ``destructiveHint`` at its default (true) → destructive. A tool with no
+    hints at all says nothing either way: write (it needs its server's scope, not the
+    admin scope, so fronting a server loses none of its plain tools; a client still sees
+    the tool's own missing hints, and a ``toolscout`` section can set any risk)."""
+    if not annotations:
+        return Risk.WRITE
+    hints = annotations
     if hints.get("readOnlyHint") is True:
         return Risk.READ
     if hints.get("destructiveHint") is False:

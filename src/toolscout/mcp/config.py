@@ -27,7 +27,9 @@ the field.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -47,6 +49,7 @@ __all__ = [
     "ToolRule",
     "default_scope",
     "load_config",
+    "local_principal",
     "parse_config",
 ]
 
@@ -59,6 +62,33 @@ _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*$")
 def safe_name(name: str) -> str:
     """A server or tool name reduced to ``[A-Za-z0-9_.-]`` (other characters become ``_``)."""
     return _NAME_RE.sub("_", name.strip()) or "_"
+
+
+def default_catalog(source: str | None) -> Path:
+    """``<user data dir>/mcp/<config name>-<hash of its path>.db`` (``gateway.db`` without one)."""
+    from platformdirs import user_data_dir
+
+    base = Path(user_data_dir("toolscout", appauthor=False)) / "mcp"
+    if source is None:
+        return base / "gateway.db"
+    resolved = str(Path(source).resolve())
+    digest = hashlib.sha256(resolved.encode()).hexdigest()[:10]
+    return base / f"{safe_name(Path(source).stem)}-{digest}.db"
+
+
+def local_principal(config: GatewayConfig) -> Principal:
+    """The caller of a stdio gateway whose config names none: the local user, holding each
+    server's server-wide scopes (``mcp:<server>`` without a ``toolscout`` section) and
+    nothing more — no per-tool scopes, no admin scope, so tools that say they are
+    destructive stay refused."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "local"
+    scopes = sorted({scope for s in config.servers for scope in s.policy.scopes})
+    return Principal.of(f"local:{user}", "", scopes, ())
 
 
 def default_scope(server: str) -> str:
@@ -76,6 +106,8 @@ class ToolRule:
     aliases: tuple[str, ...] = ()
     not_for: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    #: seconds this tool may go without answering or reporting progress
+    timeout_s: float | None = None
 
     def matches(self, tool: str) -> bool:
         return fnmatch.fnmatchcase(tool, self.pattern)
@@ -90,6 +122,14 @@ class ServerPolicy:
     hide: tuple[str, ...] = ()
     rules: tuple[ToolRule, ...] = ()
     group: str = ""
+    #: this server's call time-out and result cap (``None``: the gateway's)
+    timeout_s: float | None = None
+    max_result_bytes: int | None = None
+
+    def timeout_for(self, tool: str) -> float | None:
+        """The time-out of one tool: the last matching rule's, else the server's."""
+        own = [r.timeout_s for r in self.rules if r.timeout_s is not None and r.matches(tool)]
+        return own[-1] if own else self.timeout_s
 
     def hidden(self, tool: str) -> bool:
         return any(fnmatch.fnmatchcase(tool, p) for p in self.hide)
@@ -144,8 +184,9 @@ class GatewayConfig:
     """The whole file: the upstreams and the gateway's own settings."""
 
     servers: tuple[ServerConfig, ...]
-    #: the catalog file; ``:memory:`` (the default) keeps it in a temporary file
-    db: str = ":memory:"
+    #: the catalog file; ``None`` (the default): one per config file under the user data
+    #: directory (:meth:`catalog_path`); ``:memory:`` keeps it in a temporary file
+    db: str | None = None
     mode: str = "auto"
     #: the caller over stdio (no token there); over HTTP each request's bearer token decides
     principal: Principal | None = None
@@ -156,9 +197,14 @@ class GatewayConfig:
     #: this server's public URL and its authorization servers (protected-resource metadata)
     resource_url: str | None = None
     authorization_servers: tuple[str, ...] = ()
-    timeout_s: float = 30.0
+    #: seconds a call may go without an answer or progress (per server and tool: their
+    #: own ``timeout_s``)
+    timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
-    max_result_bytes: int = 256 * 1024
+    #: largest result or resource read passed through (per server: its own)
+    max_result_bytes: int = 16 * 1024 * 1024
+    #: largest arguments of one call, as JSON
+    max_argument_bytes: int = 4 * 1024 * 1024
     #: most tools the dynamic mode keeps in a caller's list (least recently used go first)
     dynamic_limit: int = 16
     k: int = 5
@@ -168,6 +214,27 @@ class GatewayConfig:
     #: calls per second per principal (0: off) and the burst, for the gateway's rate limit
     rate_per_second: float | None = None
     burst: int | None = None
+    #: the audit log file (default: beside the catalog, or beside the default catalog path
+    #: when the catalog is ``:memory:``); never a temporary file
+    audit: str | None = None
+    #: HMAC key of the audit chain (``audit_key``, ``audit_key_file`` or $TOOLSCOUT_AUDIT_KEY)
+    audit_key: str | None = None
+    #: over HTTP: each caller its own upstream sessions ("per_caller") or one for all
+    upstream_sessions: str = "per_caller"
+    #: the config file this was read from (names the default catalog)
+    source: str | None = None
+
+    def catalog_path(self) -> str:
+        """Where the catalog lives: ``db``, else a file per config under the user data dir."""
+        return self.db if self.db is not None else str(default_catalog(self.source))
+
+    def audit_path(self) -> str:
+        """Where the audit log lives: ``audit``, else beside the (default) catalog file."""
+        if self.audit is not None:
+            return self.audit
+        db = self.catalog_path()
+        path = Path(db) if db != ":memory:" else default_catalog(self.source)
+        return str(path.with_name(path.stem + ".audit" + (path.suffix or ".db")))
 
     def server(self, name: str) -> ServerConfig:
         for s in self.servers:
@@ -236,8 +303,11 @@ def _server_policy(name: str, data: Any) -> ServerPolicy:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: must be an object")
     _known(
-        where, data, {"scopes", "tenants", "hide", "tools", "risk", "aliases", "not_for", "group"}
-    )
+        where,
+        data,
+        {"scopes", "tenants", "hide", "tools", "risk", "aliases", "not_for", "group",
+         "timeout_s", "max_result_bytes"},
+    )  # fmt: skip
     scopes = (
         _scopes(f"{where}.scopes", data["scopes"]) if "scopes" in data else (default_scope(name),)
     )
@@ -258,7 +328,7 @@ def _server_policy(name: str, data: Any) -> ServerPolicy:
         rw = f"{where}.tools.{pattern}"
         if not isinstance(rule, Mapping):
             raise ConfigError(f"{rw}: must be an object")
-        _known(rw, rule, {"scopes", "risk", "aliases", "not_for", "tags"})
+        _known(rw, rule, {"scopes", "risk", "aliases", "not_for", "tags", "timeout_s"})
         rules.append(
             ToolRule(
                 str(pattern),
@@ -267,6 +337,9 @@ def _server_policy(name: str, data: Any) -> ServerPolicy:
                 aliases=_strs(f"{rw}.aliases", rule.get("aliases")),
                 not_for=_strs(f"{rw}.not_for", rule.get("not_for")),
                 tags=_strs(f"{rw}.tags", rule.get("tags")),
+                timeout_s=_number(f"{rw}.timeout_s", rule["timeout_s"], 0, low=0.01, high=86400)
+                if "timeout_s" in rule
+                else None,
             )
         )
     group = data.get("group", safe_name(name))
@@ -278,6 +351,14 @@ def _server_policy(name: str, data: Any) -> ServerPolicy:
         hide=_strs(f"{where}.hide", data.get("hide")),
         rules=tuple(rules),
         group=group,
+        timeout_s=_number(f"{where}.timeout_s", data["timeout_s"], 0, low=0.01, high=86400)
+        if "timeout_s" in data
+        else None,
+        max_result_bytes=int(
+            _number(f"{where}.max_result_bytes", data["max_result_bytes"], 0, low=1024, high=2**31)
+        )
+        if "max_result_bytes" in data
+        else None,
     )
 
 
@@ -366,17 +447,33 @@ def parse_config(data: Any, *, base: Path | None = None) -> GatewayConfig:
         "db", "mode", "principal", "jwt_key", "jwt_key_file", "jwt_issuer", "jwt_audience",
         "resource_url", "authorization_servers", "timeout_s", "connect_timeout_s",
         "max_result_bytes", "dynamic_limit", "k", "admin_scope", "roles", "rate_per_second",
-        "burst",
+        "burst", "audit", "audit_key", "audit_key_file", "max_argument_bytes",
+        "upstream_sessions",
     }  # fmt: skip
     _known("toolscout", gw, known)
     mode = gw.get("mode", "auto")
     if mode not in MODES:
         raise ConfigError(f"toolscout.mode: {mode!r} is not one of: {', '.join(MODES)}")
-    db = gw.get("db", ":memory:")
-    if not isinstance(db, str) or not db:
+    db = gw.get("db")
+    if db is not None and (not isinstance(db, str) or not db):
         raise ConfigError("toolscout.db: must be a path or ':memory:'")
-    if db != ":memory:" and base is not None and not Path(db).is_absolute():
+    if db is not None and db != ":memory:" and base is not None and not Path(db).is_absolute():
         db = str(base / db)
+    audit = gw.get("audit")
+    if audit is not None and (not isinstance(audit, str) or not audit or audit == ":memory:"):
+        raise ConfigError("toolscout.audit: must be a file path (the audit log is never temporary)")
+    if audit is not None and base is not None and not Path(audit).is_absolute():
+        audit = str(base / audit)
+    audit_key = gw.get("audit_key")
+    if "audit_key_file" in gw:
+        path = Path(str(gw["audit_key_file"]))
+        path = path if path.is_absolute() or base is None else base / path
+        try:
+            audit_key = path.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"toolscout.audit_key_file: cannot read {path}: {exc}") from None
+    if audit_key is not None and (not isinstance(audit_key, str) or len(audit_key) < 16):
+        raise ConfigError("toolscout.audit_key: must be a string of at least 16 characters")
     jwt_key = gw.get("jwt_key")
     if "jwt_key_file" in gw:
         path = Path(str(gw["jwt_key_file"]))
@@ -405,7 +502,7 @@ def parse_config(data: Any, *, base: Path | None = None) -> GatewayConfig:
         authorization_servers=_strs(
             "toolscout.authorization_servers", gw.get("authorization_servers")
         ),
-        timeout_s=_number("toolscout.timeout_s", gw.get("timeout_s"), 30.0, low=0.01, high=3600),
+        timeout_s=_number("toolscout.timeout_s", gw.get("timeout_s"), 60.0, low=0.01, high=86400),
         connect_timeout_s=_number(
             "toolscout.connect_timeout_s", gw.get("connect_timeout_s"), 10.0, low=0.01, high=600
         ),
@@ -413,9 +510,18 @@ def parse_config(data: Any, *, base: Path | None = None) -> GatewayConfig:
             _number(
                 "toolscout.max_result_bytes",
                 gw.get("max_result_bytes"),
-                256 * 1024,
+                16 * 1024 * 1024,
                 low=1024,
-                high=64 * 1024 * 1024,
+                high=2**31,
+            )
+        ),
+        max_argument_bytes=int(
+            _number(
+                "toolscout.max_argument_bytes",
+                gw.get("max_argument_bytes"),
+                4 * 1024 * 1024,
+                low=1024,
+                high=2**31,
             )
         ),
         dynamic_limit=int(
@@ -432,7 +538,18 @@ def parse_config(data: Any, *, base: Path | None = None) -> GatewayConfig:
         burst=int(_number("toolscout.burst", gw["burst"], 1, low=1, high=1e6))
         if "burst" in gw
         else None,
+        audit=audit,
+        audit_key=audit_key,
+        upstream_sessions=_sessions(gw.get("upstream_sessions", "per_caller")),
     )
+
+
+def _sessions(value: Any) -> str:
+    if value not in ("per_caller", "shared"):
+        raise ConfigError(
+            f"toolscout.upstream_sessions: {value!r} is not one of: per_caller, shared"
+        )
+    return str(value)
 
 
 def load_config(path: str | Path) -> GatewayConfig:
@@ -447,6 +564,6 @@ def load_config(path: str | Path) -> GatewayConfig:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{p}:{exc.lineno}: not valid JSON: {exc.msg}") from None
     try:
-        return parse_config(data, base=p.resolve().parent)
+        return dataclasses.replace(parse_config(data, base=p.resolve().parent), source=str(p))
     except ConfigError as exc:
         raise ConfigError(f"{p}: {exc}") from None

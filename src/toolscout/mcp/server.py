@@ -7,7 +7,8 @@ The client sees, per caller (:data:`~toolscout.mcp.config.MODES`):
   any tool by the name search gave (or its id);
 * ``dynamic`` — the meta-tools, plus every tool a search found, added to this
   caller's own tool list (``notifications/tools/list_changed`` is sent); past
-  ``dynamic_limit`` the least recently used are dropped;
+  ``dynamic_limit`` the least recently used are dropped; a caller entitled to no
+  more than ``dynamic_limit`` tools has them all listed from the start;
 * ``direct`` — every tool the caller is entitled to, directly;
 * ``auto`` (default) — the tier rule: ``direct`` under 10 entitled tools, else ``meta``.
 
@@ -29,18 +30,24 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import tempfile
+import time
+import warnings
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolscout.discovery import inject
-from toolscout.errors import ConfigError, ImportRefused, TokenError, ToolscoutError
+from toolscout.errors import ConfigError, GatewayError, ImportRefused, TokenError, ToolscoutError
 from toolscout.mcp import passthrough
 from toolscout.mcp.config import GatewayConfig
 from toolscout.mcp.meta import CALL, SEARCH, meta_tools, text_result
-from toolscout.mcp.upstream import POLL_S, Upstream, Upstreams
+from toolscout.mcp.relay import LINK, Link
+from toolscout.mcp.upstream import POLL_S, Upstream, Upstreams, kill_children
 from toolscout.policy import DEFAULT_ADMIN_SCOPE, PolicyConfig, Principal
+from toolscout.redact import redact
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -54,6 +61,19 @@ log = logging.getLogger(__name__)
 
 #: discovery ids remembered per caller (for the discovery link of later calls)
 RECENT = 256
+#: what a listed tool keeps from its server's own definition (name and schema are ours)
+PASSED_FIELDS = (
+    "description",
+    "title",
+    "annotations",
+    "outputSchema",
+    "execution",
+    "icons",
+    "_meta",
+)
+#: seconds after start-up the embedder is loaded if no client has listed tools by then
+WARM_AFTER_S = 2.0
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 #: callers whose per-caller state (dynamic list, recent searches) is kept
 MAX_CALLERS = 4096
 
@@ -83,13 +103,31 @@ class MCPGateway:
         from mcp.server.subscriptions import InMemorySubscriptionBus
 
         self.config = config
-        self.upstreams = Upstreams(config, on_tools=self._on_tools, errlog=errlog, poll_s=poll_s)
+        self.errlog = errlog
+        self.upstreams = Upstreams(
+            config,
+            on_tools=self._on_tools,
+            errlog=errlog,
+            poll_s=poll_s,
+            on_notify=self._on_upstream_notice,
+        )
+        #: resource URI → the sessions subscribed to it (their updates are passed on)
+        self._subscribers: dict[str, dict[int, Any]] = {}
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self.ts = toolscout if toolscout is not None else self._open_toolscout()
+        from toolscout.gateway.limits import RateLimiter
+
+        #: resources and prompts draw from a bucket of their own, of the tool calls' size
+        self._rate = RateLimiter.from_limits(self.ts.gateway.limits)
         self.bus = InMemorySubscriptionBus()
         self._callers: OrderedDict[str, _Caller] = OrderedDict()
         self._sessions: OrderedDict[int, Any] = OrderedDict()
         self._index_lock = asyncio.Lock()
+        self._stored: frozenset[str] = frozenset()
+        self._listed_once = asyncio.Event()
+        self._names: dict[str, str] = {}
+        self._by_name: dict[str, str] = {}
+        self._names_key: frozenset[str] | None = None
         self.index_log: list[tuple[str, int, int, int]] = []  # (server, changed, removed, embedded)
         self.server = self._build_server()
 
@@ -99,10 +137,12 @@ class MCPGateway:
         from toolscout.settings import Settings
 
         cfg = self.config
-        db = cfg.db
-        if db == ":memory:":
+        db = cfg.catalog_path()
+        if db == ":memory:":  # the catalog only: the audit log is never temporary
             self._tmpdir = tempfile.TemporaryDirectory(prefix="toolscout-mcp-")
             db = os.path.join(self._tmpdir.name, "gateway.db")
+        else:
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
         pem = (cfg.jwt_key or "").lstrip().startswith("-----BEGIN")
         settings = Settings(
             db=db,
@@ -110,25 +150,26 @@ class MCPGateway:
             jwt_algorithms=("RS256", "ES256") if pem else ("HS256",),
             jwt_issuer=cfg.jwt_issuer,
             jwt_audience=cfg.jwt_audience,
-            # the upstream's own time-out answers first, naming the server
-            timeout_s=cfg.timeout_s + 5.0,
+            audit_path=cfg.audit_path(),
+            audit_key=cfg.audit_key,
+            # each upstream keeps its own deadline (moved by progress, per server and tool)
+            timeout_s=86400.0,
         )
         policy = None
         if cfg.admin_scope or cfg.roles:
             policy = PolicyConfig(
                 roles=dict(cfg.roles), admin_scope=cfg.admin_scope or DEFAULT_ADMIN_SCOPE
             )
-        limits = None
-        if cfg.rate_per_second is not None or cfg.burst is not None:
-            from toolscout.gateway.limits import Limits
+        from toolscout.gateway.limits import Limits
 
-            base = Limits()
-            limits = Limits(
-                rate_per_second=(
-                    cfg.rate_per_second if cfg.rate_per_second is not None else base.rate_per_second
-                ),
-                burst=cfg.burst if cfg.burst is not None else base.burst,
-            )
+        base = Limits()
+        limits = Limits(
+            rate_per_second=(
+                cfg.rate_per_second if cfg.rate_per_second is not None else base.rate_per_second
+            ),
+            burst=cfg.burst if cfg.burst is not None else base.burst,
+            max_argument_bytes=cfg.max_argument_bytes,
+        )
         return Toolscout.open(
             settings, executors={"*": self.upstreams}, policy=policy, limits=limits
         )
@@ -152,22 +193,50 @@ class MCPGateway:
                     extensions,
                 )
 
-        return GatewayServer(
-            "toolscout",
-            version="0.1.0",
-            title="toolscout MCP gateway",
-            instructions=(
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # logging/setLevel: deprecated in 2026-07-28, not gone
+            return GatewayServer(  # type: ignore[call-overload,no-any-return]
+                "toolscout",
+                version="0.1.0",
+                title="toolscout MCP gateway",
+                instructions=self.instructions(),
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_list_resources=self._list_resources,
+                on_list_resource_templates=self._list_templates,
+                on_read_resource=self._read_resource,
+                on_subscribe_resource=self._subscribe,
+                on_unsubscribe_resource=self._unsubscribe,
+                on_list_prompts=self._list_prompts,
+                on_get_prompt=self._get_prompt,
+                on_completion=self._complete,
+                on_set_logging_level=self._set_level,
+                on_subscriptions_listen=ListenHandler(self.bus),
+            )
+
+    def instructions(self) -> str:
+        """The gateway's instructions for the mode it serves, then each upstream's own."""
+        mode = self.config.mode
+        if mode == "direct":
+            own = "The tools of several MCP servers are listed here, as each caller may use them."
+        elif mode == "dynamic":
+            own = (
+                "Many tools are behind this server. Use search_tools to find the ones for the "
+                "task: the tools found are added to your tool list, to call directly."
+            )
+        else:
+            own = (
                 "Many tools are behind this server. Use search_tools to find the ones for the "
                 "task (it returns their names and input schemas), then call_tool to run one."
-            ),
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_list_resources=self._list_resources,
-            on_read_resource=self._read_resource,
-            on_list_prompts=self._list_prompts,
-            on_get_prompt=self._get_prompt,
-            on_subscriptions_listen=ListenHandler(self.bus),
-        )
+            )
+            if mode == "auto":
+                own += " With few tools, they are listed directly instead."
+        parts = [own]
+        for up in self.upstreams.servers.values():
+            text = up.instructions
+            if text:
+                parts.append(f"[{up.name}] {text}")
+        return "\n\n".join(parts)
 
     # -- lifecycle -------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -184,13 +253,68 @@ class MCPGateway:
         ]
         if stale:
             await asyncio.to_thread(self.ts.catalog.remove, stale)
-        await self.upstreams.start(wait_s=wait_s)
+        self._stored = frozenset(
+            spec.id.split("/", 1)[0] + "/"
+            for spec in self.ts.catalog.specs()
+            if spec.card.source in configured
+        )
+        self._say(
+            f"serving {len(self.ts.catalog)} stored tools; connecting "
+            f"{len(self.config.servers)} servers and indexing in the background"
+            if self._stored
+            else f"first start: indexing {len(self.config.servers)} servers in the background "
+            "(search_tools says so until they are up)"
+        )
+        starting: asyncio.Task[None] | None = None
+        # load the embedder and derive the catalog state off the loop, so the first search
+        # does not pay for it; after the client's first tools/list (or WARM_AFTER_S), so the
+        # import does not hold the interpreter while initialize is being answered
+        warming = asyncio.get_running_loop().create_task(self._warm_later())
+        if wait_s is not None:
+            await self.upstreams.start(wait_s=wait_s)
+        else:  # answer at once from the stored catalog; upstreams come up in the background
+            starting = asyncio.get_running_loop().create_task(self.upstreams.start())
         try:
             yield self
         finally:
+            if starting is not None and not starting.done():
+                starting.cancel()
             await self.upstreams.aclose()
+            with contextlib.suppress(Exception):
+                await warming
+
+    def _say(self, line: str) -> None:
+        """One progress line on stderr (the errlog), when the gateway has one."""
+        if self.errlog is not None:
+            with contextlib.suppress(Exception):
+                print(f"toolscout: {line}", file=self.errlog, flush=True)
+
+    async def _warm_later(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(WARM_AFTER_S):
+                await self._listed_once.wait()
+        await asyncio.to_thread(self._warm)
+
+    def _warm(self) -> None:
+        """The embedder loaded and the caller's entitlement derived (best effort)."""
+        try:
+            self.ts.catalog.embedder.embed(["find the right tool"])
+            if self.config.principal is not None:
+                self.ts.entitled(self.config.principal)
+        except Exception as exc:  # a warm-up fault shows again, clearly, on first use
+            log.info("warm-up: %s", exc)
+
+    async def ready(self) -> None:
+        """Before answering a list: wait (bounded by ``connect_timeout_s``) for servers that
+        are starting and have nothing in the stored catalog yet."""
+        await self.upstreams.ready(skip=self._stored)
+
+    def indexing(self) -> list[str]:
+        """The servers whose first listing has not arrived yet."""
+        return [up.name for up in self.upstreams.servers.values() if not up.listed.is_set()]
 
     def close(self) -> None:
+        kill_children()  # no stdio upstream outlives the gateway
         self.ts.close()
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
@@ -287,16 +411,22 @@ class MCPGateway:
         except TokenError as exc:
             raise MCPError(INVALID_REQUEST, f"refused: {exc}") from None
         self._remember_session(ctx)
+        await self.ready()
         mode = self.mode(principal)
         tools: list[Tool] = [] if mode == "direct" else meta_tools()
         if mode == "direct":
             ids = [c.id for c in self.ts.entitled(principal)]
         elif mode == "dynamic":
-            allowed = {c.id for c in self.ts.entitled(principal)}
-            ids = [i for i in self._state(principal).dynamic if i in allowed]
+            entitled = [c.id for c in self.ts.entitled(principal)]
+            if len(entitled) <= self.config.dynamic_limit:  # it all fits in the dynamic list
+                ids = entitled
+            else:
+                allowed = set(entitled)
+                ids = [i for i in self._state(principal).dynamic if i in allowed]
         else:
             ids = []
         tools += self.render(ids)
+        self._listed_once.set()
         return ListToolsResult(tools=tools)
 
     def render(self, ids: Sequence[str]) -> list[Tool]:
@@ -310,12 +440,39 @@ class MCPGateway:
         out = []
         for spec, rendered in zip(specs, inject.render(specs, "mcp"), strict=True):
             wire = upstream.get(spec.id)
-            if wire is not None:
-                for key in ("annotations", "title"):
+            if wire is not None:  # a listed tool keeps what its server says of it
+                for key in PASSED_FIELDS:
                     if key in wire.wire:
                         rendered[key] = wire.wire[key]
+            rendered["name"] = self.names().get(spec.id, rendered["name"])
             out.append(Tool.model_validate(rendered))
         return out
+
+    def names(self) -> dict[str, str]:
+        """Tool id → the name clients see: the upstream's own name when no other upstream
+        tool has it (and it is no meta-tool's), else the catalog's ``server_tool`` name.
+        Taken from the catalog, so names are the same before and after a server connects."""
+        specs = [s for s in self.ts.catalog.specs() if s.card.source.startswith("mcp:")]
+        key = frozenset(s.id for s in specs)
+        if self._names_key != key:
+            count: dict[str, int] = {}
+            for spec in specs:
+                count[spec.card.name] = count.get(spec.card.name, 0) + 1
+            self._names = {
+                spec.id: spec.card.name
+                for spec in specs
+                if count[spec.card.name] == 1
+                and spec.card.name not in (SEARCH, CALL)
+                and _NAME.match(spec.card.name)
+            }
+            self._by_name = {name: tid for tid, name in self._names.items()}
+            self._names_key = key
+        return self._names
+
+    def resolve(self, name: str) -> str:
+        """The catalog id of a name a client used (unknown names are left as they are)."""
+        self.names()
+        return self._by_name.get(name, name)
 
     # -- tools/call -------------------------------------------------------------------
     async def _call_tool(self, ctx: Any, params: Any) -> CallToolResult:
@@ -325,6 +482,10 @@ class MCPGateway:
             return text_result(f"refused ({exc.reason}): {exc}", error=True)
         self._remember_session(ctx)
         name, args = params.name, dict(params.arguments or {})
+        if name not in (SEARCH, CALL):
+            await self.ready()  # a first start: the first listings (bounded by connect_timeout_s)
+        link = Link(ctx, caller=self._session_key(ctx, principal))
+        token = LINK.set(link)
         try:
             if name == SEARCH:
                 return await self._search(ctx, principal, args)
@@ -335,10 +496,12 @@ class MCPGateway:
                     return text_result("call_tool needs 'name': a tool name", error=True)
                 if not isinstance(inner_args, Mapping):
                     return text_result("call_tool: 'arguments' must be an object", error=True)
-                return await self._execute(principal, inner.strip(), dict(inner_args))
-            return await self._execute(principal, name, args)
+                return await self._execute(principal, inner.strip(), dict(inner_args), link)
+            return await self._execute(principal, name, args, link)
         except ToolscoutError as exc:
             return text_result(f"{type(exc).__name__}: {exc}", error=True)
+        finally:
+            LINK.reset(token)
 
     async def _search(
         self, ctx: Any, principal: Principal, args: Mapping[str, Any]
@@ -351,20 +514,23 @@ class MCPGateway:
             return text_result("search_tools needs 'query': what you want to do", error=True)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 10:
             return text_result("search_tools: 'k' must be an integer from 1 to 10", error=True)
+        await self.ready()  # a first start: the first listings (bounded by connect_timeout_s)
         shortlist = await self.ts.adiscover(
             principal, query, k=k, fmt="mcp", tier=inject.Tier.PROGRESSIVE
         )
         state = self._state(principal)
         upstream = self.upstreams.tools()
         found = []
-        for scored, schema in zip(shortlist.tools, shortlist.schemas, strict=True):
-            spec = self.ts.catalog.spec(scored.id)
-            if spec is None:
+        # a tool removed while the search ran has no schema: it is left out
+        schemas = {shortlist.names.get(s["name"], ""): s for s in shortlist.schemas}
+        for scored in shortlist.tools:
+            spec, schema = self.ts.catalog.spec(scored.id), schemas.get(scored.id)
+            if spec is None or schema is None:
                 continue
             owner = upstream.get(scored.id)
             up = self.upstreams.owner(scored.id)
             entry: dict[str, Any] = {
-                "name": schema["name"],
+                "name": self.names().get(scored.id, schema["name"]),
                 "id": scored.id,
                 "server": owner.server if owner is not None else "",
                 "summary": spec.card.summary,
@@ -375,12 +541,27 @@ class MCPGateway:
             if up is not None and up.state != "up":
                 entry["status"] = f"server {up.name!r} is {up.state}"
             found.append(entry)
-            for key in (schema["name"], scored.id):
+            for key in (schema["name"], entry["name"], scored.id):
                 state.recent[key] = (scored.id, shortlist.discovery_id)
                 state.recent.move_to_end(key)
         while len(state.recent) > RECENT:
             state.recent.popitem(last=False)
-        payload: dict[str, Any] = {"tools": found, "discovery_id": shortlist.discovery_id}
+        payload: dict[str, Any] = {
+            "tools": found,
+            "discovery_id": shortlist.discovery_id,
+            # the calibrated chance that the first tool is the right one, as HTTP and Python say
+            "confidence": round(shortlist.confidence, 3),
+            "low_confidence": shortlist.low_confidence,
+        }
+        abstained = getattr(shortlist, "abstained", None)
+        if abstained:
+            payload["abstained"] = abstained
+        starting = self.indexing()
+        if starting:
+            payload["indexing"] = (
+                f"still indexing {len(starting)} of {len(self.upstreams.servers)} servers "
+                f"({', '.join(starting)}); their tools appear as they come up"
+            )
         if not found:
             payload["note"] = "no tool you may use matches; try other words"
         else:
@@ -400,13 +581,13 @@ class MCPGateway:
         return text_result(payload)
 
     async def _execute(
-        self, principal: Principal, name: str, args: dict[str, Any]
+        self, principal: Principal, name: str, args: dict[str, Any], link: Link | None = None
     ) -> CallToolResult:
         from mcp.types import CallToolResult
 
         state = self._state(principal)
         _, did = state.recent.get(name, (None, None))
-        result = await self.ts.aexecute(principal, name, args, discovery_id=did)
+        result = await self.ts.aexecute(principal, self.resolve(name), args, discovery_id=did)
         if result.tool_id is not None and result.tool_id in state.dynamic:
             state.dynamic.move_to_end(result.tool_id)
         if result.ok and isinstance(result.value, Mapping):
@@ -414,6 +595,16 @@ class MCPGateway:
             return CallToolResult.model_validate(wire)
         if result.ok:
             return text_result(result.value)
+        if link is not None and link.error is not None:
+            # the upstream's own error content (secrets redacted), the reason code beside it
+            wire = {k: v for k, v in link.error.items() if k not in ("_meta", "resultType")}
+            wire["content"] = [
+                *wire.get("content", []),
+                {"type": "text", "text": f"[{result.status}: {result.reason}]"},
+            ]
+            wire["isError"] = True
+            wire["_meta"] = {"toolscout/reason": result.reason}
+            return CallToolResult.model_validate(wire)
         return text_result(f"{result.status} ({result.reason}): {result.message}", error=True)
 
     # -- resources and prompts: passed through, namespaced, under the server's scopes ----
@@ -426,22 +617,144 @@ class MCPGateway:
         except TokenError as exc:
             raise MCPError(INVALID_REQUEST, f"refused: {exc}") from None
 
+    def _session_key(self, ctx: Any, principal: Principal) -> str | None:
+        """Over HTTP each caller (tenant and subject) gets its own upstream sessions, unless
+        the config shares them; over stdio there is one caller."""
+        request = getattr(ctx, "request", None)
+        if self.config.upstream_sessions == "shared" or request is None:
+            return None
+        return f"{principal.tenant}\x00{principal.subject}"
+
+    async def _servers(self, ctx: Any, principal: Principal) -> list[Upstream]:
+        """The upstreams ``principal`` may use, as sessions of this caller."""
+        caller = self._session_key(ctx, principal)
+        return [await self.upstreams.route(up, caller) for up in self.servers_for(principal)]
+
     def servers_for(self, principal: Principal) -> list[Upstream]:
         """The upstreams whose resources and prompts ``principal`` may use."""
         return passthrough.servers_for(self.upstreams, self.ts.catalog.policy, principal)
 
     async def _list_resources(self, ctx: Any, params: Any) -> Any:
-        return passthrough.list_resources(self.servers_for(self._caller(ctx)))
+        await self.ready()
+        return await passthrough.list_resources(await self._servers(ctx, self._caller(ctx)))
+
+    async def _list_templates(self, ctx: Any, params: Any) -> Any:
+        await self.ready()
+        return await passthrough.list_templates(await self._servers(ctx, self._caller(ctx)))
 
     async def _read_resource(self, ctx: Any, params: Any) -> Any:
-        return await passthrough.read_resource(self.servers_for(self._caller(ctx)), str(params.uri))
+        uri = str(params.uri)
+        return await self._passed(
+            ctx, f"resource:{uri}", lambda s: passthrough.read_resource(s, uri)
+        )
+
+    async def _subscribe(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import EmptyResult
+
+        uri = str(params.uri)
+        await self._passed(
+            ctx, f"subscribe:{uri}", lambda s: passthrough.subscribe(s, uri, on=True)
+        )
+        self._subscribers.setdefault(uri, {})[id(_connection(ctx))] = ctx.session
+        return EmptyResult()
+
+    async def _unsubscribe(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import EmptyResult
+
+        uri = str(params.uri)
+        subs = self._subscribers.get(uri, {})
+        subs.pop(id(_connection(ctx)), None)
+        if not subs:
+            self._subscribers.pop(uri, None)
+            await self._passed(
+                ctx, f"unsubscribe:{uri}", lambda s: passthrough.subscribe(s, uri, on=False)
+            )
+        return EmptyResult()
 
     async def _list_prompts(self, ctx: Any, params: Any) -> Any:
-        return passthrough.list_prompts(self.servers_for(self._caller(ctx)))
+        await self.ready()
+        return await passthrough.list_prompts(await self._servers(ctx, self._caller(ctx)))
 
     async def _get_prompt(self, ctx: Any, params: Any) -> Any:
-        servers = self.servers_for(self._caller(ctx))
-        return await passthrough.get_prompt(servers, str(params.name), params.arguments)
+        name, args = str(params.name), params.arguments
+        return await self._passed(
+            ctx, f"prompt:{name}", lambda s: passthrough.get_prompt(s, name, args)
+        )
+
+    async def _complete(self, ctx: Any, params: Any) -> Any:
+        await self.ready()
+        return await passthrough.complete(await self._servers(ctx, self._caller(ctx)), params)
+
+    async def _set_level(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import EmptyResult
+
+        await self.ready()
+        await passthrough.set_level(await self._servers(ctx, self._caller(ctx)), str(params.level))
+        return EmptyResult()
+
+    async def _passed(
+        self, ctx: Any, what: str, run: Callable[[list[Upstream]], Awaitable[Any]]
+    ) -> Any:
+        """A pass-through request under the gateway's rules: rate-limited per caller and
+        audited (attempt, then outcome), like a tool call; its caller's link set."""
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import INVALID_REQUEST
+
+        principal = self._caller(ctx)
+        audit = self.ts.gateway.audit
+        try:
+            self._rate.check(principal, tool_id=what)
+        except GatewayError as exc:
+            audit.append(
+                subject=principal.subject, tenant=principal.tenant, tool_id=what[:512],
+                args_digest="", decision="denied", reason=exc.reason, latency_ms=0.0,
+                status="refused",
+            )  # fmt: skip
+            raise MCPError(INVALID_REQUEST, f"refused ({exc.reason}): {exc}") from None
+        await self.ready()
+        started = time.perf_counter()
+        attempt = audit.begin(
+            subject=principal.subject, tenant=principal.tenant, tool_id=what[:512], args_digest=""
+        )
+        status, reason, detail = "error", "tool_failed", ""
+        token = LINK.set(Link(ctx))
+        try:
+            answer = await run(await self._servers(ctx, principal))
+            status, reason = "ok", "ok"
+            return answer
+        except MCPError as exc:
+            detail = redact(exc.message)
+            reason = "unknown" if exc.message.startswith("unknown ") else reason
+            raise
+        finally:
+            LINK.reset(token)
+            audit.complete(
+                attempt,
+                status=status,
+                reason=reason,
+                latency_ms=(time.perf_counter() - started) * 1000,
+                detail=detail,
+            )
+
+    async def _on_upstream_notice(self, up: Upstream, message: Any) -> None:
+        """Pass an upstream's resource and prompt notices on to this gateway's clients."""
+        method = message.method
+        if method == "notifications/resources/updated":
+            uri = str(message.params.uri)
+            for key, session in list(self._subscribers.get(uri, {}).items()):
+                try:
+                    await session.send_resource_updated(uri)
+                except Exception:
+                    self._subscribers.get(uri, {}).pop(key, None)
+            return
+        for key, session in list(self._sessions.items()):
+            try:
+                if method == "notifications/resources/list_changed":
+                    await session.send_resource_list_changed()
+                else:
+                    await session.send_prompt_list_changed()
+            except Exception:
+                self._sessions.pop(key, None)
 
     # -- catalog upkeep ---------------------------------------------------------------
     async def _on_tools(self, up: Upstream) -> None:
@@ -475,6 +788,11 @@ class MCPGateway:
                     for tid in gone:
                         state.dynamic.pop(tid, None)
             self.index_log.append((up.name, len(changed), len(gone), embedded))
+            up_now = sum(u.listed.is_set() or u is up for u in self.upstreams.servers.values())
+            self._say(
+                f"indexed {up.name!r}: {len(up.tools)} tools ({len(changed)} changed, "
+                f"{len(gone)} gone); {up_now} of {len(self.upstreams.servers)} servers up"
+            )
             for warning in up.warnings:
                 log.warning("%s", warning)
         if changed or gone:
@@ -490,6 +808,10 @@ class MCPGateway:
                 await session.send_tool_list_changed()
             except Exception:  # a gone client: forget it
                 self._sessions.pop(key, None)
+
+
+def _connection(ctx: Any) -> Any:
+    return getattr(ctx.session, "_connection", ctx.session)
 
 
 def check_transport(config: GatewayConfig, transport: str) -> None:

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# MCP conformance harness for the toolscout gateway.
+#
+# usage: run.sh TOOLSCOUT_EXECUTABLE [OUTDIR]
+#
+# Runs the official MCP conformance suite (@modelcontextprotocol/conformance 0.1.16,
+# `server --suite all`) against the suite's own reference server (everything-server.ts)
+#   1. alone,
+#   2. fronted by `toolscout mcp serve --transport http --mode "$MODE"` (bearer token added by authproxy.mjs),
+#   3. fronted by `toolscout mcp serve --mode "$MODE"` over stdio, bridged to HTTP by supergateway --stateful.
+# Prints a per-scenario table and, as the last line:
+#   conformance: alone A/T, gateway-http H/T, gateway-stdio S/T
+# Exit 0 only if H == A and S == A (and T > 0).
+# Everything listens and connects on 127.0.0.1/localhost only.
+# Env: KEEP_WORK=1 keeps the temp dir; CONF_TIMEOUT (s, per conformance run, default 900);
+#      MODE=direct|dynamic (the gateway's listing mode, default direct).
+set -u
+
+usage() { echo "usage: $0 TOOLSCOUT_EXECUTABLE [OUTDIR]" >&2; exit 2; }
+[ $# -ge 1 ] && [ $# -le 2 ] || usage
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TS=$1
+if [[ $TS == */* ]]; then TS="$(cd "$(dirname "$TS")" && pwd)/$(basename "$TS")"; else TS=$(command -v "$TS" || true); fi
+[ -n "$TS" ] && [ -x "$TS" ] || { echo "toolscout executable not found: $1" >&2; exit 2; }
+
+OUT=${2:-conformance-out}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
+mkdir -p "$OUT/logs" "$OUT/results"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcp-conformance.XXXXXX") || exit 2
+CONF_TIMEOUT=${CONF_TIMEOUT:-900}
+MODE=${MODE:-direct}   # the gateway's listing mode: direct or dynamic
+JWT_KEY="mcp-conformance-test-secret-not-for-production-use"   # fixed test secret (>= 32 bytes)
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
+export NO_PROXY="127.0.0.1,localhost" no_proxy="127.0.0.1,localhost"
+START=$(date +%s)
+
+PGIDS=()
+cleanup() {
+  local p
+  for p in "${PGIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+  sleep 1
+  for p in "${PGIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+  if [ "${KEEP_WORK:-0}" = 1 ]; then echo "work dir kept: $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+die() { log "ERROR: $*"; exit 3; }
+
+# start CMD... in its own process group (killed by cleanup); sets LAST_PID
+start_bg() { local logf=$1; shift; setsid "$@" >"$logf" 2>&1 & LAST_PID=$!; PGIDS+=("$LAST_PID"); }
+# run CMD... with a timeout, interruptibly; returns its exit status
+run_step() {
+  local secs=$1 logf=$2; shift 2
+  setsid timeout "$secs" "$@" >"$logf" 2>&1 &
+  local p=$!; PGIDS+=("$p"); wait "$p"
+}
+stop_bg() { kill -TERM -- "-$1" 2>/dev/null; sleep 0.5; kill -KILL -- "-$1" 2>/dev/null; wait "$1" 2>/dev/null; return 0; }
+free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+wait_port() {  # PORT SECONDS PID
+  local i
+  for ((i = 0; i < $2 * 4; i++)); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || return 1
+    sleep 0.25
+  done
+  return 1
+}
+
+# ---- 1. Node >= 22 ---------------------------------------------------------------------------
+node_ok() { command -v node >/dev/null && node -e 'process.exit(+process.versions.node.split(".")[0]>=22?0:1)' 2>/dev/null; }
+command -v npm >/dev/null || die "npm is required"
+if ! node_ok; then
+  log "Node >= 22 not found (have: $(node --version 2>/dev/null || echo none)); installing node@22 via npm"
+  mkdir -p "$WORK/node22"
+  run_step 600 "$OUT/logs/npm-node22.log" npm install --prefix "$WORK/node22" --no-audit --no-fund node@22 \
+    || die "npm install node@22 failed (see $OUT/logs/npm-node22.log)"
+  export PATH="$WORK/node22/node_modules/node/bin:$PATH"
+  node_ok || die "node@22 install did not provide Node >= 22"
+fi
+log "node $(node --version)"
+
+# ---- 2. npm installs ---------------------------------------------------------------------------
+SRV="$WORK/server"; TOOLS="$WORK/tools"
+mkdir -p "$SRV" "$TOOLS"
+cp "$HERE/everything-server.ts" "$HERE/package.json" "$SRV/"
+[ -f "$HERE/package-lock.json" ] && cp "$HERE/package-lock.json" "$SRV/"
+log "npm install: reference server deps"
+if [ -f "$SRV/package-lock.json" ]; then NPMCMD=(npm ci); else NPMCMD=(npm install); fi
+cd "$SRV" || die "cd $SRV"
+run_step 600 "$OUT/logs/npm-server.log" "${NPMCMD[@]}" --no-audit --no-fund \
+  || die "npm install of the reference server failed (see $OUT/logs/npm-server.log)"
+log "npm install: @modelcontextprotocol/conformance@0.1.16 supergateway@4.0.0"
+echo '{"name":"mcp-conformance-tools","private":true}' >"$TOOLS/package.json"
+cd "$TOOLS" || die "cd $TOOLS"
+run_step 600 "$OUT/logs/npm-tools.log" npm install --no-audit --no-fund \
+  @modelcontextprotocol/conformance@0.1.16 supergateway@4.0.0 \
+  || die "npm install of conformance/supergateway failed (see $OUT/logs/npm-tools.log)"
+CONF_JS="$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+SG_JS="$TOOLS/node_modules/supergateway/dist/index.js"
+[ -f "$CONF_JS" ] && [ -f "$SG_JS" ] || die "conformance CLI or supergateway missing after install"
+
+# Preload that makes node servers started without a host bind 127.0.0.1 instead of all interfaces
+# (the reference server and supergateway call app.listen(port)).
+cat >"$WORK/bindlocal.mjs" <<'EOF'
+import net from 'node:net';
+const orig = net.Server.prototype.listen;
+net.Server.prototype.listen = function (...a) {
+  if ((typeof a[0] === 'number' || (typeof a[0] === 'string' && /^\d+$/.test(a[0]))) && typeof a[1] !== 'string') a.splice(1, 0, '127.0.0.1');
+  return orig.apply(this, a);
+};
+EOF
+BINDLOCAL="--import=file://$WORK/bindlocal.mjs"
+
+# ---- 3. reference server -------------------------------------------------------------------------
+P_SRV=$(free_port)
+log "starting reference server on 127.0.0.1:$P_SRV"
+cd "$SRV" || die "cd $SRV"
+start_bg "$OUT/logs/reference-server.log" env PORT="$P_SRV" NODE_OPTIONS="$BINDLOCAL" node_modules/.bin/tsx everything-server.ts
+SRV_PID=$LAST_PID
+cd "$WORK" || die "cd $WORK"
+wait_port "$P_SRV" 90 "$SRV_PID" || die "reference server did not come up (see $OUT/logs/reference-server.log)"
+
+run_conf() {  # LABEL URL
+  log "conformance: $1 ($2)"
+  rm -rf "$OUT/results/$1"; mkdir -p "$OUT/results/$1"
+  run_step "$CONF_TIMEOUT" "$OUT/logs/conformance-$1.txt" node "$CONF_JS" server --url "$2" --suite all -o "$OUT/results/$1"
+  echo "rc=$?" >>"$OUT/logs/conformance-$1.txt"
+}
+
+# (1) alone
+run_conf alone "http://localhost:$P_SRV/mcp"
+
+# gateway config (upstream = reference server over HTTP)
+CFG="$WORK/gateway.json"
+cat >"$CFG" <<EOF
+{
+  "mcpServers": {"conf": {"url": "http://127.0.0.1:$P_SRV/mcp"}},
+  "toolscout": {
+    "db": ":memory:",
+    "principal": {"subject": "tester", "scopes": ["mcp:conf"]},
+    "jwt_key": "$JWT_KEY",
+    "timeout_s": 60,
+    "connect_timeout_s": 60
+  }
+}
+EOF
+
+# (2) toolscout over HTTP + authproxy
+P_GW=$(free_port)
+log "starting toolscout http gateway on 127.0.0.1:$P_GW"
+start_bg "$OUT/logs/gateway-http.log" "$TS" mcp serve --config "$CFG" --transport http --host 127.0.0.1 --port "$P_GW" --mode "$MODE"
+GW_PID=$LAST_PID
+TOKEN=$(timeout 60 "$TS" token issue --sub tester --scopes mcp:conf --ttl 2h --key "$JWT_KEY" 2>>"$OUT/logs/token.log" | tail -n 1)
+if [ -z "$TOKEN" ]; then
+  log "WARNING: token issue failed (see $OUT/logs/token.log); gateway-http will fail"
+fi
+P_PX=$(free_port)
+start_bg "$OUT/logs/authproxy.log" env TOKEN="$TOKEN" node "$HERE/authproxy.mjs" "$P_PX" "$P_GW"
+PX_PID=$LAST_PID
+if wait_port "$P_GW" 120 "$GW_PID" && wait_port "$P_PX" 30 "$PX_PID"; then
+  run_conf gateway-http "http://localhost:$P_PX/mcp"
+else
+  log "WARNING: http gateway or authproxy did not come up (see $OUT/logs/gateway-http.log)"
+fi
+stop_bg "$PX_PID"; stop_bg "$GW_PID"
+
+# (3) toolscout over stdio, bridged by supergateway --stateful
+cat >"$WORK/gateway-stdio.sh" <<EOF
+#!/usr/bin/env bash
+exec "$TS" mcp serve --config "$CFG" --mode "$MODE" 2>>"$OUT/logs/gateway-stdio-stderr.log"
+EOF
+chmod +x "$WORK/gateway-stdio.sh"
+P_SG=$(free_port)
+log "starting supergateway (stdio -> streamable HTTP) on 127.0.0.1:$P_SG"
+start_bg "$OUT/logs/supergateway.log" env NODE_OPTIONS="$BINDLOCAL" node "$SG_JS" --stdio "$WORK/gateway-stdio.sh" \
+  --outputTransport streamableHttp --stateful --port "$P_SG"
+SG_PID=$LAST_PID
+if wait_port "$P_SG" 60 "$SG_PID"; then
+  run_conf gateway-stdio "http://localhost:$P_SG/mcp"
+else
+  log "WARNING: supergateway did not come up (see $OUT/logs/supergateway.log)"
+fi
+stop_bg "$SG_PID"
+
+# ---- 4. table ----------------------------------------------------------------------------------
+declare -A R
+ORDER=()
+for label in alone gateway-http gateway-stdio; do
+  f="$OUT/logs/conformance-$label.txt"
+  [ -f "$f" ] || continue
+  while IFS= read -r line; do
+    if [[ $line =~ ^(✓|✗)\ ([^:[:space:]]+):\ [0-9]+\ passed ]]; then
+      s=${BASH_REMATCH[2]}
+      if [ "${BASH_REMATCH[1]}" = "✓" ]; then R[$label,$s]=P; else R[$label,$s]=F; fi
+      if [ "$label" = alone ] && [[ " ${ORDER[*]-} " != *" $s "* ]]; then ORDER+=("$s"); fi
+    fi
+  done <"$f"
+done
+# scenarios seen only in gateway runs (should not happen) go last
+for label in gateway-http gateway-stdio; do
+  for k in "${!R[@]}"; do
+    [[ $k == "$label,"* ]] || continue
+    s=${k#*,}
+    [[ " ${ORDER[*]-} " == *" $s "* ]] || ORDER+=("$s")
+  done
+done
+
+A=0; H=0; S=0; T=0
+{
+  printf '%-32s %6s %6s %6s\n' scenario alone http stdio
+  for s in "${ORDER[@]}"; do
+    a=${R[alone,$s]:--}; h=${R[gateway-http,$s]:--}; st=${R[gateway-stdio,$s]:--}
+    printf '%-32s %6s %6s %6s\n' "$s" "$a" "$h" "$st"
+    [ "${R[alone,$s]+x}" ] && T=$((T + 1))
+    [ "$a" = P ] && A=$((A + 1)); [ "$h" = P ] && H=$((H + 1)); [ "$st" = P ] && S=$((S + 1))
+  done
+  printf '%-32s %6s %6s %6s\n' "PASS total" "$A" "$H" "$S"
+} >"$OUT/table.txt"
+cat "$OUT/table.txt"
+log "logs and raw results (checks.json per scenario) in $OUT; took $(( $(date +%s) - START ))s"
+LAST="conformance: alone $A/$T, gateway-http $H/$T, gateway-stdio $S/$T"
+echo "$LAST" >>"$OUT/table.txt"
+echo "$LAST"
+[ "$T" -gt 0 ] && [ "$H" -eq "$A" ] && [ "$S" -eq "$A" ]

@@ -1,0 +1,59 @@
+"""Progress an upstream reports while serving a call reaches the caller through the gateway,
+and keeps a long call alive past its tool's ``timeout_s``; without progress the time-out ends
+it. (Sampling, elicitation, logging, templates and subscriptions through the gateway are
+checked by the official conformance suite, ``test_mcp_conformance.py``: the SDK-written test
+upstream speaks the 2026-07-28 protocol, where those go through input-required results.)"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _mcp_kit import APP
+from toolscout.mcp.config import parse_config
+from toolscout.mcp.server import MCPGateway
+
+
+@pytest.fixture
+def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    cfg = parse_config({
+        "mcpServers": {"app": {"command": sys.executable, "args": [str(APP), "--stdio"],
+                               "toolscout": {"scopes": [], "tools": {
+                                   "progress": {"timeout_s": 1}, "slow": {"timeout_s": 1}}}}},
+        "toolscout": {"mode": "direct", "connect_timeout_s": 60,
+                      "principal": {"subject": "dev"}, "db": str(tmp_path / "g.db")},
+    })  # fmt: skip
+    gw = MCPGateway(cfg)
+    yield gw
+    gw.close()
+
+
+def _text(result: Any) -> str:
+    return "\n".join(getattr(b, "text", "") for b in result.content)
+
+
+def test_progress_reaches_the_caller_and_keeps_the_call_alive(gateway: MCPGateway) -> None:
+    from mcp import Client
+
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async def scenario() -> tuple[Any, Any]:
+        async with gateway.running(wait_s=60), Client(gateway.server, mode="legacy") as client:
+            # 3 s of work under a 1 s time-out for this tool: progress moves the deadline
+            done = await client.call_tool("progress", {"seconds": 3}, progress_callback=on_progress)
+            # the same time-out without progress ends the call, naming it
+            silent = await client.call_tool("slow", {"seconds": 3})
+            return done, silent
+
+    done, silent = asyncio.run(scenario())
+    assert not done.is_error and _text(done) == "worked 3.0", _text(done)
+    assert silent.is_error and "upstream_timeout" in _text(silent)
+    assert len(seen) >= 10 and seen[-1][0] == seen[-1][1] and "step" in str(seen[-1][2])
