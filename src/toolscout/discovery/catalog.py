@@ -397,7 +397,9 @@ class Catalog:
         state = self.refresh()
         with state.lock:
             if state.phrases is None:
-                state.phrases = PhraseIndex(self.specs(), state.df)
+                # the index reads cards only: no schema is read or parsed for it (at 100k
+                # tools, reading every schema was most of a new process's first discovery)
+                state.phrases = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
             return state.phrases
 
     def finders(self) -> FinderIndex:
