@@ -678,14 +678,23 @@ class SQLiteStore:
             if self._dense is None or self._dense_model != model_id:
                 ids = [r[0] for r in self._db.execute("SELECT id FROM tools ORDER BY rid")]
                 pos = {t: i for i, t in enumerate(ids)}
+                # each distinct vector is read once (tenants' copies share their texts: at
+                # 100k tools, reading a blob per row was most of a new process's first search)
+                vecs = {
+                    th: np.frombuffer(blob, dtype=np.float32)
+                    for th, blob in self._db.execute(
+                        "SELECT text_hash, vec FROM vectors WHERE model_id = ? AND text_hash IN"
+                        " (SELECT text_hash FROM tool_texts)",
+                        (model_id,),
+                    )
+                }
                 rows: list[tuple[int, str, str, Vector]] = []
-                for tid, kind, th, blob in self._db.execute(
-                    "SELECT tt.tool_id, tt.kind, tt.text_hash, v.vec FROM tool_texts tt"
-                    " JOIN vectors v ON v.text_hash = tt.text_hash AND v.model_id = ?",
-                    (model_id,),
+                for tid, kind, th in self._db.execute(
+                    "SELECT tool_id, kind, text_hash FROM tool_texts"
                 ):
-                    if tid in pos:
-                        rows.append((pos[tid], kind, th, np.frombuffer(blob, dtype=np.float32)))
+                    vec = vecs.get(th)
+                    if vec is not None and tid in pos:
+                        rows.append((pos[tid], kind, th, vec))
                 self._dense = _DenseIndex(ids, rows, self.dim)
                 self._dense_model = model_id
             return self._dense
