@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
 import threading
 import time
 from collections import OrderedDict
@@ -28,6 +29,7 @@ from toolscout.discovery.calibrate import (
     SHIFT_META,
     Calibration,
     ConfidenceShift,
+    idf_of,
     stale,
 )
 from toolscout.discovery.lexical import terms, words
@@ -143,6 +145,25 @@ def source_hash(spec: ToolSpec, learned: Sequence[str], model_id: str) -> str:
     one, the tool's fields, texts and vectors are already what indexing would produce."""
     blob = json.dumps([INDEX_VERSION, model_id, spec.content_hash(), list(learned)])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+_PHRASES_KEY: str | None = None
+#: what a kept phrase index holds: every attribute but ``idf`` (a function of the df)
+_PHRASE_FIELDS = {"fields", "calibration", "calibration_read", "phrases", "identifiers", "starts"}
+
+
+def _phrases_key() -> str:
+    """The key the phrase index is kept under: the index version and a digest of the
+    source of the modules that build it, so a changed toolscout never reads an old one."""
+    global _PHRASES_KEY
+    if _PHRASES_KEY is None:
+        from toolscout.discovery import calibrate, lexical, search
+
+        digest = hashlib.sha256(str(INDEX_VERSION).encode())
+        for module in (search, lexical, calibrate):
+            digest.update(Path(str(module.__file__)).read_bytes())
+        _PHRASES_KEY = f"phrase-index:{digest.hexdigest()[:16]}"
+    return _PHRASES_KEY
 
 
 class _State:
@@ -397,10 +418,40 @@ class Catalog:
         state = self.refresh()
         with state.lock:
             if state.phrases is None:
+                state.phrases = self._stored_phrases(state)
+            if state.phrases is None:
                 # the index reads cards only: no schema is read or parsed for it (at 100k
                 # tools, reading every schema was most of a new process's first discovery)
                 state.phrases = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
+                self._keep_phrases(state, state.phrases)
             return state.phrases
+
+    def _stored_phrases(self, state: _State) -> PhraseIndex | None:
+        """The phrase index a process kept in the store for this very generation (and this
+        code: the key names a digest of the modules that build it), if the store keeps
+        derived state; building it is most of a new process's first discovery at scale."""
+        read = getattr(self.store, "derived", None)
+        if read is None:
+            return None
+        kept = read(_phrases_key())
+        if kept is None or kept[0] != state.generation:
+            return None
+        try:
+            fields = pickle.loads(kept[1])  # the catalog's own file, trusted as the catalog is
+        except Exception:  # a damaged cache is rebuilt, never an error
+            return None
+        if not isinstance(fields, dict) or set(fields) != _PHRASE_FIELDS:
+            return None
+        index = PhraseIndex.__new__(PhraseIndex)
+        vars(index).update(fields)
+        index.idf = idf_of(state.df, len(state.cards))  # a function: derived, not kept
+        return index
+
+    def _keep_phrases(self, state: _State, index: PhraseIndex) -> None:
+        write = getattr(self.store, "set_derived", None)
+        if write is not None and index.calibration is None and not index.calibration_read:
+            fields = {k: v for k, v in vars(index).items() if k != "idf"}
+            write(_phrases_key(), state.generation, pickle.dumps(fields, protocol=5))
 
     def finders(self) -> FinderIndex:
         """The tools named as finders (search, find, lookup, list), by their name words."""

@@ -727,6 +727,46 @@ class SQLiteStore:
                 out[tid] = index.vector_of_row(row)
         return out
 
+    # -- persisted derived state: a cache of what a generation derives, never bumps it --
+    def derived(self, key: str) -> tuple[int, bytes] | None:
+        """The blob kept under ``key`` and the generation it was derived from, if any."""
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    "SELECT generation, blob FROM derived WHERE key = ?", (key,)
+                ).fetchone()
+            except sqlite3.OperationalError:  # no derived state kept yet
+                return None
+        return None if row is None else (int(row[0]), bytes(row[1]))
+
+    def set_derived(self, key: str, generation: int, blob: bytes) -> bool:
+        """Keep ``blob`` as derived from ``generation`` if that is still the current one.
+
+        A cache beside the catalog (its table is created on first use, outside the
+        numbered migrations): the generation does not move, and a failure to write
+        (a read-only file, a busy writer) only means the next process derives again."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS derived (key TEXT PRIMARY KEY,"
+                    " generation INTEGER NOT NULL, blob BLOB NOT NULL)"
+                )
+                row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                if row is None or int(row[0]) != generation:
+                    self._db.execute("ROLLBACK")
+                    return False
+                self._db.execute(
+                    "INSERT OR REPLACE INTO derived(key, generation, blob) VALUES (?, ?, ?)",
+                    (key, generation, blob),
+                )
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                return False
+        return True
+
     def meta(self, key: str) -> str | None:
         with self._lock:
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
