@@ -325,7 +325,8 @@ def test_a_new_process_reads_the_phrase_index_kept_for_its_generation(tmp_path: 
         built = first.phrases()
         generation = first.generation
         asked = [first.discover(q, Principal.of("p")).ids for q in QUERIES_KEPT]
-        assert first.store.derived(catalog_module._phrases_key())[0] == generation  # type: ignore[attr-defined]
+        first_names = dict(first.names())
+        assert first.store.derived(catalog_module._kept_key("phrase-index"))[0] == generation  # type: ignore[attr-defined]
     with Catalog.open(db, embedder=embedder()) as second:
         kept = second.phrases()
         assert kept is not built  # read back from the file, not this process's object
@@ -335,11 +336,17 @@ def test_a_new_process_reads_the_phrase_index_kept_for_its_generation(tmp_path: 
         assert kept.fields == built.fields
         assert [second.discover(q, Principal.of("p")).ids for q in QUERIES_KEPT] == asked
         assert "svc.find_thing_3" in asked[0]  # an exact mention, from the kept index
+        assert (
+            second.names() == first_names
+            and second.resolve("svc_find_thing_2") == "svc.find_thing_2"
+        )
         # a write moves the generation: the kept index is for the old one and is not read
         second.add([spec("svc.find_other", "Find the other thing.")])
         moved = second.phrases()
         assert "svc.find_other" in {t for entries in moved.identifiers.values() for t, _ in entries}
-        assert second.store.derived(catalog_module._phrases_key())[0] == second.generation  # type: ignore[attr-defined]
+        assert (
+            second.store.derived(catalog_module._kept_key("phrase-index"))[0] == second.generation
+        )  # type: ignore[attr-defined]
 
 
 def test_a_damaged_kept_phrase_index_is_rebuilt(tmp_path: Path) -> None:
@@ -349,7 +356,7 @@ def test_a_damaged_kept_phrase_index_is_rebuilt(tmp_path: Path) -> None:
     with Catalog.open(db, embedder=embedder()) as first:
         first.add([spec("svc.ping", "Check the service.")])
         first.phrases()
-        key = catalog_module._phrases_key()
+        key = catalog_module._kept_key("phrase-index")
         assert first.store.set_derived(key, first.generation, b"not a pickle")  # type: ignore[attr-defined]
         assert not first.store.set_derived(key, first.generation - 1, b"old")  # type: ignore[attr-defined]
     with Catalog.open(db, embedder=embedder()) as second:

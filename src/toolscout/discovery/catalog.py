@@ -147,23 +147,23 @@ def source_hash(spec: ToolSpec, learned: Sequence[str], model_id: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-_PHRASES_KEY: str | None = None
 #: what a kept phrase index holds: every attribute but ``idf`` (a function of the df)
 _PHRASE_FIELDS = {"fields", "calibration", "calibration_read", "phrases", "identifiers", "starts"}
+_CODE_DIGEST: str | None = None
 
 
-def _phrases_key() -> str:
-    """The key the phrase index is kept under: the index version and a digest of the
-    source of the modules that build it, so a changed toolscout never reads an old one."""
-    global _PHRASES_KEY
-    if _PHRASES_KEY is None:
+def _kept_key(name: str) -> str:
+    """The key derived state is kept under: its name, the index version and a digest of
+    the source of the modules that build it, so a changed toolscout never reads old state."""
+    global _CODE_DIGEST
+    if _CODE_DIGEST is None:
         from toolscout.discovery import calibrate, lexical, search
 
         digest = hashlib.sha256(str(INDEX_VERSION).encode())
-        for module in (search, lexical, calibrate):
+        for module in (search, lexical, calibrate, inject):
             digest.update(Path(str(module.__file__)).read_bytes())
-        _PHRASES_KEY = f"phrase-index:{digest.hexdigest()[:16]}"
-    return _PHRASES_KEY
+        _CODE_DIGEST = digest.hexdigest()[:16]
+    return f"{name}:{_CODE_DIGEST}"
 
 
 class _State:
@@ -426,20 +426,28 @@ class Catalog:
                 self._keep_phrases(state, state.phrases)
             return state.phrases
 
-    def _stored_phrases(self, state: _State) -> PhraseIndex | None:
-        """The phrase index a process kept in the store for this very generation (and this
-        code: the key names a digest of the modules that build it), if the store keeps
-        derived state; building it is most of a new process's first discovery at scale."""
+    def _read_kept(self, state: _State, key: str) -> Any:
+        """What a process kept in the store under ``key`` for this very generation (and
+        this code: the key names a digest of the modules that build it), if the store
+        keeps derived state; None when there is none, or it is for another generation."""
         read = getattr(self.store, "derived", None)
-        if read is None:
-            return None
-        kept = read(_phrases_key())
+        kept = read(key) if read is not None else None
         if kept is None or kept[0] != state.generation:
             return None
         try:
-            fields = pickle.loads(kept[1])  # the catalog's own file, trusted as the catalog is
+            return pickle.loads(kept[1])  # the catalog's own file, trusted as the catalog is
         except Exception:  # a damaged cache is rebuilt, never an error
             return None
+
+    def _keep(self, state: _State, key: str, value: Any) -> None:
+        write = getattr(self.store, "set_derived", None)
+        if write is not None:
+            write(key, state.generation, pickle.dumps(value, protocol=5))
+
+    def _stored_phrases(self, state: _State) -> PhraseIndex | None:
+        """The kept phrase index: building it is most of a new process's first discovery
+        at scale (every card's words tokenised)."""
+        fields = self._read_kept(state, _kept_key("phrase-index"))
         if not isinstance(fields, dict) or set(fields) != _PHRASE_FIELDS:
             return None
         index = PhraseIndex.__new__(PhraseIndex)
@@ -448,10 +456,9 @@ class Catalog:
         return index
 
     def _keep_phrases(self, state: _State, index: PhraseIndex) -> None:
-        write = getattr(self.store, "set_derived", None)
-        if write is not None and index.calibration is None and not index.calibration_read:
+        if index.calibration is None and not index.calibration_read:
             fields = {k: v for k, v in vars(index).items() if k != "idf"}
-            write(_phrases_key(), state.generation, pickle.dumps(fields, protocol=5))
+            self._keep(state, _kept_key("phrase-index"), fields)
 
     def finders(self) -> FinderIndex:
         """The tools named as finders (search, find, lookup, list), by their name words."""
@@ -467,7 +474,12 @@ class Catalog:
         state = self.refresh()
         with state.lock:
             if state.names is None:
-                state.names = inject.name_table(state.cards)
+                kept = self._read_kept(state, _kept_key("name-table"))
+                if isinstance(kept, dict) and len(kept) == len(state.cards):
+                    state.names = kept
+                else:
+                    state.names = inject.name_table(state.cards)
+                    self._keep(state, _kept_key("name-table"), state.names)
                 state.rendered = {n: t for t, n in state.names.items()}
             return state.names
 
