@@ -313,3 +313,79 @@ def test_learned_usage_steers_only_its_own_tenant(tmp_path: Path) -> None:
         cat.learn(from_log=False)
         assert cat.discover(query, acme, k=3, tier="progressive").ids[0] == "kit.open_ticket"
         assert scores(globex) == before  # acme's phrasing does not reach globex
+
+
+QUERIES_KEPT = ["svc.find_thing_3 please", "locate item 4 now", "find thing"]
+
+
+def test_a_new_process_reads_the_phrase_index_kept_for_its_generation(tmp_path: Path) -> None:
+    from toolscout.discovery import catalog as catalog_module
+
+    db = tmp_path / "kept.db"
+    tools = [
+        spec(f"svc.find_thing_{i}", f"Find thing {i}.", aliases=[f"locate item {i} now"])
+        for i in range(6)
+    ]
+    with Catalog.open(db, embedder=embedder()) as first:
+        first.add(tools)
+        built = first.phrases()
+        generation = first.generation
+        asked = [first.discover(q, Principal.of("p")).ids for q in QUERIES_KEPT]
+        first_names = dict(first.names())
+        assert first.store.derived(catalog_module._kept_key("phrase-index"))[0] == generation  # type: ignore[attr-defined]
+    with Catalog.open(db, embedder=embedder()) as second:
+        kept = second.phrases()
+        assert kept is not built  # read back from the file, not this process's object
+        assert kept.phrases == built.phrases and kept.identifiers == built.identifiers
+        assert kept.starts == built.starts
+        assert all(kept.idf(t) == built.idf(t) for t in ("find", "thing", "item", "absent"))
+        assert kept.fields == built.fields
+        assert [second.discover(q, Principal.of("p")).ids for q in QUERIES_KEPT] == asked
+        assert "svc.find_thing_3" in asked[0]  # an exact mention, from the kept index
+        assert (
+            second.names() == first_names
+            and second.resolve("svc_find_thing_2") == "svc.find_thing_2"
+        )
+        # a write moves the generation: the kept index is for the old one and is not read
+        second.add([spec("svc.find_other", "Find the other thing.")])
+        moved = second.phrases()
+        assert "svc.find_other" in {t for entries in moved.identifiers.values() for t, _ in entries}
+        assert (
+            second.store.derived(catalog_module._kept_key("phrase-index"))[0] == second.generation
+        )  # type: ignore[attr-defined]
+
+
+def test_a_damaged_kept_phrase_index_is_rebuilt(tmp_path: Path) -> None:
+    from toolscout.discovery import catalog as catalog_module
+
+    db = tmp_path / "damaged.db"
+    with Catalog.open(db, embedder=embedder()) as first:
+        first.add([spec("svc.ping", "Check the service.")])
+        first.phrases()
+        key = catalog_module._kept_key("phrase-index")
+        assert first.store.set_derived(key, first.generation, b"not a pickle")  # type: ignore[attr-defined]
+        assert not first.store.set_derived(key, first.generation - 1, b"old")  # type: ignore[attr-defined]
+    with Catalog.open(db, embedder=embedder()) as second:
+        assert "svc.ping" in {t for e in second.phrases().identifiers.values() for t, _ in e}
+
+
+def test_kept_state_never_makes_pickle_call_anything_else(tmp_path: Path) -> None:
+    """Derived state kept in the catalog file is read with an unpickler that resolves only
+    containers, arrays and toolscout's classes: a planted payload is ignored, not run."""
+    import os
+    import pickle
+
+    from toolscout.discovery.catalog import _kept_key
+
+    class Payload:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (os.system, ("touch " + str(tmp_path / "pwned"),))
+
+    with Catalog.open(str(tmp_path / "c.db"), embedder=embedder()) as cat:
+        cat.add([spec("a.tool", "Does a thing.")])
+        state = cat.refresh()
+        key = _kept_key("phrase-index")
+        cat.store.set_derived(key, state.generation, pickle.dumps(Payload()))  # type: ignore[attr-defined]
+        assert cat._read_kept(state, key) is None
+        assert not (tmp_path / "pwned").exists()
+        assert cat.discover("does a thing", Principal.of("p", scopes=["*"])).ids == ["a.tool"]

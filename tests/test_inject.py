@@ -33,7 +33,7 @@ from toolscout.discovery.inject import (
     schema_tokens,
     tool_name,
 )
-from toolscout.discovery.tokencount import count_json
+from toolscout.discovery.tokencount import count_json, count_text
 from toolscout.errors import CardError, ConfigError, FormatError
 
 GOLDEN = Path(__file__).parent / "golden" / "inject"
@@ -358,3 +358,58 @@ def test_render_errors_on_an_unresolvable_collision() -> None:
     assert "a.b" in str(info.value)
     same_twice = name_map([dotted, dotted])
     assert same_twice == {"a_b": "a.b"}  # one id twice is not a collision
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_cached_rendering_is_a_new_copy_each_time(specs: list[ToolSpec], fmt: str) -> None:
+    first = render(specs, fmt)
+    text = json.dumps(first)
+    for node in walk(first):
+        node.clear()
+    again = render(specs, fmt)
+    assert json.dumps(again) == text
+    assert again is not first and all(a is not b for a, b in zip(again, first, strict=True))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_shortlist_count_equals_counting_the_whole_list(
+    specs: list[ToolSpec], fmt: str
+) -> None:
+    odd = [
+        spec("t.space", summary="Ends in a space and a quote ' "),
+        spec("t.digits", summary="Version 2", parameters={"type": "object", "maximum": 100}),
+        spec("t.marks", summary="Café naïve ré\u0301sumé 🚚 — ünïcode\u0301"),
+        spec("t.slash", summary="Path a/b/", parameters={"properties": {"p": {"default": "/"}}}),
+    ]
+    every = [*specs, *odd]
+    for start in range(len(every)):
+        for size in (1, 2, 3, 5):
+            chosen = every[start : start + size]
+            whole = count_json(json.loads(json.dumps(render(chosen, fmt))))
+            assert schema_tokens(chosen, fmt) == whole
+            assert count_json(render(chosen, fmt)) == whole
+            # and against the tokenizer over the exact text sent
+            text = json.dumps(render(chosen, fmt), separators=(",", ":"), ensure_ascii=False)
+            from toolscout.discovery.tokencount import count_text
+
+            assert whole == count_text(text)
+
+
+def test_a_changed_spec_is_rendered_again() -> None:
+    before = spec("t.change", parameters={"properties": {"a": {"type": "string"}}})
+    after = spec("t.change", parameters={"properties": {"b": {"type": "integer"}}})
+    assert "a" in render([before], "openai")[0]["function"]["parameters"]["properties"]
+    assert "b" in render([after], "openai")[0]["function"]["parameters"]["properties"]
+    for one in (before, after):
+        text = json.dumps(render([one], "openai"), separators=(",", ":"))
+        assert schema_tokens([one], "openai") == count_text(text)
+
+
+def test_values_json_cannot_hold_are_rendered_as_given() -> None:
+    import datetime
+
+    day = datetime.date(2026, 1, 15)
+    odd = ToolSpec(spec("t.date").card, {"properties": {"d": {"default": day}}})
+    rendered = render([odd], "anthropic")[0]
+    assert rendered["input_schema"]["properties"]["d"]["default"] == day
+    assert render([odd], "anthropic")[0]["input_schema"]["properties"]["d"]["default"] == day

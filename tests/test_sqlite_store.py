@@ -111,3 +111,19 @@ def test_another_connections_write_moves_the_generation_and_drops_caches(tmp_pat
                             model_id="m").ids) == {"a.one", "a.two"}  # fmt: skip
     first.close()
     second.close()
+
+
+def test_derived_state_is_kept_for_the_current_generation_only(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "d.db")
+    assert store.derived("k") is None  # no table yet: nothing kept, no error
+    gen = store.generation()
+    assert store.set_derived("k", gen, b"\x00blob")
+    assert store.generation() == gen  # keeping derived state never moves the generation
+    assert store.derived("k") == (gen, b"\x00blob")
+    assert not store.set_derived("k", gen + 1, b"future")  # not the current generation
+    store.set_meta("x", "1")
+    assert store.derived("k") == (gen, b"\x00blob")  # kept with its (now old) generation
+    store.close()
+    again = SQLiteStore(tmp_path / "d.db")
+    assert again.derived("k") == (gen, b"\x00blob")
+    again.close()

