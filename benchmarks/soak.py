@@ -273,9 +273,19 @@ def reconcile(soak: Soak, dsn: str) -> dict[str, Any]:
         verification = log.verify()
         rows = [r for r in log.read(outcomes=True) if r.subject.startswith("agent")]
     executes = [a for a in soak.answers if a.kind == "execute"]
-    answered = Counter(a.audit_id for a in executes if a.audit_id)
     row_ids = {r.id for r in rows}
-    lost = [a for a in executes if a.audit_id and a.audit_id not in row_ids]
+    # an answer names its attempt's id when the outcome write looked failed to the server
+    # (a commit cut by the database's crash may still have landed): the outcome row that
+    # completes that attempt is then its row
+    completes = {r.ref: r.id for r in rows if r.kind == "outcome"}
+
+    def row_of(a: Answer) -> int | None:
+        if not a.audit_id:
+            return None
+        return a.audit_id if a.audit_id in row_ids else completes.get(a.audit_id)
+
+    answered = Counter(row_of(a) for a in executes if row_of(a) is not None)
+    lost = [a for a in executes if a.audit_id and row_of(a) is None]
     ok_without_row = [a for a in executes if a.result == "ok" and not a.audit_id]
     no_row = [a for a in executes if a.status == 200 and not a.audit_id]
     unexcused_no_row = [a for a in no_row if a.reason not in ("audit_unavailable",)]
@@ -295,6 +305,9 @@ def reconcile(soak: Soak, dsn: str) -> dict[str, Any]:
         "audit_rows": len(rows),
         "duplicated": sum(n - 1 for n in answered.values() if n > 1),
         "answers_without_row": len(lost) + len(unexcused_no_row),
+        "answers_without_row_reasons": sorted(
+            {f"{a.result}:{a.reason}" for a in [*lost, *unexcused_no_row]}
+        ),
         "refused_unrecorded_audit_down": len(no_row) - len(unexcused_no_row),
         "ok_without_row": len(ok_without_row),
         "rows_without_answer": len(unanswered),
