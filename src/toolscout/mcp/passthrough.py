@@ -22,7 +22,8 @@ from typing import Any
 
 from toolscout.cards import CapabilityCard
 from toolscout.errors import ToolscoutError
-from toolscout.mcp.upstream import Upstream, Upstreams, _pages
+from toolscout.mcp.upstream import Upstream, Upstreams
+from toolscout.mcp.wire import pages
 from toolscout.policy import PolicyConfig, Principal, decide_scopes
 
 __all__ = [
@@ -65,7 +66,7 @@ async def _live(up: Upstream, attr: str, method: str) -> list[dict[str, Any]]:
         return list(getattr(up, attr))
     try:
         items: list[dict[str, Any]] = await up.raw(
-            method, lambda c: _pages(getattr(c, method), attr)
+            method, lambda c: pages(getattr(c, method), attr)
         )
     except ToolscoutError:
         return list(getattr(up, attr))

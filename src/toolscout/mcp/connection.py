@@ -1,0 +1,454 @@
+"""One upstream MCP server session: a supervised connection, its tools, its calls.
+
+An :class:`Upstream` owns a background *supervisor* task that connects through
+the official SDK ``Client`` (a stdio subprocess or streamable HTTP), lists the
+tools, watches for ``tools/list_changed`` (a ``subscriptions/listen`` stream on
+2026-07-28 servers, the notification on handshake-era ones, and a periodic
+re-list as a fallback), and reconnects with exponential back-off when the
+connection breaks. Each tool list becomes cards through :mod:`toolscout.mcp.cards`.
+
+A request sent over it (:meth:`Upstream.call`, :meth:`Upstream.request`) runs under
+a deadline that progress moves and a result-size cap, and every upstream fault
+becomes an :class:`~toolscout.errors.ExecutorError` naming the server. Its
+server-to-client traffic goes through its :class:`~toolscout.mcp.relay.Relay`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, TextIO
+
+from toolscout.cards import ToolSpec
+from toolscout.errors import ExecutorError
+from toolscout.mcp.cards import UpstreamTool, specs_from_tools
+from toolscout.mcp.config import ServerConfig
+from toolscout.mcp.processes import SPAWNED, leaders, resolve_command
+from toolscout.mcp.relay import LINK, Link, Relay
+from toolscout.mcp.wire import describe, pages, redacted, wire
+from toolscout.redact import redact
+
+__all__ = ["POLL_S", "Upstream"]
+
+log = logging.getLogger(__name__)
+
+# reason codes of the ExecutorErrors raised here (the executors' own codes, same values)
+TOOL_FAILED = "tool_failed"
+RESPONSE_TOO_LARGE = "response_too_large"
+UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+UPSTREAM_TIMEOUT = "upstream_timeout"
+
+#: seconds between re-lists of a connected server (catches changes it does not announce)
+POLL_S = 5.0
+#: upstream notifications handed to the gateway (it passes them on to its clients)
+PASSED_ON = (
+    "notifications/resources/updated",
+    "notifications/resources/list_changed",
+    "notifications/prompts/list_changed",
+)
+#: longest one connection attempt may take (start-up waits only connect_timeout_s for it)
+CONNECT_ATTEMPT_S = 600.0
+#: back-off between reconnect attempts: first, factor, ceiling (seconds)
+BACKOFF = (0.2, 2.0, 15.0)
+
+
+@asynccontextmanager
+async def _http(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
+    from mcp.client.streamable_http import streamable_http_client
+
+    if not headers:
+        async with streamable_http_client(url) as streams:
+            yield streams
+        return
+    import httpx2  # the mcp SDK's HTTP client
+
+    async with (
+        httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0)) as c,
+        streamable_http_client(url, http_client=c) as streams,
+    ):
+        yield streams
+
+
+class Upstream:
+    """One upstream server: its supervised connection, its tools, its calls."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+        max_result_bytes: int = 256 * 1024,
+        on_tools: Callable[[Upstream], Awaitable[None]] | None = None,
+        errlog: TextIO | None = None,
+        poll_s: float = POLL_S,
+        on_notify: Callable[[Upstream, Any], Awaitable[None]] | None = None,
+        capabilities: frozenset[str] | None = None,
+    ) -> None:
+        self.config = config
+        self.on_notify = on_notify
+        self.name = config.name
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.max_result_bytes = max_result_bytes
+        self.on_tools = on_tools
+        self.errlog = errlog
+        self.poll_s = poll_s
+        self.state = "down"
+        self.last_error = ""
+        self.connects = 0
+        self.tools: dict[str, UpstreamTool] = {}
+        #: the upstream's resources and prompts (wire form), passed through by the gateway
+        self.resources: list[dict[str, Any]] = []
+        self.prompts: list[dict[str, Any]] = []
+        self.templates: list[dict[str, Any]] = []
+        #: the upstream's own instructions (merged into the gateway's)
+        self.instructions = ""
+        self.warnings: list[str] = []
+        self.listed = asyncio.Event()
+        #: set once the first attempt to connect and list has ended, either way
+        self.tried = asyncio.Event()
+        self._client: Any = None
+        self._digest = ""
+        self._broken = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        #: server-to-client traffic (sampling, elicitation, roots, logs) to the caller served
+        self.relay = Relay(capabilities)
+
+    @property
+    def label(self) -> str:
+        return f"MCP server {self.name!r}"
+
+    def _client_factory(self) -> Any:
+        from mcp import Client, Implementation, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        cfg = self.config
+        if cfg.url:
+            transport: Any = _http(cfg.url, cfg.headers)
+        else:
+            assert cfg.command is not None
+            params = StdioServerParameters(
+                command=resolve_command(cfg.command, cfg.env), args=list(cfg.args),
+                env=dict(cfg.env or {}) or None, cwd=cfg.cwd,
+            )  # fmt: skip
+            transport = stdio_client(params, errlog=self.errlog or sys.stderr)
+        return Client(
+            transport,
+            client_info=Implementation(name="toolscout-gateway", version="0.1.0"),
+            message_handler=self._on_message,
+            cache=None,
+            # relayed to the caller this session serves; declared as that caller's client does
+            **self.relay.callbacks(),
+        )
+
+    async def _on_message(self, message: Any) -> None:
+        method = getattr(message, "method", "")
+        if method == "notifications/tools/list_changed":
+            self._changed.set()
+        elif isinstance(message, Exception):
+            self._broken.set()
+        elif method in PASSED_ON and self.on_notify is not None:
+            with contextlib.suppress(Exception):  # a gone client must not break this link
+                await self.on_notify(self, message)
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._supervise(), name=f"toolscout-upstream-{self.name}"
+            )
+
+    async def wait_listed(self, timeout_s: float) -> bool:
+        """Wait until the first attempt ended (bounded by ``timeout_s``, unless the server is
+        up and its tools are being indexed: that is our own work and is waited for)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self.tried.wait()
+        if not self.tried.is_set() and self.state == "up":
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CONNECT_ATTEMPT_S):
+                    await self.tried.wait()
+        return self.listed.is_set()
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=5.0)
+        self.state, self._client = "down", None
+
+    async def _supervise(self) -> None:
+        delay = BACKOFF[0]
+        while True:
+            started = time.monotonic()
+            try:
+                await self._connected_session()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # an upstream fault never ends the gateway
+                self.last_error = describe(exc)
+                log.warning("%s: %s", self.label, self.last_error)
+            self.state, self._client = "down", None
+            self.tried.set()
+            if time.monotonic() - started > 10 * delay:
+                delay = BACKOFF[0]  # it was up for a while: start the back-off again
+            await asyncio.sleep(delay)
+            delay = min(delay * BACKOFF[1], BACKOFF[2])
+
+    async def _connected_session(self) -> None:
+        self.state = "connecting"
+        self._broken.clear()
+        client = self._client_factory()
+        async with contextlib.AsyncExitStack() as stack:
+            # start-up waits connect_timeout_s for this (Upstreams.start); the attempt itself
+            # goes on, so a server slow to start (a cold npx, a JVM) still comes up
+            before = leaders() if self.config.command else set()
+            async with asyncio.timeout(CONNECT_ATTEMPT_S):
+                await stack.enter_async_context(client)
+                if self.config.command:  # the stdio server process(es) it started
+                    SPAWNED.update(leaders() - before)
+                self._client = client
+                self.instructions = redact((client.instructions or "").strip())
+                wires = await self._fetch()
+                await self._fetch_extras()
+            self.state = "up"
+            self.connects += 1
+            self.last_error = ""
+            await self._apply(wires)
+            watcher = asyncio.get_running_loop().create_task(self._listen(client))
+            stack.callback(watcher.cancel)
+            await self._watch()
+
+    async def _listen(self, client: Any) -> None:
+        """On a 2026-07-28 connection, follow ``subscriptions/listen`` for tool changes."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return
+        caps = client.server_capabilities
+        if caps.tools is None or not caps.tools.list_changed:
+            return
+        try:
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _ in sub:
+                    self._changed.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            from mcp.client.subscriptions import SubscriptionLost
+
+            log.info("%s: listen stream ended: %s", self.label, describe(exc))
+            if isinstance(exc, SubscriptionLost):  # the connection went: reconnect now
+                self.last_error = "the connection was lost"
+                self._broken.set()
+
+    async def _watch(self) -> None:
+        """Serve until the connection breaks; re-list on a change or every ``poll_s``."""
+        while True:
+            broken = asyncio.ensure_future(self._broken.wait())
+            changed = asyncio.ensure_future(self._changed.wait())
+            try:
+                await asyncio.wait(
+                    {broken, changed}, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                broken.cancel()
+                changed.cancel()
+            if self._broken.is_set():
+                raise ConnectionError(self.last_error or "the connection broke")
+            self._changed.clear()
+            async with asyncio.timeout(self.timeout_s):
+                wires = await self._fetch()
+                await self._fetch_extras()
+            await self._apply(wires)
+
+    async def _fetch(self) -> list[dict[str, Any]]:
+        """The upstream's tools in wire form (every page)."""
+        client = self._client
+        wires: list[dict[str, Any]] = []
+        cursor = None
+        for _ in range(100):
+            page = await client.list_tools(cursor=cursor)
+            wires += [
+                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools
+            ]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return wires
+
+    async def _fetch_extras(self) -> None:
+        """Resources, templates and prompts (every page), when offered (failures are logged)."""
+        from mcp import MCPError
+
+        client = self._client
+        caps = client.server_capabilities
+        try:
+            if caps.resources is not None:
+                self.resources = await pages(client.list_resources, "resources")
+                try:
+                    self.templates = await pages(
+                        client.list_resource_templates, "resource_templates"
+                    )
+                except MCPError:
+                    self.templates = []
+            if caps.prompts is not None:
+                self.prompts = await pages(client.list_prompts, "prompts")
+        except MCPError as exc:
+            log.info("%s: cannot list resources or prompts: %s", self.label, redact(str(exc)))
+
+    async def _apply(self, wires: list[dict[str, Any]]) -> None:
+        """New cards if the list changed, then ``on_tools`` (outside any time-out: it indexes)."""
+        digest = hashlib.sha256(json.dumps(wires, sort_keys=True).encode()).hexdigest()
+        if digest != self._digest or not self.listed.is_set():
+            tools, warnings = specs_from_tools(self.config, wires)
+            self.tools = {t.spec.id: t for t in tools}
+            self.warnings = warnings
+            self._digest = digest
+            if self.on_tools is not None:
+                await self.on_tools(self)
+        self.listed.set()
+        self.tried.set()
+
+    # -- calls -----------------------------------------------------------------
+    def unavailable(self, tool: str, why: str) -> ExecutorError:
+        if self.state == "connecting" and not self.listed.is_set():
+            why = (
+                f"still starting: not up within connect_timeout_s={self.connect_timeout_s:g}s, "
+                "its tools appear when it is"
+            )
+        return ExecutorError(
+            f"upstream {self.label} is unavailable ({why}); its other tools fail the same way "
+            "until it reconnects",
+            tool_id=tool,
+            reason=UPSTREAM_UNAVAILABLE,
+        )
+
+    async def raw(self, what: str, send: Callable[[Any], Awaitable[Any]]) -> Any:
+        """One request upstream, its answer as the SDK gives it."""
+        return await self._send(what, what, send, self.timeout_s, LINK.get())
+
+    async def request(self, what: str, send: Callable[[Any], Awaitable[Any]]) -> dict[str, Any]:
+        """One pass-through request (a resource read, a prompt): its result as a wire dict."""
+        result = await self._send(what, what, send, self.timeout_s, LINK.get())
+        answer = wire(result)
+        self._check_size(what, what, answer, self.max_result_bytes)
+        return answer
+
+    async def call(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one tool; the MCP ``CallToolResult`` as a wire dict, or ExecutorError.
+
+        The caller's progress reaches it (through :data:`~toolscout.mcp.relay.LINK`) and
+        moves the deadline: the call fails only after ``timeout_s`` without progress."""
+        tool = self.tools.get(spec.id)
+        name = tool.name if tool is not None else spec.card.name
+        link = LINK.get()
+        timeout = self.timeout_for(name)
+
+        async def send(client: Any) -> Any:
+            progress = link.progress if link is not None else None
+            return await client.call_tool(name, dict(arguments), progress_callback=progress)
+
+        result = await self._send(spec.id, repr(name), send, timeout, link)
+        answer = wire(result)
+        self._check_size(spec.id, f"the result of {spec.id}", answer, self.max_result_bytes)
+        if result.is_error:
+            clean = redacted(answer)
+            texts = [b.get("text", "") for b in clean.get("content", []) if "text" in b]
+            if link is not None:
+                link.error = clean
+            raise ExecutorError(
+                f"{spec.id} failed upstream ({self.name}): {' '.join(texts)}",
+                tool_id=spec.id,
+                reason=TOOL_FAILED,
+                detail=" ".join(texts),
+            )
+        return answer
+
+    def timeout_for(self, tool: str) -> float:
+        """The time-out of one tool: its own rule's, else the server's, else the gateway's."""
+        own = self.config.policy.timeout_for(tool)
+        return own if own is not None else self.timeout_s
+
+    async def _send(
+        self,
+        what_id: str,
+        what: str,
+        send: Callable[[Any], Awaitable[Any]],
+        timeout: float,
+        link: Link | None,
+    ) -> Any:
+        """One request upstream: faults as ExecutorErrors; the deadline moves with progress."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        client = self._client
+        if client is None or self.state != "up":
+            raise self.unavailable(what_id, self.last_error or self.state)
+        if link is not None:
+            self.relay.active.append(link)
+        task = asyncio.ensure_future(send(client))
+        try:
+            while True:
+                started = time.monotonic()
+                done, _ = await asyncio.wait({task}, timeout=timeout)
+                if done:
+                    return task.result()
+                seen = link.last_seen if link is not None else 0.0
+                if seen <= started:  # no progress within the whole window
+                    raise TimeoutError
+                timeout = max(0.01, seen + self._window(what_id) - time.monotonic())
+        except TimeoutError:
+            raise ExecutorError(
+                f"upstream {self.label} did not answer {what} within {self._window(what_id):g}s "
+                "(no progress either); raise timeout_s for this server or tool",
+                tool_id=what_id,
+                reason=UPSTREAM_TIMEOUT,
+            ) from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self.last_error = "the connection closed"
+                self._broken.set()
+                raise self.unavailable(what_id, self.last_error) from None
+            text = redact(str(exc))
+            raise ExecutorError(
+                f"upstream {self.label} refused {what}: {text}",
+                tool_id=what_id,
+                reason=TOOL_FAILED,
+                detail=text,
+            ) from None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.last_error = redact(describe(exc))
+            self._broken.set()
+            raise self.unavailable(what_id, self.last_error) from None
+        finally:
+            if not task.done():
+                task.cancel()  # the SDK sends notifications/cancelled upstream
+            if link is not None and link in self.relay.active:
+                self.relay.active.remove(link)
+
+    def _window(self, what_id: str) -> float:
+        tool = self.tools.get(what_id)
+        return self.timeout_for(tool.name) if tool is not None else self.timeout_s
+
+    @staticmethod
+    def _check_size(what_id: str, what: str, wire: dict[str, Any], cap: int) -> None:
+        size = len(json.dumps(wire, separators=(",", ":")).encode())
+        if size > cap:
+            raise ExecutorError(
+                f"{what} is {size} bytes, over this server's max_result_bytes ({cap}); raise it "
+                "in the server's toolscout section",
+                tool_id=what_id,
+                reason=RESPONSE_TOO_LARGE,
+            )

@@ -1,0 +1,299 @@
+"""The gateway's tools: ``tools/list`` per listing mode, ``tools/call``, the meta-tools.
+
+Per caller (:data:`~toolscout.mcp.config.MODES`): ``direct`` lists every tool the
+caller is entitled to; ``dynamic`` the meta-tools plus the tools its searches found
+(all of them when they fit in ``dynamic_limit``); ``meta`` just ``search_tools`` and
+``call_tool``. A listed tool keeps its server's own name when no other upstream tool
+has it (else ``server_tool``) and what its server says of it (description, title,
+annotations, output schema, execution, icons, ``_meta``). Every search goes through
+``Toolscout.adiscover`` (entitle first) and every call through ``Toolscout.aexecute``
+(policy re-check, argument validation, audit, the discovery link). The catalog
+follows each upstream's tool list (:meth:`ToolHandlers._on_tools`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from toolscout.discovery import inject
+from toolscout.errors import ImportRefused, TokenError, ToolscoutError
+from toolscout.mcp.callers import RECENT, GatewayBase
+from toolscout.mcp.meta import CALL, SEARCH, meta_tools, text_result
+from toolscout.mcp.relay import LINK, Link
+from toolscout.mcp.upstream import Upstream
+from toolscout.policy import Principal
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult, Tool
+
+__all__ = ["PASSED_FIELDS", "ToolHandlers"]
+
+log = logging.getLogger(__name__)
+
+#: what a listed tool keeps from its server's own definition (name and schema are ours)
+PASSED_FIELDS = (
+    "description",
+    "title",
+    "annotations",
+    "outputSchema",
+    "execution",
+    "icons",
+    "_meta",
+)
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+class ToolHandlers(GatewayBase):
+    """``tools/list`` and ``tools/call`` of the gateway, and the catalog kept in step."""
+
+    # -- tools/list ----------------------------------------------------------------
+    async def _list_tools(self, ctx: Any, params: Any) -> Any:
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import INVALID_REQUEST, ListToolsResult
+
+        try:
+            principal = self._principal(ctx)
+        except TokenError as exc:
+            raise MCPError(INVALID_REQUEST, f"refused: {exc}") from None
+        self._remember_session(ctx)
+        await self.ready()
+        mode = self.mode(principal)
+        tools: list[Tool] = [] if mode == "direct" else meta_tools()
+        if mode == "direct":
+            ids = [c.id for c in self.ts.entitled(principal)]
+        elif mode == "dynamic":
+            entitled = [c.id for c in self.ts.entitled(principal)]
+            if len(entitled) <= self.config.dynamic_limit:  # it all fits in the dynamic list
+                ids = entitled
+            else:
+                allowed = set(entitled)
+                ids = [i for i in self._state(principal).dynamic if i in allowed]
+        else:
+            ids = []
+        tools += self.render(ids)
+        self._listed_once.set()
+        return ListToolsResult(tools=tools)
+
+    def render(self, ids: Sequence[str]) -> list[Tool]:
+        """MCP tools for catalog ids: the rendered name, the upstream's annotations and title."""
+        from mcp.types import Tool
+
+        specs = [s for s in (self.ts.catalog.spec(i) for i in ids) if s is not None]
+        if not specs:
+            return []
+        upstream = self.upstreams.tools()
+        out = []
+        for spec, rendered in zip(specs, inject.render(specs, "mcp"), strict=True):
+            wire = upstream.get(spec.id)
+            if wire is not None:  # a listed tool keeps what its server says of it
+                for key in PASSED_FIELDS:
+                    if key in wire.wire:
+                        rendered[key] = wire.wire[key]
+            rendered["name"] = self.names().get(spec.id, rendered["name"])
+            out.append(Tool.model_validate(rendered))
+        return out
+
+    def names(self) -> dict[str, str]:
+        """Tool id → the name clients see: the upstream's own name when no other upstream
+        tool has it (and it is no meta-tool's), else the catalog's ``server_tool`` name.
+        Taken from the catalog, so names are the same before and after a server connects."""
+        specs = [s for s in self.ts.catalog.specs() if s.card.source.startswith("mcp:")]
+        key = frozenset(s.id for s in specs)
+        if self._names_key != key:
+            count: dict[str, int] = {}
+            for spec in specs:
+                count[spec.card.name] = count.get(spec.card.name, 0) + 1
+            self._names = {
+                spec.id: spec.card.name
+                for spec in specs
+                if count[spec.card.name] == 1
+                and spec.card.name not in (SEARCH, CALL)
+                and _NAME.match(spec.card.name)
+            }
+            self._by_name = {name: tid for tid, name in self._names.items()}
+            self._names_key = key
+        return self._names
+
+    def resolve(self, name: str) -> str:
+        """The catalog id of a name a client used (unknown names are left as they are)."""
+        self.names()
+        return self._by_name.get(name, name)
+
+    # -- tools/call -------------------------------------------------------------------
+    async def _call_tool(self, ctx: Any, params: Any) -> CallToolResult:
+        try:
+            principal = self._principal(ctx)
+        except TokenError as exc:
+            return text_result(f"refused ({exc.reason}): {exc}", error=True)
+        self._remember_session(ctx)
+        name, args = params.name, dict(params.arguments or {})
+        if name not in (SEARCH, CALL):
+            await self.ready()  # a first start: the first listings (bounded by connect_timeout_s)
+        link = self._link(ctx, principal)
+        token = LINK.set(link)
+        try:
+            if name == SEARCH:
+                return await self._search(ctx, principal, args)
+            if name == CALL:
+                inner = args.get("name")
+                inner_args = args.get("arguments", {})
+                if not isinstance(inner, str) or not inner.strip():
+                    return text_result("call_tool needs 'name': a tool name", error=True)
+                if not isinstance(inner_args, Mapping):
+                    return text_result("call_tool: 'arguments' must be an object", error=True)
+                return await self._execute(principal, inner.strip(), dict(inner_args), link)
+            return await self._execute(principal, name, args, link)
+        except ToolscoutError as exc:
+            return text_result(f"{type(exc).__name__}: {exc}", error=True)
+        finally:
+            LINK.reset(token)
+
+    async def _search(
+        self, ctx: Any, principal: Principal, args: Mapping[str, Any]
+    ) -> CallToolResult:
+        query, k = args.get("query"), args.get("k", self.config.k)
+        unknown = sorted(set(args) - {"query", "k"})
+        if unknown:
+            return text_result(f"search_tools: unknown argument {unknown[0]!r}", error=True)
+        if not isinstance(query, str) or not query.strip():
+            return text_result("search_tools needs 'query': what you want to do", error=True)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 10:
+            return text_result("search_tools: 'k' must be an integer from 1 to 10", error=True)
+        await self.ready()  # a first start: the first listings (bounded by connect_timeout_s)
+        shortlist = await self.ts.adiscover(
+            principal, query, k=k, fmt="mcp", tier=inject.Tier.PROGRESSIVE
+        )
+        state = self._state(principal)
+        upstream = self.upstreams.tools()
+        found = []
+        # a tool removed while the search ran has no schema: it is left out
+        schemas = {shortlist.names.get(s["name"], ""): s for s in shortlist.schemas}
+        for scored in shortlist.tools:
+            spec, schema = self.ts.catalog.spec(scored.id), schemas.get(scored.id)
+            if spec is None or schema is None:
+                continue
+            owner = upstream.get(scored.id)
+            up = self.upstreams.owner(scored.id)
+            entry: dict[str, Any] = {
+                "name": self.names().get(scored.id, schema["name"]),
+                "id": scored.id,
+                "server": owner.server if owner is not None else "",
+                "summary": spec.card.summary,
+                "risk": spec.card.risk.value,
+                "score": round(scored.score, 3),
+                "inputSchema": schema["inputSchema"],
+            }
+            if up is not None and up.state != "up":
+                entry["status"] = f"server {up.name!r} is {up.state}"
+            found.append(entry)
+            for key in (schema["name"], entry["name"], scored.id):
+                state.recent[key] = (scored.id, shortlist.discovery_id)
+                state.recent.move_to_end(key)
+        while len(state.recent) > RECENT:
+            state.recent.popitem(last=False)
+        payload: dict[str, Any] = {
+            "tools": found,
+            "discovery_id": shortlist.discovery_id,
+            # the calibrated chance that the first tool is the right one, as HTTP and Python say
+            "confidence": round(shortlist.confidence, 3),
+            "low_confidence": shortlist.low_confidence,
+        }
+        abstained = getattr(shortlist, "abstained", None)
+        if abstained:
+            payload["abstained"] = abstained
+        starting = self.indexing()
+        if starting:
+            payload["indexing"] = (
+                f"still indexing {len(starting)} of {len(self.upstreams.servers)} servers "
+                f"({', '.join(starting)}); their tools appear as they come up"
+            )
+        if not found:
+            payload["note"] = "no tool you may use matches; try other words"
+        else:
+            payload["next"] = "run one with call_tool(name, arguments)"
+        if self.mode(principal) == "dynamic" and found:
+            added = False
+            # best match last, so it is the most recently used (the last to be dropped)
+            for entry in reversed(found[: self.config.dynamic_limit]):
+                added |= entry["id"] not in state.dynamic
+                state.dynamic[entry["id"]] = None
+                state.dynamic.move_to_end(entry["id"])
+            while len(state.dynamic) > self.config.dynamic_limit:
+                state.dynamic.popitem(last=False)
+                added = True
+            if added:
+                await self._notify_tools_changed(ctx)
+        return text_result(payload)
+
+    async def _execute(
+        self, principal: Principal, name: str, args: dict[str, Any], link: Link | None = None
+    ) -> CallToolResult:
+        from mcp.types import CallToolResult
+
+        state = self._state(principal)
+        _, did = state.recent.get(name, (None, None))
+        result = await self.ts.aexecute(principal, self.resolve(name), args, discovery_id=did)
+        if result.tool_id is not None and result.tool_id in state.dynamic:
+            state.dynamic.move_to_end(result.tool_id)
+        if result.ok and isinstance(result.value, Mapping):
+            wire = {k: v for k, v in result.value.items() if k not in ("_meta", "resultType")}
+            return CallToolResult.model_validate(wire)
+        if result.ok:
+            return text_result(result.value)
+        if link is not None and link.error is not None:
+            # the upstream's own error content (secrets redacted), the reason code beside it
+            wire = {k: v for k, v in link.error.items() if k not in ("_meta", "resultType")}
+            wire["content"] = [
+                *wire.get("content", []),
+                {"type": "text", "text": f"[{result.status}: {result.reason}]"},
+            ]
+            wire["isError"] = True
+            wire["_meta"] = {"toolscout/reason": result.reason}
+            return CallToolResult.model_validate(wire)
+        return text_result(f"{result.status} ({result.reason}): {result.message}", error=True)
+
+    # -- catalog upkeep ---------------------------------------------------------------
+    async def _on_tools(self, up: Upstream) -> None:
+        """An upstream's tool list arrived or changed: index what changed, drop what went."""
+        async with self._index_lock:
+            prefix = up.config.prefix
+            catalog = self.ts.catalog
+            current = {s.id: s for s in catalog.specs() if s.id.startswith(prefix)}
+            new = {tid: t.spec for tid, t in up.tools.items()}
+            changed = [
+                s
+                for tid, s in new.items()
+                if tid not in current or current[tid].content_hash() != s.content_hash()
+            ]
+            gone = [tid for tid in current if tid not in new]
+            embedded = 0
+            if changed:  # embedding is CPU work: off the event loop, like discovery
+                try:
+                    report = await asyncio.to_thread(catalog.add, changed)
+                except ImportRefused as exc:
+                    # an upstream may not widen its own tools (e.g. drop a destructive hint):
+                    # the stored, stricter card stays; the rest of the change is indexed
+                    log.warning("%s: %s", up.name, exc)
+                    refused = {tid for tid, _ in exc.conflicts}
+                    changed = [s for s in changed if s.id not in refused]
+                    report = await asyncio.to_thread(catalog.add, changed)
+                embedded = report.stats.embedded
+            if gone:
+                await asyncio.to_thread(catalog.remove, gone)
+                for state in self._callers.values():
+                    for tid in gone:
+                        state.dynamic.pop(tid, None)
+            self.index_log.append((up.name, len(changed), len(gone), embedded))
+            up_now = sum(u.listed.is_set() or u is up for u in self.upstreams.servers.values())
+            self._say(
+                f"indexed {up.name!r}: {len(up.tools)} tools ({len(changed)} changed, "
+                f"{len(gone)} gone); {up_now} of {len(self.upstreams.servers)} servers up"
+            )
+            for warning in up.warnings:
+                log.warning("%s", warning)
+        if changed or gone:
+            await self._notify_tools_changed(None)
