@@ -32,7 +32,7 @@ from toolscout.mcp.cards import UpstreamTool, specs_from_tools
 from toolscout.mcp.config import ServerConfig
 from toolscout.mcp.processes import SPAWNED, leaders, resolve_command
 from toolscout.mcp.relay import LINK, Link, Relay
-from toolscout.mcp.wire import describe, pages, redacted, wire
+from toolscout.mcp.wire import describe, pages, raw_request, redacted, wire
 from toolscout.redact import redact
 
 __all__ = ["POLL_S", "Upstream"]
@@ -358,10 +358,22 @@ class Upstream:
             progress = link.progress if link is not None else None
             return await client.call_tool(name, dict(arguments), progress_callback=progress)
 
-        result = await self._send(spec.id, repr(name), send, timeout, link)
-        answer = wire(result)
-        self._check_size(spec.id, f"the result of {spec.id}", answer, self.max_result_bytes)
-        if result.is_error:
+        if link is not None and link.task is not None:  # a task-augmented call (2025-11-25)
+            params = {"name": name, "arguments": dict(arguments), "task": link.task}
+            answer: dict[str, Any] = await self._send(
+                spec.id, repr(name), lambda c: raw_request(c, "tools/call", params), timeout, link
+            )
+            self._check_size(spec.id, f"the result of {spec.id}", answer, self.max_result_bytes)
+            if "task" in answer:  # the task the upstream created: its later requests come here
+                link.task_session = self
+                return answer
+            is_error = bool(answer.get("isError"))
+        else:
+            result = await self._send(spec.id, repr(name), send, timeout, link)
+            answer = wire(result)
+            self._check_size(spec.id, f"the result of {spec.id}", answer, self.max_result_bytes)
+            is_error = bool(result.is_error)
+        if is_error:
             clean = redacted(answer)
             texts = [b.get("text", "") for b in clean.get("content", []) if "text" in b]
             if link is not None:

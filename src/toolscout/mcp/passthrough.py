@@ -60,13 +60,21 @@ def _caps(up: Upstream, what: str) -> bool:
     return getattr(client.server_capabilities, what, None) is not None
 
 
+#: the field of each list result that holds its items (SDK attribute names)
+_ITEMS = {
+    "list_resources": "resources",
+    "list_resource_templates": "resource_templates",
+    "list_prompts": "prompts",
+}
+
+
 async def _live(up: Upstream, attr: str, method: str) -> list[dict[str, Any]]:
-    """One server's full list, fetched now (the cached one if it cannot answer)."""
+    """One server's full list (every page), fetched now; the cached one if it cannot answer."""
     if not _caps(up, "resources" if attr != "prompts" else "prompts"):
         return list(getattr(up, attr))
     try:
         items: list[dict[str, Any]] = await up.raw(
-            method, lambda c: pages(getattr(c, method), attr)
+            method, lambda c: pages(getattr(c, method), _ITEMS[method])
         )
     except ToolscoutError:
         return list(getattr(up, attr))

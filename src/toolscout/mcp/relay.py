@@ -56,6 +56,10 @@ class Link:
     last_seen: float = field(default_factory=time.monotonic)
     #: a link kept past its request (a session's owner): its requests stand alone
     standalone: bool = False
+    #: a task-augmented call: the caller's ``task`` metadata (2025-11-25 tasks)
+    task: dict[str, Any] | None = None
+    #: the upstream session that created the caller's task (set by the call)
+    task_session: Any = None
 
     @property
     def solo(self) -> bool:
@@ -69,7 +73,7 @@ class Link:
 
     def detached(self) -> Link:
         """This caller's client, for requests outside this request (no progress, no error)."""
-        return dataclasses.replace(self, error=None, standalone=True)
+        return dataclasses.replace(self, error=None, standalone=True, task=None, task_session=None)
 
     def touch(self) -> None:
         self.last_seen = time.monotonic()

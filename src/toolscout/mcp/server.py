@@ -41,7 +41,7 @@ from toolscout.mcp.config import GatewayConfig
 from toolscout.mcp.connection import POLL_S
 from toolscout.mcp.processes import kill_children
 from toolscout.mcp.resources import ResourceHandlers
-from toolscout.mcp.tools import ToolHandlers
+from toolscout.mcp.tasks import TaskHandlers, tasks_capability
 from toolscout.mcp.upstream import Upstreams
 from toolscout.policy import DEFAULT_ADMIN_SCOPE, PolicyConfig
 
@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 WARM_AFTER_S = 2.0
 
 
-class MCPGateway(ToolHandlers, ResourceHandlers):
+class MCPGateway(TaskHandlers, ResourceHandlers):
     """Fronts the configured upstreams as one MCP server, over stdio or streamable HTTP."""
 
     def __init__(
@@ -135,9 +135,17 @@ class MCPGateway(ToolHandlers, ResourceHandlers):
     def _build_server(self) -> Server[Any]:
         from mcp.server.lowlevel import NotificationOptions, Server
         from mcp.server.subscriptions import ListenHandler
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
         class GatewayServer(Server[Any]):
-            """Announces ``listChanged`` for tools to handshake-era clients too (HTTP)."""
+            """Announces ``listChanged`` for tools to handshake-era clients too (HTTP), and
+            the ``tasks`` capability on handshake-era connections (mcp/tasks.py)."""
+
+            def get_capabilities(self, *args: Any, **kwargs: Any) -> Any:
+                caps = super().get_capabilities(*args, **kwargs)
+                if kwargs.get("protocol_version") not in MODERN_PROTOCOL_VERSIONS:
+                    caps.tasks = tasks_capability()
+                return caps
 
             def create_initialization_options(
                 self,
@@ -153,7 +161,7 @@ class MCPGateway(ToolHandlers, ResourceHandlers):
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # logging/setLevel: deprecated in 2026-07-28, not gone
-            return GatewayServer(  # type: ignore[call-overload,no-any-return]
+            server: Server[Any] = GatewayServer(  # type: ignore[call-overload]
                 "toolscout",
                 version="0.1.0",
                 title="toolscout MCP gateway",
@@ -171,6 +179,8 @@ class MCPGateway(ToolHandlers, ResourceHandlers):
                 on_set_logging_level=self._set_level,
                 on_subscriptions_listen=ListenHandler(self.bus),
             )
+        self.install_tasks(server)
+        return server
 
     def instructions(self) -> str:
         """The gateway's instructions for the mode it serves, then each upstream's own."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from toolscout.redact import redact
 
-__all__ = ["describe", "pages", "redacted", "wire"]
+__all__ = ["describe", "pages", "raw_request", "redacted", "wire"]
 
 
 async def pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[dict[str, Any]]:
@@ -45,3 +45,21 @@ def describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def raw_request(client: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One request over an SDK ``Client``'s session, its result as the upstream sent it.
+
+    For the tasks of the 2025-11-25 protocol: the SDK (2.3) defines their types but
+    neither sends their methods nor accepts a ``CreateTaskResult`` for ``tools/call``
+    (its result check wants a ``CallToolResult``), so this sends through the session's
+    own stamping and dispatcher, as ``ClientSession.send_request`` does, without that
+    check. Nothing else goes this way."""
+    session = client.session
+    data: dict[str, Any] = {"method": method, "params": params}
+    opts: dict[str, Any] = {}
+    session._stamp(data, opts)
+    answer: dict[str, Any] = await session._dispatcher.send_raw_request(
+        method, data.get("params"), opts
+    )
+    return answer
