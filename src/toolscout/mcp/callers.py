@@ -19,6 +19,7 @@ from toolscout.errors import TokenError
 from toolscout.mcp import passthrough
 from toolscout.mcp.config import GatewayConfig
 from toolscout.mcp.relay import LINK, Link
+from toolscout.mcp.rounds import Rounds
 from toolscout.mcp.upstream import Upstream, Upstreams
 from toolscout.policy import Principal
 
@@ -68,6 +69,8 @@ class GatewayBase:
     _by_name: dict[str, str]
     _names_key: frozenset[str] | None
     index_log: list[tuple[str, int, int, int]]
+    #: 2026-07-28 callers' calls waiting for answers (input-required rounds)
+    _rounds: Rounds
 
     def _init_state(self) -> None:
         self._subscribers = {}
@@ -78,6 +81,7 @@ class GatewayBase:
         self._listed_once = asyncio.Event()
         self._names, self._by_name, self._names_key = {}, {}, None
         self.index_log = []  # (server, changed, removed, embedded)
+        self._rounds = Rounds()
 
     def _say(self, line: str) -> None:
         """One progress line on stderr (the errlog), when the gateway has one."""

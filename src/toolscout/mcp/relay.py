@@ -60,6 +60,8 @@ class Link:
     task: dict[str, Any] | None = None
     #: the upstream session that created the caller's task (set by the call)
     task_session: Any = None
+    #: how questions reach a 2026-07-28 caller (an input-required round, mcp/rounds.py)
+    asker: Any = None
 
     @property
     def solo(self) -> bool:
@@ -73,7 +75,9 @@ class Link:
 
     def detached(self) -> Link:
         """This caller's client, for requests outside this request (no progress, no error)."""
-        return dataclasses.replace(self, error=None, standalone=True, task=None, task_session=None)
+        return dataclasses.replace(
+            self, error=None, standalone=True, task=None, task_session=None, asker=None
+        )
 
     def touch(self) -> None:
         self.last_seen = time.monotonic()
@@ -111,6 +115,10 @@ class Link:
         from mcp.shared.message import ServerMessageMetadata
 
         self.touch()
+        if self.asker is not None:  # a 2026-07-28 caller: the question goes in its answer
+            answer = await self.asker(request, result_type)
+            self.touch()
+            return answer
         related = self.related
         metadata = (
             ServerMessageMetadata(related_request_id=related) if related is not None else None

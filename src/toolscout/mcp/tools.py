@@ -124,7 +124,9 @@ class ToolHandlers(GatewayBase):
         return self._by_name.get(name, name)
 
     # -- tools/call -------------------------------------------------------------------
-    async def _call_tool(self, ctx: Any, params: Any) -> CallToolResult:
+    async def _call_tool(self, ctx: Any, params: Any) -> Any:
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
         try:
             principal = self._principal(ctx)
         except TokenError as exc:
@@ -135,6 +137,27 @@ class ToolHandlers(GatewayBase):
             await self.ready()  # a first start: the first listings (bounded by connect_timeout_s)
         link = self._link(ctx, principal)
         token = LINK.set(link)
+        try:
+            if name != SEARCH and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                # the upstream's questions go back in input-required rounds (mcp/rounds.py)
+                return await self._rounds.run(
+                    _key(principal),
+                    link,
+                    params,
+                    lambda: self._run_call(principal, name, args, link),
+                )
+            return await self._run_call(principal, name, args, ctx)
+        finally:
+            LINK.reset(token)
+
+    async def _run_call(
+        self,
+        principal: Principal,
+        name: str,
+        args: dict[str, Any],
+        ctx: Any = None,
+    ) -> CallToolResult:
+        link = LINK.get()
         try:
             if name == SEARCH:
                 return await self._search(ctx, principal, args)
@@ -149,8 +172,6 @@ class ToolHandlers(GatewayBase):
             return await self._execute(principal, name, args, link)
         except ToolscoutError as exc:
             return text_result(f"{type(exc).__name__}: {exc}", error=True)
-        finally:
-            LINK.reset(token)
 
     async def _search(
         self, ctx: Any, principal: Principal, args: Mapping[str, Any]
@@ -297,3 +318,7 @@ class ToolHandlers(GatewayBase):
                 log.warning("%s", warning)
         if changed or gone:
             await self._notify_tools_changed(None)
+
+
+def _key(principal: Principal) -> str:
+    return f"{principal.tenant}\x00{principal.subject}"

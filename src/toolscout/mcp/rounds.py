@@ -1,0 +1,140 @@
+"""Input-required rounds: an upstream's questions put to a 2026-07-28 caller.
+
+On a 2026-07-28 connection a server cannot send the client a request; it answers the
+client's request with an ``InputRequiredResult`` (the questions: sampling,
+elicitation, roots) and the client retries it with the answers and the echoed
+``requestState``. An upstream on a handshake-era connection asks the gateway
+mid-call, and waits. :class:`Rounds` joins the two: the call runs in the background;
+when its upstream asks, the caller's request is answered with the question and an
+unguessable ``requestState`` naming the waiting call (bound to its caller); the
+retry carrying the answer resumes that call, which then finishes or asks again.
+A call nobody resumes within :data:`ROUND_TTL_S` is cancelled (and the upstream told).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from toolscout.mcp.relay import Link
+
+__all__ = ["ROUND_TTL_S", "Rounds"]
+
+#: seconds a call waits for its caller to come back with the answers
+ROUND_TTL_S = 600.0
+#: suspended calls kept at most (the oldest is cancelled past this)
+MAX_ROUNDS = 1024
+
+
+class _Round:
+    """One call waiting for its caller's answers."""
+
+    def __init__(self, caller: str, link: Link) -> None:
+        self.caller = caller
+        self.link = link
+        self.task: asyncio.Task[Any] | None = None
+        self.asked: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.waiting: dict[str, tuple[asyncio.Future[Any], type[Any]]] = {}
+        self.since = time.monotonic()
+        self._n = 0
+
+    async def ask(self, request: Any, result_type: type[Any]) -> Any:
+        """The upstream's question: queued for the caller's next answer; its answer."""
+        self._n += 1
+        key = f"q{self._n}"
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting[key] = (future, result_type)
+        await self.asked.put((key, request))
+        return await future
+
+    def answer(self, responses: dict[str, Any]) -> None:
+        for key, response in responses.items():
+            future, result_type = self.waiting.pop(key, (None, None))
+            if future is None or result_type is None or future.done():
+                continue
+            data = (
+                response.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if hasattr(response, "model_dump")
+                else response
+            )
+            try:
+                future.set_result(result_type.model_validate(data))
+            except Exception as exc:  # a malformed answer fails that question upstream
+                future.set_exception(exc)
+
+    def cancel(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+
+class Rounds:
+    """The calls of 2026-07-28 callers that wait for answers, by ``requestState``."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, _Round] = {}
+
+    async def run(
+        self,
+        caller: str,
+        link: Link,
+        params: Any,
+        start: Callable[[], Coroutine[Any, Any, Any]],
+    ) -> Any:
+        """The call's result, or an ``InputRequiredResult`` with its upstream's questions.
+
+        A retry (``params.request_state`` naming this caller's waiting call) resumes that
+        call with ``params.input_responses``; else ``start()`` begins a new one (with
+        ``link`` asking through this round)."""
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import INVALID_PARAMS
+
+        self._expire()
+        state = getattr(params, "request_state", None)
+        if state is not None:
+            found = self._waiting.pop(state, None)
+            if found is None or found.caller != caller:
+                raise MCPError(INVALID_PARAMS, "unknown or expired requestState")
+            found.link.ctx = link.ctx  # progress and logs now go to this request
+            found.answer(dict(getattr(params, "input_responses", None) or {}))
+            return await self._wait(found)
+        current = _Round(caller, link)
+        link.asker = current.ask
+        current.task = asyncio.get_running_loop().create_task(start())
+        return await self._wait(current)
+
+    async def _wait(self, current: _Round) -> Any:
+        from mcp.types import InputRequiredResult
+
+        assert current.task is not None
+        question = asyncio.ensure_future(current.asked.get())
+        try:
+            await asyncio.wait({current.task, question}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            current.cancel()  # the caller went away mid-round
+            raise
+        finally:
+            if not question.done():
+                question.cancel()
+        if current.task.done() and not question.done():
+            return current.task.result()
+        asked = dict([question.result()])
+        while not current.asked.empty():
+            key, request = current.asked.get_nowait()
+            asked[key] = request
+        state = secrets.token_urlsafe(24)
+        current.since = time.monotonic()
+        self._waiting[state] = current
+        while len(self._waiting) > MAX_ROUNDS:
+            oldest = next(iter(self._waiting))
+            self._waiting.pop(oldest).cancel()
+        return InputRequiredResult(input_requests=asked, request_state=state)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for state, waiting in list(self._waiting.items()):
+            if now - waiting.since > ROUND_TTL_S:
+                self._waiting.pop(state, None)
+                waiting.cancel()
