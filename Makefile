@@ -26,6 +26,7 @@ NODE := .ci/node
 NODE_STAMP := $(NODE)/.installed-stamp
 NPM_PACKAGES := @modelcontextprotocol/server-filesystem@2026.8.31 \
 	@modelcontextprotocol/server-memory@2026.8.31 \
+	@modelcontextprotocol/server-everything@2026.8.31 \
 	@modelcontextprotocol/inspector-cli@1.0.3
 
 $(NODE_STAMP):

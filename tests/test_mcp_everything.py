@@ -143,6 +143,7 @@ async def _client(gw: dict[str, Any], subject: str, **kw: Any) -> AsyncIterator[
         yield client
 
 
+@pytest.mark.slow
 def test_progress_of_a_35_second_operation_reaches_the_caller(gateway: dict[str, Any]) -> None:
     """The one slow test here (35 s): 7 progress reports, 5 s apart, under a 10 s per-tool
     time-out that each report moves; the call completes."""
@@ -216,20 +217,33 @@ def test_a_tool_needing_a_capability_the_client_lacks_is_not_offered_to_it(
 
 
 def test_roots_reach_a_filesystem_server(gateway: dict[str, Any]) -> None:
+    """The caller's roots replace the server's own directories when its session opens, and
+    again when the client says its roots changed."""
     from mcp.types import ListRootsResult, Root
 
-    async def roots(context: Any) -> Any:
-        return ListRootsResult(roots=[Root(uri=gateway["mine"].as_uri(), name="mine")])
+    current = [gateway["mine"]]
 
-    async def scenario() -> tuple[str, str]:
+    async def roots(context: Any) -> Any:
+        return ListRootsResult(roots=[Root(uri=p.as_uri(), name=p.name) for p in current])
+
+    async def scenario() -> tuple[str, str, str]:
         async with _client(gateway, "rooted", mode="legacy", list_roots_callback=roots) as client:
             allowed = _text(await client.call_tool("list_allowed_directories", {}))
             listed = _text(await client.call_tool("list_directory", {"path": str(gateway["mine"])}))
-            return allowed, listed
+            current[:] = [gateway["base"]]
+            await client.session.send_roots_list_changed()
+            changed = ""
+            for _ in range(100):  # the server asks for the roots again, then uses them
+                changed = _text(await client.call_tool("list_allowed_directories", {}))
+                if str(gateway["base"]) in changed:
+                    break
+                await asyncio.sleep(0.1)
+            return allowed, listed, changed
 
-    allowed, listed = asyncio.run(scenario())
+    allowed, listed, changed = asyncio.run(scenario())
     assert str(gateway["mine"]) in allowed and str(gateway["base"]) not in allowed, allowed
     assert "only-in-my-root.txt" in listed, listed
+    assert str(gateway["base"]) in changed and str(gateway["mine"]) not in changed, changed
 
 
 def test_templates_resolve_and_every_page_comes_through(gateway: dict[str, Any]) -> None:

@@ -57,3 +57,45 @@ def test_progress_reaches_the_caller_and_keeps_the_call_alive(gateway: MCPGatewa
     assert not done.is_error and _text(done) == "worked 3.0", _text(done)
     assert silent.is_error and "upstream_timeout" in _text(silent)
     assert len(seen) >= 10 and seen[-1][0] == seen[-1][1] and "step" in str(seen[-1][2])
+
+
+def test_size_limits_are_per_server_and_generous_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caps once fixed at 64 KiB (arguments) and 256 KiB (results) are settings: by
+    default 4 MiB and 16 MiB, and each server may set its own, smaller or larger."""
+    from mcp import Client
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    app = {"command": sys.executable, "args": [str(APP), "--stdio"]}
+    cfg = parse_config({
+        "mcpServers": {
+            "roomy": {**app, "toolscout": {"scopes": []}},
+            "tight": {**app, "toolscout": {"scopes": [], "max_argument_bytes": 1024,
+                                           "max_result_bytes": 2048}},
+        },
+        "toolscout": {"mode": "direct", "connect_timeout_s": 60,
+                      "principal": {"subject": "dev"}, "db": str(tmp_path / "g.db")},
+    })  # fmt: skip
+    gw = MCPGateway(cfg)
+    big_text = "y" * (300 * 1024)  # over both old caps, as an argument and as a result
+
+    async def scenario() -> dict[str, Any]:
+        async with gw.running(wait_s=60), Client(gw.server, mode="legacy") as client:
+            return {
+                "roomy_echo": await client.call_tool("roomy_echo", {"text": big_text}),
+                "roomy_big": await client.call_tool("roomy_big", {"size": 300 * 1024}),
+                "tight_echo": await client.call_tool("tight_echo", {"text": "z" * 2000}),
+                "tight_big": await client.call_tool("tight_big", {"size": 4000}),
+                "tight_small": await client.call_tool("tight_echo", {"text": "fits"}),
+            }
+
+    try:
+        out = asyncio.run(scenario())
+    finally:
+        gw.close()
+    assert not out["roomy_echo"].is_error and _text(out["roomy_echo"]) == big_text
+    assert not out["roomy_big"].is_error and len(_text(out["roomy_big"])) == 300 * 1024
+    assert out["tight_echo"].is_error and "arguments_too_large" in _text(out["tight_echo"])
+    assert out["tight_big"].is_error and "response_too_large" in _text(out["tight_big"])
+    assert _text(out["tight_small"]) == "fits"

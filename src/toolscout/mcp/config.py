@@ -122,9 +122,10 @@ class ServerPolicy:
     hide: tuple[str, ...] = ()
     rules: tuple[ToolRule, ...] = ()
     group: str = ""
-    #: this server's call time-out and result cap (``None``: the gateway's)
+    #: this server's call time-out, result cap and argument cap (``None``: the gateway's)
     timeout_s: float | None = None
     max_result_bytes: int | None = None
+    max_argument_bytes: int | None = None
 
     def timeout_for(self, tool: str) -> float | None:
         """The time-out of one tool: the last matching rule's, else the server's."""
@@ -203,7 +204,7 @@ class GatewayConfig:
     connect_timeout_s: float = 10.0
     #: largest result or resource read passed through (per server: its own)
     max_result_bytes: int = 16 * 1024 * 1024
-    #: largest arguments of one call, as JSON
+    #: largest arguments of one call, as JSON (per server: its own)
     max_argument_bytes: int = 4 * 1024 * 1024
     #: most tools the dynamic mode keeps in a caller's list (least recently used go first)
     dynamic_limit: int = 16
@@ -306,7 +307,7 @@ def _server_policy(name: str, data: Any) -> ServerPolicy:
         where,
         data,
         {"scopes", "tenants", "hide", "tools", "risk", "aliases", "not_for", "group",
-         "timeout_s", "max_result_bytes"},
+         "timeout_s", "max_result_bytes", "max_argument_bytes"},
     )  # fmt: skip
     scopes = (
         _scopes(f"{where}.scopes", data["scopes"]) if "scopes" in data else (default_scope(name),)
@@ -358,6 +359,13 @@ def _server_policy(name: str, data: Any) -> ServerPolicy:
             _number(f"{where}.max_result_bytes", data["max_result_bytes"], 0, low=1024, high=2**31)
         )
         if "max_result_bytes" in data
+        else None,
+        max_argument_bytes=int(
+            _number(
+                f"{where}.max_argument_bytes", data["max_argument_bytes"], 0, low=1024, high=2**31
+            )
+        )
+        if "max_argument_bytes" in data
         else None,
     )
 

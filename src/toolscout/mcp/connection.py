@@ -85,7 +85,8 @@ class Upstream:
         *,
         timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
-        max_result_bytes: int = 256 * 1024,
+        max_result_bytes: int = 16 * 1024 * 1024,
+        max_argument_bytes: int = 4 * 1024 * 1024,
         on_tools: Callable[[Upstream], Awaitable[None]] | None = None,
         errlog: TextIO | None = None,
         poll_s: float = POLL_S,
@@ -98,6 +99,7 @@ class Upstream:
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.max_result_bytes = max_result_bytes
+        self.max_argument_bytes = max_argument_bytes
         self.on_tools = on_tools
         self.errlog = errlog
         self.poll_s = poll_s
@@ -122,6 +124,11 @@ class Upstream:
         self._task: asyncio.Task[None] | None = None
         #: server-to-client traffic (sampling, elicitation, roots, logs) to the caller served
         self.relay = Relay(capabilities)
+
+    @property
+    def client(self) -> Any:
+        """The SDK ``Client`` while connected, else ``None``."""
+        return self._client if self.state == "up" else None
 
     @property
     def label(self) -> str:
@@ -349,8 +356,12 @@ class Upstream:
 
         The caller's progress reaches it (through :data:`~toolscout.mcp.relay.LINK`) and
         moves the deadline: the call fails only after ``timeout_s`` without progress."""
+        from toolscout.gateway.limits import check_argument_size
+
         tool = self.tools.get(spec.id)
         name = tool.name if tool is not None else spec.card.name
+        size = len(json.dumps(dict(arguments), separators=(",", ":")).encode())
+        check_argument_size(size, self.max_argument_bytes, tool_id=spec.id)  # this server's cap
         link = LINK.get()
         timeout = self.timeout_for(name)
 

@@ -10,11 +10,12 @@ and audits it like a tool call (:meth:`ResourceHandlers._passed`). Upstream noti
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from toolscout.errors import GatewayError
+from toolscout.errors import GatewayError, TokenError
 from toolscout.mcp import passthrough
 from toolscout.mcp.callers import GatewayBase, connection_of
 from toolscout.mcp.relay import LINK
@@ -26,6 +27,22 @@ __all__ = ["ResourceHandlers"]
 
 class ResourceHandlers(GatewayBase):
     """The pass-through handlers of the gateway (everything but tools)."""
+
+    async def _roots_changed(self, ctx: Any, params: Any) -> None:
+        """A client's roots changed: its open upstream sessions are told (they ask again)."""
+        try:
+            principal = self._principal(ctx)
+        except TokenError:
+            return
+        link = self._link(ctx, principal)
+        for up in self.servers_for(principal):
+            session = self.upstreams.existing(up, link)
+            if session is None or "roots" not in session.relay.capabilities:
+                continue
+            client = session.client
+            if client is not None:
+                with contextlib.suppress(Exception):  # a gone upstream: it reconnects
+                    await client.send_roots_list_changed()
 
     async def _list_resources(self, ctx: Any, params: Any) -> Any:
         await self.ready()

@@ -126,7 +126,10 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
                 cfg.rate_per_second if cfg.rate_per_second is not None else base.rate_per_second
             ),
             burst=cfg.burst if cfg.burst is not None else base.burst,
-            max_argument_bytes=cfg.max_argument_bytes,
+            # the widest cap of any server: each server checks its own (mcp/connection.py)
+            max_argument_bytes=max(
+                [cfg.max_argument_bytes] + [s.policy.max_argument_bytes or 0 for s in cfg.servers]
+            ),
         )
         return Toolscout.open(
             settings, executors={"*": self.upstreams}, policy=policy, limits=limits
@@ -180,6 +183,11 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
                 on_subscriptions_listen=ListenHandler(self.bus),
             )
         self.install_tasks(server)
+        from mcp.types import NotificationParams
+
+        server.add_notification_handler(
+            "notifications/roots/list_changed", NotificationParams, self._roots_changed
+        )
         return server
 
     def instructions(self) -> str:

@@ -59,6 +59,7 @@ class Upstreams:
                 timeout_s=sc.policy.timeout_s or self.config.timeout_s,
                 connect_timeout_s=self.config.connect_timeout_s,
                 max_result_bytes=sc.policy.max_result_bytes or self.config.max_result_bytes,
+                max_argument_bytes=sc.policy.max_argument_bytes or self.config.max_argument_bytes,
                 on_tools=self.on_tools,
                 errlog=self.errlog,
                 poll_s=self.poll_s,
@@ -104,17 +105,13 @@ class Upstreams:
         session does), else a session of its own that declares just what it has. The
         session remembers the caller it serves, for requests outside any call."""
         link = link if link is not None else LINK.get()
-        if link is None:
-            return up
-        caps = link.capabilities
-        if link.caller is not None:
-            key = (up.config.prefix, link.caller, caps)
-        elif link.solo and self.config.upstream_sessions != "shared" and caps != CAPABILITIES:
-            key = (up.config.prefix, "", caps)
-        else:
-            if link.solo:
+        key = self._key(up, link)
+        if key is None:
+            if link is not None and link.solo:
                 up.relay.owner = link.detached()
             return up
+        assert link is not None
+        caps = key[2]
         own = self.private.get(key)
         if own is None:
             own = self.private[key] = Upstream(
@@ -122,6 +119,7 @@ class Upstreams:
                 timeout_s=up.timeout_s,
                 connect_timeout_s=up.connect_timeout_s,
                 max_result_bytes=up.max_result_bytes,
+                max_argument_bytes=up.max_argument_bytes,
                 errlog=self.errlog,
                 poll_s=PRIVATE_POLL_S,
                 on_notify=self.on_notify,
@@ -137,6 +135,22 @@ class Upstreams:
             self.private.move_to_end(key)
         await own.wait_listed(self.config.connect_timeout_s)
         return own
+
+    def _key(self, up: Upstream, link: Link | None) -> tuple[str, str, frozenset[str]] | None:
+        """The key of the caller's own session with ``up``; ``None``: the shared one."""
+        if link is None:
+            return None
+        caps = link.capabilities
+        if link.caller is not None:
+            return (up.config.prefix, link.caller, caps)
+        if link.solo and self.config.upstream_sessions != "shared" and caps != CAPABILITIES:
+            return (up.config.prefix, "", caps)
+        return None
+
+    def existing(self, up: Upstream, link: Link) -> Upstream | None:
+        """The session of ``up`` the caller of ``link`` uses, if it is open (none is opened)."""
+        key = self._key(up, link)
+        return up if key is None else self.private.get(key)
 
     def owner(self, tool_id: str) -> Upstream | None:
         prefix = tool_id.split("/", 1)[0] + "/"
