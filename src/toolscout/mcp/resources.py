@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -41,8 +42,9 @@ class ResourceHandlers(GatewayBase):
                 continue
             client = session.client
             if client is not None:
-                with contextlib.suppress(Exception):  # a gone upstream: it reconnects
-                    await client.send_roots_list_changed()
+                with contextlib.suppress(Exception), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # roots: deprecated in 2026-07-28, not gone
+                    await client.send_roots_list_changed()  # a gone upstream: it reconnects
 
     async def _list_resources(self, ctx: Any, params: Any) -> Any:
         await self.ready()

@@ -22,6 +22,20 @@ not entitled to, whatever name it guesses.
 
 Upstream resources and prompts are passed through, named ``<server>/<name>``, to
 callers the same policy function allows the server's own scopes and tenants.
+
+The parts, each its own module (imports go down this list, never up):
+
+* ``server`` — :class:`MCPGateway`: assembly, lifecycle, the stdio and HTTP transports;
+* ``tasks`` — task-augmented calls and ``tasks/*`` (2025-11-25);
+* ``tools`` — ``tools/list`` per listing mode, ``tools/call``, the meta-tools, indexing;
+* ``resources`` — resources, templates, subscriptions, prompts, completion, logging;
+* ``callers`` — who is calling, per-caller state, the sessions a request goes over;
+* ``rounds`` — an upstream's questions put to 2026-07-28 callers (input-required);
+* ``passthrough`` — the upstream side of resources, prompts, completion and logging;
+* ``upstream`` — every upstream; each caller's own sessions (capabilities mirrored);
+* ``connection`` — one upstream session: supervised, listed, called;
+* ``relay`` — the link from a caller's request to the upstream work it causes;
+* ``cards``, ``config``, ``meta``, ``processes``, ``wire`` — the shared nouns.
 """
 
 from __future__ import annotations
@@ -76,7 +90,7 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         self._init_state()
         self.upstreams = Upstreams(
             config,
-            on_tools=self._on_tools,
+            on_tools=self._indexed,
             errlog=errlog,
             poll_s=poll_s,
             on_notify=self._on_upstream_notice,
@@ -189,6 +203,11 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
             "notifications/roots/list_changed", NotificationParams, self._roots_changed
         )
         return server
+
+    async def _indexed(self, up: Any) -> None:
+        """An upstream's tools arrived: index them; its instructions join the gateway's."""
+        await self._on_tools(up)
+        self.server.instructions = self.instructions()
 
     def instructions(self) -> str:
         """The gateway's instructions for the mode it serves, then each upstream's own."""

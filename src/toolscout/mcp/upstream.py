@@ -130,9 +130,15 @@ class Upstreams:
             while len(self.private) > MAX_PRIVATE:
                 _, old = self.private.popitem(last=False)
                 asyncio.get_running_loop().create_task(old.aclose())
-        else:
-            own.relay.owner = link.detached()
-            self.private.move_to_end(key)
+            # what it asks while it starts (roots, as a session opens) rides on this request
+            own.relay.active.append(link)
+            try:
+                await own.wait_listed(self.config.connect_timeout_s)
+            finally:
+                own.relay.active.remove(link)
+            return own
+        own.relay.owner = link.detached()
+        self.private.move_to_end(key)
         await own.wait_listed(self.config.connect_timeout_s)
         return own
 
