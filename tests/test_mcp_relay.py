@@ -99,3 +99,28 @@ def test_size_limits_are_per_server_and_generous_by_default(
     assert out["tight_echo"].is_error and "arguments_too_large" in _text(out["tight_echo"])
     assert out["tight_big"].is_error and "response_too_large" in _text(out["tight_big"])
     assert _text(out["tight_small"]) == "fits"
+
+
+def test_a_callers_cancellation_reaches_the_upstream_call(gateway: MCPGateway) -> None:
+    """A client that gives up on a call cancels it through the gateway: the upstream request
+    is abandoned (the SDK tells the upstream), the audit says ``cancelled``, and the session
+    serves the next call."""
+    from mcp import Client
+
+    async def scenario() -> tuple[list[int], Any]:
+        async with gateway.running(wait_s=60), Client(gateway.server, mode="legacy") as client:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(client.call_tool("slow", {"seconds": 30}), 2.0)
+            sessions = [*gateway.upstreams.servers.values(), *gateway.upstreams.private.values()]
+            for _ in range(100):  # the gateway drops the upstream request at once
+                in_flight = [len(s.relay.active) for s in sessions]
+                if not any(in_flight):
+                    break
+                await asyncio.sleep(0.05)
+            return in_flight, await client.call_tool("echo", {"text": "after"})
+
+    in_flight, after = asyncio.run(scenario())
+    assert not any(in_flight), in_flight
+    assert _text(after) == "after"
+    rows = [r for r in gateway.ts.gateway.audit.read(subject="dev") if r.tool_id == "app/slow"]
+    assert rows and rows[-1].status == "cancelled", rows
