@@ -340,9 +340,13 @@ class Upstream:
             reason=UPSTREAM_UNAVAILABLE,
         )
 
-    async def raw(self, what: str, send: Callable[[Any], Awaitable[Any]]) -> Any:
-        """One request upstream, its answer as the SDK gives it."""
-        return await self._send(what, what, send, self.timeout_s, LINK.get())
+    async def raw(
+        self, what: str, send: Callable[[Any], Awaitable[Any]], timeout_s: float | None = None
+    ) -> Any:
+        """One request upstream, its answer as the SDK gives it (within ``timeout_s``, by
+        default the server's, moved by progress)."""
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        return await self._send(what, what, send, timeout, LINK.get())
 
     async def request(self, what: str, send: Callable[[Any], Awaitable[Any]]) -> dict[str, Any]:
         """One pass-through request (a resource read, a prompt): its result as a wire dict."""

@@ -37,6 +37,8 @@ __all__ = ["TASK_METHODS", "TaskHandlers", "tasks_capability"]
 
 #: the task methods relayed (2025-11-25)
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/cancel", "tasks/list")
+#: longest ``tasks/result`` waits for its task to end (the caller may cancel sooner)
+RESULT_WAIT_S = 86400.0
 #: tasks remembered (task id → its caller and session); the oldest is forgotten past this
 MAX_TASKS = 4096
 
@@ -163,7 +165,9 @@ class TaskHandlers(ToolHandlers):
 
         token = LINK.set(self._link(ctx, principal))
         try:
-            answer = await session.raw(method, lambda c: raw_request(c, method, params))
+            # tasks/result waits for the task to end: the task's own time, not a call's
+            wait = RESULT_WAIT_S if method == "tasks/result" else None
+            answer = await session.raw(method, lambda c: raw_request(c, method, params), wait)
         except ToolscoutError as exc:
             reason = getattr(exc, "reason", "")
             raise MCPError(INTERNAL_ERROR, f"{exc} [{reason}]" if reason else str(exc)) from None
