@@ -417,6 +417,7 @@ class Upstream:
         """One request upstream: faults as ExecutorErrors; the deadline moves with progress."""
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
+        from pydantic import ValidationError
 
         client = self._client
         if client is None or self.state != "up":
@@ -455,6 +456,14 @@ class Upstream:
             ) from None
         except asyncio.CancelledError:
             raise
+        except ValidationError as exc:  # a malformed answer: that request fails, the link holds
+            text = redact(describe(exc))
+            raise ExecutorError(
+                f"upstream {self.label} answered {what} with a malformed result: {text}",
+                tool_id=what_id,
+                reason=TOOL_FAILED,
+                detail=text,
+            ) from None
         except Exception as exc:
             self.last_error = redact(describe(exc))
             self._broken.set()
