@@ -50,20 +50,27 @@ HIDDEN_BY_SERVER = "hidden_by_server"
 _CONTEXT: contextvars.ContextVar[Any] = contextvars.ContextVar("toolscout_fastmcp_ctx")
 
 
+#: card fields a FastMCP tool may set in ``meta={"toolscout": {...}}``
+CARD_META = ("scopes", "tenants", "risk", "aliases", "tags", "not_for", "group")
+
+
 def specs_of(tools: Sequence[Any]) -> list[ToolSpec]:
-    """FastMCP tools as toolscout specs: the tool name is the id (source ``fastmcp``)."""
-    return [
-        make_spec(
-            {
-                "id": t.name,
-                "name": t.name,
-                "summary": t.description or "",
-                "parameters": t.parameters or {},
-            },
-            default_source=SOURCE,
-        )
-        for t in tools
-    ]
+    """FastMCP tools as toolscout specs: the tool name is the id (source ``fastmcp``); a
+    tool's ``meta={"toolscout": {"scopes": [...], "risk": ...}}`` sets those card fields
+    (:data:`CARD_META`; anything else there is refused by name)."""
+    out = []
+    for t in tools:
+        extra = (getattr(t, "meta", None) or {}).get("toolscout") or {}
+        if not isinstance(extra, Mapping) or set(extra) - set(CARD_META):
+            wrong = sorted(set(extra) - set(CARD_META)) if isinstance(extra, Mapping) else extra
+            raise ConfigError(
+                f"FastMCP tool {t.name!r}: meta.toolscout may set {', '.join(CARD_META)}; "
+                f"got {wrong!r}"
+            )
+        record = {"id": t.name, "name": t.name, "summary": t.description or "",
+                  "parameters": t.parameters or {}, **extra}  # fmt: skip
+        out.append(make_spec(record, default_source=SOURCE))
+    return out
 
 
 def _digest(tools: Sequence[Any]) -> str:
