@@ -196,3 +196,32 @@ async def _listed(params: Any, errlog: Path) -> list[str]:
             await client.call_tool("search_tools", {"query": "echo some text"})
             listed = await client.list_tools()
     return [t.name for t in listed.tools]
+
+
+def test_search_tools_says_when_it_abstains(tmp_path: Path, monkeypatch: Any) -> None:
+    """An MCP search answered with nothing says why, with the confidence (as HTTP and the
+    library do), instead of an empty list that looks like "no match"."""
+    import dataclasses
+
+    from mcp import Client
+
+    from toolscout import Principal
+    from toolscout.mcp.config import load_config
+    from toolscout.mcp.server import MCPGateway
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    cfg = load_config(_config(tmp_path))
+    nobody = Principal.of("local:nobody", "", ["other:read"])  # no scope of this server
+    gateway = MCPGateway(dataclasses.replace(cfg, principal=nobody, mode="meta"))
+
+    async def scenario() -> Any:
+        async with gateway.running(wait_s=120), Client(gateway.server) as client:
+            found = await client.call_tool("search_tools", {"query": "echo my text back"})
+            return found.structured_content
+
+    try:
+        payload = asyncio.run(scenario())
+    finally:
+        gateway.close()
+    assert payload["tools"] == [] and payload["abstained"] == "nothing_entitled", payload
+    assert payload["confidence"] == 0.0 and payload["low_confidence"] is True
