@@ -1,6 +1,7 @@
 """What every example shares (not part of the 25 lines each shows): the demo catalog
 with one pinned tool, a support agent's token, and the local endpoint that replays the
-recorded model responses of ``recordings/<name>.json`` (no model is ever called).
+recorded model responses of ``recordings/<name>.json`` (no model is ever called); for
+the FastMCP example, a small FastMCP server.
 
 The catalog is indexed once into ``$TOOLSCOUT_EXAMPLE_DB`` (default: a file in the
 system's temporary directory); later runs find it unchanged and start at once.
@@ -12,6 +13,7 @@ import os
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from toolscout import DryRunExecutor, Settings, Toolscout, issue_token
 from toolscout.adapters.replay import ReplayEndpoint
@@ -43,3 +45,23 @@ def token(role: str = "support_agent") -> str:
 def replay(name: str) -> ReplayEndpoint:
     """The local endpoint replaying ``recordings/<name>.json``."""
     return ReplayEndpoint.from_file(RECORDINGS / f"{name}.json")
+
+
+def shop_server() -> Any:
+    """A FastMCP server with two tools; refunds need ``shop:admin`` in toolscout's policy
+    (set on the tool as ``meta={"toolscout": {"scopes": [...]}}``)."""
+    from fastmcp import FastMCP
+
+    mcp = FastMCP("shop")
+
+    @mcp.tool
+    def find_order(order_id: str) -> str:
+        """Look up one order by its id: its status and shipping."""
+        return f"order {order_id}: shipped"
+
+    @mcp.tool(meta={"toolscout": {"scopes": ["shop:admin"]}})
+    def refund_order(order_id: str) -> str:
+        """Refund an order's payment to the customer."""
+        return f"refunded order {order_id}"
+
+    return mcp

@@ -20,6 +20,11 @@ EXPECTED = {
     "openai_agents.py": ["Loaded tools:", "refused: missing_scope", "final: Order 94218"],
     "langgraph_agent.py": ["Available tools:", "refused: missing_scope", "bound tools:"],
     "pydantic_ai_agent.py": ["Loaded tools:", "refused: schema_mismatch", "Order 94218"],
+    "fastmcp_server.py": [
+        "found: ['find_order']",
+        "refund_order -> refused: missing_scope",
+        "[('find_order', 'ok'), ('refund_order', 'refused')]",
+    ],
 }
 
 

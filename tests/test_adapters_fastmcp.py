@@ -12,10 +12,11 @@ import pytest
 
 fastmcp = pytest.importorskip("fastmcp")
 
-from toolscout import Principal, Settings, Toolscout, make_spec  # noqa: E402
+from toolscout import Principal, Settings, Toolscout, issue_token, make_spec  # noqa: E402
 from toolscout.adapters.fastmcp import ToolscoutSearchTransform, specs_of  # noqa: E402
 
-ALICE = Principal.of("alice", scopes=["shop:read"])
+KEY = "a-fastmcp-test-secret-of-32-bytes"
+ALICE = issue_token(subject="alice", key=KEY, scopes=["shop:read"])
 
 
 def _server() -> Any:
@@ -55,7 +56,7 @@ def test_search_and_call_through_the_transform(tmp_path: Path) -> None:
                        "scopes": ["shop:admin"] if s.id == "refund_payment" else ["shop:read"]})
             for s in specs.values()
         ]  # fmt: skip
-        with Toolscout.open(Settings(db=tmp_path / "t.db")) as ts:
+        with Toolscout.open(Settings(db=tmp_path / "t.db", jwt_key=KEY)) as ts:
             ts.add(scoped)
             mcp.add_transform(ToolscoutSearchTransform(ts, ALICE, max_results=2, index=False))
             async with fastmcp.Client(mcp) as client:
@@ -77,7 +78,53 @@ def test_search_and_call_through_the_transform(tmp_path: Path) -> None:
                                   "arguments": {"order_id": "7", "amount": 1.0}},
                     raise_on_error=False,
                 )  # fmt: skip
-                assert refused.is_error and "refused: unknown_tool" in _text(refused)
+                assert refused.is_error and _text(refused).startswith("refused: missing_scope")
+                assert refused.meta["toolscout"]["reason"] == "missing_scope"
+                forged = ToolscoutSearchTransform(ts, ALICE[:-4] + "AAAA", index=False)
+                mcp.add_transform(forged)
+                bad = await client.call_tool(
+                    "call_tool", {"name": "find_order", "arguments": {"order_id": "7"}},
+                    raise_on_error=False,
+                )  # fmt: skip
+                assert bad.is_error and _text(bad).startswith("refused: token_bad_signature")
+            rows = [r for r in ts.audit.read(outcomes=True) if r.kind != "admin"]
+        # every call went through the gateway and is in its audit: the run, then the refusals
+        assert [(r.subject, r.tool_id, r.status) for r in rows[:2]] == [
+            ("alice", "find_order", "ok"),
+            ("alice", "refund_payment", "refused"),
+        ]
+        assert rows[1].reason == "missing_scope" and rows[2].status == "refused"
+
+    asyncio.run(play())
+
+
+def test_arguments_are_validated_and_a_failing_tool_is_audited(tmp_path: Path) -> None:
+    mcp = _server()
+
+    @mcp.tool
+    def explode(reason: str) -> str:
+        """Fail on purpose, with the given reason."""
+        raise RuntimeError(f"boom: {reason}")
+
+    async def play() -> None:
+        with Toolscout.open(Settings(db=tmp_path / "t.db")) as ts:
+            mcp.add_transform(ToolscoutSearchTransform(ts, Principal.of("bob")))
+            async with fastmcp.Client(mcp) as client:
+                wrong = await client.call_tool(
+                    "call_tool", {"name": "find_order", "arguments": {"order": 7}},
+                    raise_on_error=False,
+                )  # fmt: skip
+                assert wrong.is_error and _text(wrong).startswith("refused: unknown_parameter")
+                failed = await client.call_tool(
+                    "call_tool", {"name": "explode", "arguments": {"reason": "secret-detail"}},
+                    raise_on_error=False,
+                )  # fmt: skip
+                assert failed.is_error and "tool_failed" in _text(failed)
+                assert "secret-detail" not in _text(failed)  # kept for the audit only
+            rows = [r for r in ts.audit.read(outcomes=True) if r.kind != "admin"]
+        assert [(r.tool_id, r.status) for r in rows] == [("find_order", "refused"),
+                                                         ("explode", "error")]  # fmt: skip
+        assert "secret-detail" in rows[1].detail
 
     asyncio.run(play())
 

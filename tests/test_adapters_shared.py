@@ -96,6 +96,41 @@ def test_nothing_entitled_is_said(ts: Toolscout) -> None:
     assert found.abstained == "nothing_entitled" and found.tools == ()
 
 
+def test_unmatched_means_no_shown_tool_shares_a_known_word() -> None:
+    from toolscout.cards import make_spec
+    from toolscout.discovery.abstain import unmatched
+    from toolscout.discovery.calibrate import FieldTerms
+    from toolscout.discovery.lexical import terms
+
+    cards = [make_spec({"id": i, "name": i, "summary": s}).card for i, s in [
+        ("find_order", "Look up an order by its id"),
+        ("send_email", "Send an email message to a customer"),
+    ]]  # fmt: skip
+    fields = FieldTerms.of(cards)
+    # "message" is a word of the catalog, but not of the tool shown
+    assert unmatched(terms("write a poem message"), ["find_order"], fields)
+    assert not unmatched(terms("write a poem message"), ["find_order", "send_email"], fields)
+    # no word the catalog uses at all (another language): not judged
+    assert not unmatched(terms("écris un poème"), ["find_order"], fields)
+
+
+def test_an_unmatched_shortlist_abstains_below_its_own_threshold(
+    ts: Toolscout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolscout.discovery import abstain
+
+    lenient = ts.catalog.settings.but(abstain_below=0.001)  # the confidence alone: never
+    found = ts.catalog.discover(UNSERVED, SUPPORT, k=5, settings=lenient)
+    assert found.abstained is None and len(found.tools) == 5
+    monkeypatch.setattr(abstain, "UNMATCHED_BELOW", 1.0)
+    found = ts.catalog.discover(UNSERVED, SUPPORT, k=5, settings=lenient)
+    assert found.abstained == "no_tool_fits" and found.tools == ()
+    served = ts.catalog.discover("where is order 94218", SUPPORT, k=5, settings=lenient)
+    assert served.abstained is None and served.ids[0] == "orders.find_order"
+    off = ts.catalog.discover(UNSERVED, SUPPORT, k=5, settings=lenient.but(abstain_below=0.0))
+    assert off.abstained is None  # abstention off: off
+
+
 def test_abstain_below_is_checked() -> None:
     with pytest.raises(ConfigError, match="abstain_below"):
         SearchSettings(abstain_below=1.5)

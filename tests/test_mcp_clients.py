@@ -38,7 +38,7 @@ def test_config_snippet_names_absolute_paths(tmp_path: Path, client: str) -> Non
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     if client == "claude-code":
-        assert done.stdout.startswith("claude mcp add toolscout -- /")
+        assert done.stdout.startswith("claude mcp add ") and " toolscout -- /" in done.stdout
         assert str(config) in done.stdout
         return
     snippet = json.loads(done.stdout)

@@ -7,8 +7,9 @@ answered with ``tool_search_output``, plain Responses and Chat Completions),
 ``agents`` (OpenAI Agents SDK), ``langgraph`` (langgraph-bigtool ``retrieve_tools`` and
 a gateway-only tool node), ``pydantic_ai`` (a toolset) and ``fastmcp`` (a search
 transform). They share :mod:`toolscout.adapters.session` (one caller's conversation:
-pinned tools, the tier fallback, the cache-stable tool list) and run every tool call
-through :meth:`toolscout.Toolscout.execute` with the caller's token, nothing else.
+pinned tools, the tier fallback, the cache-stable tool list) and
+:mod:`toolscout.adapters.turns` (the provider adapters' turn loop), and run every tool
+call through :meth:`toolscout.Toolscout.execute` with the caller's token, nothing else.
 :mod:`toolscout.adapters.replay` is a local endpoint that replays recorded model
 responses, for tests and examples that must not call a model.
 """

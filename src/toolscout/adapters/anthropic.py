@@ -31,25 +31,11 @@ from toolscout.adapters.session import (
     abstained_text,
     search_answer,
 )
-from toolscout.errors import ConfigError
+from toolscout.adapters.turns import MAX_TURNS, latest_user_text, plain, play
+from toolscout.adapters.turns import field as _field
 
 if TYPE_CHECKING:
     from toolscout.service import Caller, Toolscout
-
-#: turns :meth:`AnthropicTools.run` plays before it gives up
-MAX_TURNS = 12
-
-
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
-
-
-def _plain(block: Any) -> dict[str, Any]:
-    """An SDK content block as the dict to send back (``model_dump`` when it is a model)."""
-    if isinstance(block, dict):
-        return block
-    dumped: dict[str, Any] = block.model_dump(exclude_none=True)
-    return dumped
 
 
 class AnthropicTools:
@@ -140,33 +126,22 @@ class AnthropicTools:
         """Play the conversation until the model stops calling tools: each turn sends
         :meth:`tools`, appends the assistant message and :meth:`answer`'s reply to
         ``messages`` (in place). Returns the last ``Message``."""
-        for _ in range(max_turns):
-            query = _latest_user_text(messages)
-            reply = client.messages.create(
+
+        def send() -> Any:
+            return client.messages.create(
                 model=model,
                 max_tokens=max_tokens,
                 messages=messages,
-                tools=self.tools(query),
+                tools=self.tools(latest_user_text(messages)),
                 **create,
             )
-            content = [_plain(b) for b in _field(reply, "content", []) or []]
+
+        def settle(reply: Any) -> bool:
+            content = [plain(b) for b in _field(reply, "content", []) or []]
             messages.append({"role": "assistant", "content": content})
             answer = self.answer(reply)
-            if answer is None:
-                return reply
-            messages.append(answer)
-        raise ConfigError(f"the model still called tools after max_turns={max_turns} turns")
+            if answer is not None:
+                messages.append(answer)
+            return answer is not None
 
-
-def _latest_user_text(messages: list[dict[str, Any]]) -> str | None:
-    """The text of the latest user message that is not only tool results."""
-    for message in reversed(messages):
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            return content
-        texts = [b.get("text", "") for b in content or [] if b.get("type") == "text"]
-        if texts:
-            return " ".join(texts)
-    return None
+        return play(send, settle, max_turns)

@@ -9,9 +9,12 @@ toolscout catalog on the first search and again whenever they change (an unchang
 re-index costs nothing). ``caller`` is a bearer token, a ``Principal``, or a function of
 the request's FastMCP ``Context`` returning one.
 
-``call_tool`` re-checks the caller's entitlement with the same policy function the
-gateway uses and refuses what it may not use, then lets FastMCP run the server's own
-tool (the server is the executor here; it is not routed through ``Toolscout.execute``).
+``call_tool`` runs through :meth:`Toolscout.execute` with the caller's token, as every
+adapter does: the gateway verifies the token, re-checks the policy, validates the
+arguments and audits the attempt; only then does :class:`FastMCPExecutor` (bound to the
+server's tools) let FastMCP run the tool, still limited to the tools FastMCP's own auth
+shows this request. A refusal or failure comes back to the client as an error result
+(``refused: <reason>: ...``, worded as the gateway words it for every surface).
 
 Tested against ``fastmcp==4.2.3`` (extra ``toolscout[fastmcp]``).
 """
@@ -19,13 +22,15 @@ Tested against ``fastmcp==4.2.3`` (extra ``toolscout[fastmcp]``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from toolscout.cards import ToolSpec, make_spec
-from toolscout.errors import MissingExtraError
+from toolscout.errors import ConfigError, ExecutorError, MissingExtraError
+from toolscout.executors.base import TOOL_FAILED, clip
 
 if TYPE_CHECKING:
     from toolscout.service import Caller, Toolscout
@@ -33,27 +38,39 @@ if TYPE_CHECKING:
 try:
     from fastmcp.server.context import Context
     from fastmcp.server.transforms.search.base import BaseSearchTransform
-    from fastmcp.tools.base import Tool
+    from fastmcp.tools.base import Tool, ToolResult
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("fastmcp", "fastmcp") from exc
 
 SOURCE = "fastmcp"
+#: reason of the executor's error when FastMCP's own auth hides the tool from the request
+HIDDEN_BY_SERVER = "hidden_by_server"
+
+#: the FastMCP request context of the ``call_tool`` being executed (read by the executor)
+_CONTEXT: contextvars.ContextVar[Any] = contextvars.ContextVar("toolscout_fastmcp_ctx")
+
+
+#: card fields a FastMCP tool may set in ``meta={"toolscout": {...}}``
+CARD_META = ("scopes", "tenants", "risk", "aliases", "tags", "not_for", "group")
 
 
 def specs_of(tools: Sequence[Any]) -> list[ToolSpec]:
-    """FastMCP tools as toolscout specs: the tool name is the id (source ``fastmcp``)."""
-    return [
-        make_spec(
-            {
-                "id": t.name,
-                "name": t.name,
-                "summary": t.description or "",
-                "parameters": t.parameters or {},
-            },
-            default_source=SOURCE,
-        )
-        for t in tools
-    ]
+    """FastMCP tools as toolscout specs: the tool name is the id (source ``fastmcp``); a
+    tool's ``meta={"toolscout": {"scopes": [...], "risk": ...}}`` sets those card fields
+    (:data:`CARD_META`; anything else there is refused by name)."""
+    out = []
+    for t in tools:
+        extra = (getattr(t, "meta", None) or {}).get("toolscout") or {}
+        if not isinstance(extra, Mapping) or set(extra) - set(CARD_META):
+            wrong = sorted(set(extra) - set(CARD_META)) if isinstance(extra, Mapping) else extra
+            raise ConfigError(
+                f"FastMCP tool {t.name!r}: meta.toolscout may set {', '.join(CARD_META)}; "
+                f"got {wrong!r}"
+            )
+        record = {"id": t.name, "name": t.name, "summary": t.description or "",
+                  "parameters": t.parameters or {}, **extra}  # fmt: skip
+        out.append(make_spec(record, default_source=SOURCE))
+    return out
 
 
 def _digest(tools: Sequence[Any]) -> str:
@@ -61,8 +78,54 @@ def _digest(tools: Sequence[Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+class FastMCPExecutor:
+    """Runs an authorised call on the FastMCP server of the request being answered.
+
+    The gateway calls it only after every check passed; it runs the tool with FastMCP's
+    ``call_tool`` (the server's middleware included) if FastMCP's own auth shows the
+    tool to this request, and raises :class:`ExecutorError` otherwise."""
+
+    def __init__(self, transform: ToolscoutSearchTransform) -> None:
+        self._transform = transform
+
+    async def call(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> Any:
+        ctx = _CONTEXT.get(None)
+        if ctx is None:
+            raise ExecutorError(
+                f"{spec.id}: runs only inside the FastMCP server's call_tool",
+                tool_id=spec.id,
+                reason=HIDDEN_BY_SERVER,
+            )
+        visible = {t.name for t in await self._transform.get_tool_catalog(ctx)}
+        name = spec.id if spec.id in visible else spec.card.name
+        if name not in visible or name in self._transform.synthetic:
+            raise ExecutorError(
+                f"{spec.id}: the server does not offer this tool to this request",
+                tool_id=spec.id,
+                reason=HIDDEN_BY_SERVER,
+            )
+        try:
+            return await ctx.fastmcp.call_tool(name, dict(arguments))
+        except Exception as exc:
+            raise ExecutorError(
+                f"{spec.id}: the tool failed", tool_id=spec.id, reason=TOOL_FAILED, detail=clip(exc)
+            ) from None
+
+    async def aclose(self) -> None:
+        return None
+
+
+def bind(toolscout: Toolscout, ids: Iterable[str], executor: FastMCPExecutor) -> None:
+    """Make ``executor`` run ``ids`` in ``toolscout``'s gateway (its executor table)."""
+    table = toolscout.gateway.executors
+    if not isinstance(table, MutableMapping):  # pragma: no cover - the gateway keeps a dict
+        raise ConfigError("this Toolscout's executors cannot be extended")
+    for tool_id in ids:
+        table[tool_id] = executor
+
+
 class ToolscoutSearchTransform(BaseSearchTransform):  # type: ignore[misc]
-    """``search_tools`` answered by toolscout's discovery; ``call_tool`` re-checked."""
+    """``search_tools`` answered by toolscout's discovery; ``call_tool`` through its gateway."""
 
     def __init__(
         self,
@@ -86,19 +149,29 @@ class ToolscoutSearchTransform(BaseSearchTransform):  # type: ignore[misc]
         self._index = index
         self._indexed = ""
         self._lock = asyncio.Lock()
+        self.executor = FastMCPExecutor(self)
+        self.synthetic = frozenset({search_tool_name, call_tool_name})
 
     def caller(self, ctx: Any) -> Caller:
         return self._caller(ctx) if callable(self._caller) else self._caller
 
     async def sync(self, tools: Sequence[Any]) -> None:
-        """Index the server's tools into the catalog when they changed since last time."""
-        if not self._index:
-            return
+        """Bind the server's tools to :attr:`executor` and (with ``index``) index them into
+        the catalog when they changed since last time."""
         digest = _digest(tools)
         async with self._lock:
-            if digest != self._indexed:
+            if digest == self._indexed:
+                return
+            bind(self.toolscout, self._ids(tools), self.executor)
+            if self._index:
                 await asyncio.to_thread(self.toolscout.add, specs_of(tools))
-                self._indexed = digest
+            self._indexed = digest
+
+    def _ids(self, tools: Sequence[Any]) -> list[str]:
+        """The catalog ids of the server's tools (a tool indexed under another id is
+        found by its name)."""
+        catalog = self.toolscout.catalog
+        return [catalog.resolve(t.name) or t.name for t in tools]
 
     async def search(self, tools: Sequence[Any], query: str, caller: Caller) -> list[Any]:
         """The visible tools toolscout's discovery chose for ``query``, best first."""
@@ -132,9 +205,7 @@ class ToolscoutSearchTransform(BaseSearchTransform):  # type: ignore[misc]
         return Tool.from_function(fn=search_tools, name=self._search_tool_name)
 
     def _make_call_tool(self) -> Any:
-        proxy = super()._make_call_tool()
         transform = self
-        inner = proxy.fn  # type: ignore[attr-defined]
 
         async def call_tool(
             name: Annotated[str, "The name of the tool to call"],
@@ -142,13 +213,20 @@ class ToolscoutSearchTransform(BaseSearchTransform):  # type: ignore[misc]
             ctx: Context = None,  # type: ignore[assignment]
         ) -> Any:
             """Call a tool found with search_tools, by name, with its arguments."""
-            principal = transform.toolscout.principal(transform.caller(ctx))
-            tool_id = transform.toolscout.catalog.resolve(name)
-            allowed = tool_id is not None and (
-                transform.toolscout.catalog.decide(principal, tool_id).allowed
-            )
-            if not allowed:
-                raise ValueError(f"refused: unknown_tool: {str(name)[:256]}: no such tool")
-            return await inner(name=name, arguments=arguments, ctx=ctx)
+            await transform.sync(await transform._get_visible_tools(ctx))
+            token = _CONTEXT.set(ctx)
+            try:
+                result = await transform.toolscout.aexecute(
+                    transform.caller(ctx), name, arguments if arguments is not None else {}
+                )
+            finally:
+                _CONTEXT.reset(token)
+            if not result.ok:  # an error result, as FastMCP sends one (not a server fault)
+                meta = {"status": result.status, "reason": result.reason,
+                        "audit_id": result.audit_id}  # fmt: skip
+                return ToolResult(result.content(), meta={"toolscout": meta}, is_error=True)
+            if isinstance(result.value, ToolResult):
+                return result.value
+            return result.content()
 
         return Tool.from_function(fn=call_tool, name=self._call_tool_name)

@@ -30,24 +30,13 @@ from toolscout.adapters.session import (
     Session,
     search_answer,
 )
-from toolscout.errors import ConfigError
+from toolscout.adapters.turns import MAX_TURNS, latest_user_text, plain, play
+from toolscout.adapters.turns import field as _field
 
 if TYPE_CHECKING:
     from toolscout.service import Caller, Toolscout
 
-MAX_TURNS = 12
 _NAMESPACE_CHARS = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
-
-
-def _plain(item: Any) -> dict[str, Any]:
-    if isinstance(item, dict):
-        return item
-    dumped: dict[str, Any] = item.model_dump(exclude_none=True)
-    return dumped
 
 
 def namespace_name(group: str) -> str:
@@ -170,16 +159,18 @@ class ResponsesTools:
     ) -> Any:
         """Play the conversation until the model stops calling tools; ``input`` grows in
         place with the model's output items and the answers. Returns the last ``Response``."""
-        for _ in range(max_turns):
-            response = client.responses.create(
-                model=model, input=input, tools=self.tools(_latest_user_text(input)), **create
-            )
-            input.extend(_plain(o) for o in _field(response, "output", []) or [])
+
+        def send() -> Any:
+            tools = self.tools(latest_user_text(input))
+            return client.responses.create(model=model, input=input, tools=tools, **create)
+
+        def settle(response: Any) -> bool:
+            input.extend(plain(o) for o in _field(response, "output", []) or [])
             answers = self.answer(response)
-            if not answers:
-                return response
             input.extend(answers)
-        raise ConfigError(f"the model still called tools after max_turns={max_turns} turns")
+            return bool(answers)
+
+        return play(send, settle, max_turns)
 
 
 class ChatTools:
@@ -229,30 +220,17 @@ class ChatTools:
     ) -> Any:
         """Play the conversation until the model stops calling tools (``messages`` grows
         in place). Returns the last ``ChatCompletion``."""
-        for _ in range(max_turns):
-            completion = client.chat.completions.create(
-                model=model,
-                messages=messages,
-                tools=self.tools(_latest_user_text(messages)),
-                **create,
+
+        def send() -> Any:
+            tools = self.tools(latest_user_text(messages))
+            return client.chat.completions.create(
+                model=model, messages=messages, tools=tools, **create
             )
-            message = _field(_field(completion, "choices")[0], "message")
-            messages.append(_plain(message))
+
+        def settle(completion: Any) -> bool:
+            messages.append(plain(_field(_field(completion, "choices")[0], "message")))
             answers = self.answer(completion)
-            if not answers:
-                return completion
             messages.extend(answers)
-        raise ConfigError(f"the model still called tools after max_turns={max_turns} turns")
+            return bool(answers)
 
-
-def _latest_user_text(items: list[dict[str, Any]]) -> str | None:
-    for item in reversed(items):
-        if item.get("role") != "user":
-            continue
-        content = item.get("content")
-        if isinstance(content, str):
-            return content
-        texts = [p.get("text", "") for p in content or [] if isinstance(p, dict) and "text" in p]
-        if texts:
-            return " ".join(texts)
-    return None
+        return play(send, settle, max_turns)

@@ -226,10 +226,12 @@ def index(
         # refused before anything changes, and before the plan names any stored tool
         if wanted is not None and action == "stored":
             ts.admin.require(who, AdminAction.REPLACE_POLICY, operation="replace_policy")
-        ts.admin.check_import(who, specs, replace_all=replace, force=force)
-        plan = plan_import({s.id: s for s in catalog.specs()}, specs, force=force)
+        # the stored versions of the imported ids, read before the import changes them; the
+        # plan is made (and shown) only after the import's own authorisation let it through
+        before = {s.id: s for s in catalog.specs_of([s.id for s in specs])}
         warnings = import_warnings(specs)
         report = _add(ts, who, specs, warnings, replace=replace, quiet=as_json, force=force)
+        plan = plan_import(before, specs, force=force)
         if wanted is not None and action == "stored":
             ts.admin.replace_policy(who, wanted)
     if as_json:

@@ -76,8 +76,20 @@ def serve(
             help="The audit log file (default: from the config, else beside the catalog file)."
         ),
     ] = None,
+    dev: Annotated[
+        bool,
+        typer.Option(
+            "--dev",
+            help="HTTP development mode, for the MCP Inspector: loopback only, requests "
+            "without a token act as the local user, CORS for the Inspector's page.",
+        ),
+    ] = False,
 ) -> None:
-    """Serve the gateway over stdio or streamable HTTP."""
+    """Serve the gateway over stdio or streamable HTTP.
+
+    To drive it with the MCP Inspector CLI, put toolscout's options after ``--`` (the
+    Inspector has a --config of its own) or use -c:
+    ``npx @modelcontextprotocol/inspector --cli -- toolscout mcp serve --config FILE``."""
     from toolscout.mcp.config import MODES, load_config, local_principal
     from toolscout.mcp.server import MCPGateway, check_transport
 
@@ -87,6 +99,8 @@ def serve(
         _fail(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not 0 < port < 65536:
         _fail(f"--port must be within 1-65535, got {port}")
+    if dev and transport != "http":
+        _fail("--dev is a mode of the http transport: add --transport http")
     try:
         cfg = load_config(config)
         changes: dict[str, object] = {}
@@ -100,7 +114,12 @@ def serve(
         if env_key and cfg.audit_key is None:
             changes["audit_key"] = env_key
         cfg = dataclasses.replace(cfg, **changes)  # type: ignore[arg-type]
-        if transport == "stdio" and cfg.principal is None:
+        if dev:
+            from toolscout.mcp.devmode import check_host
+
+            check_host(host)
+            cfg = dataclasses.replace(cfg, dev=True)
+        if (transport == "stdio" or dev) and cfg.principal is None:
             cfg = dataclasses.replace(cfg, principal=local_principal(cfg))
             assert cfg.principal is not None
             scopes = ", ".join(sorted(cfg.principal.scopes)) or "none"
@@ -122,7 +141,14 @@ def serve(
         if transport == "stdio":
             asyncio.run(gateway.serve_stdio())
         else:
-            typer.echo(f"toolscout MCP gateway on http://{host}:{port}/mcp", err=True)
+            url = f"http://{_netloc(host, port)}/mcp"
+            if dev:
+                from toolscout.mcp.devmode import banner
+
+                assert cfg.principal is not None
+                typer.echo(banner(url, cfg.principal.subject), err=True)
+            else:
+                typer.echo(f"toolscout MCP gateway on {url}", err=True)
             asyncio.run(gateway.serve_http(host=host, port=port))
     except ToolscoutError as exc:
         _fail(str(exc))
@@ -130,6 +156,10 @@ def serve(
         pass
     finally:
         gateway.close()
+
+
+def _netloc(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @mcp_app.command("inspect")
@@ -260,15 +290,31 @@ def client_config(
         _fail(str(exc))
     command, args = _launcher()
     args = [*args, "mcp", "serve", "--config", str(config.resolve())]
+    env = _launch_env()
     if client == "claude-code":
-        typer.echo(shlex.join(["claude", "mcp", "add", "toolscout", "--", command, *args]))
+        flags = [f"--env={k}={v}" for k, v in env.items()]
+        typer.echo(shlex.join(["claude", "mcp", "add", *flags, "toolscout", "--", command, *args]))
         return
     entry: dict[str, object] = {"command": command, "args": args}
+    if env:
+        entry["env"] = env
     if client == "vscode":  # .vscode/mcp.json
         snippet: dict[str, object] = {"servers": {"toolscout": {"type": "stdio", **entry}}}
     else:  # claude_desktop_config.json, .cursor/mcp.json
         snippet = {"mcpServers": {"toolscout": entry}}
     typer.echo(json.dumps(snippet, indent=2))
+
+
+def _launch_env() -> dict[str, str]:
+    """``PYTHONPATH`` when this toolscout was imported through it (a source checkout): the
+    client starts the command without the shell's environment, so the snippet carries it."""
+    import toolscout
+
+    src = Path(toolscout.__file__).resolve().parents[1]
+    entries = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if any(Path(p).resolve() == src for p in entries):
+        return {"PYTHONPATH": str(src)}
+    return {}
 
 
 def _launcher() -> tuple[str, list[str]]:

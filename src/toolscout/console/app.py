@@ -124,6 +124,18 @@ class Console:
                 out.setdefault(key, []).append(value)
         return {k: v if len(v) > 1 or k.startswith("roles") else v[0] for k, v in out.items()}
 
+    async def posted(
+        self, request: Request, *, admin: bool = False
+    ) -> tuple[Session, Principal, Level, dict[str, Any]]:
+        """Who posted (a viewer, or an administrator when ``admin``) and the checked form."""
+        session, principal, level = (self.admin if admin else self.viewer)(request)
+        return session, principal, level, await self.form(request, session)
+
+    @staticmethod
+    def see_other(request: Request, to: str) -> RedirectResponse:
+        """The 303 answering a post: ``to`` under the console's mount point."""
+        return RedirectResponse(str(request.scope.get("root_path", "")) + to, 303)
+
     def page_context(self, session: Session, principal: Principal, level: Level) -> dict[str, Any]:
         return {
             "me": principal,
@@ -219,17 +231,16 @@ def create_console(service: Any) -> FastAPI:
             _cookie(response, request, LOGIN_COOKIE, fresh, 600)
             return response
         session = console.sessions.create(token)
-        done = RedirectResponse(str(request.scope.get("root_path", "")) + "/playground", 303)
+        done = console.see_other(request, "/playground")
         _cookie(done, request, COOKIE, session.id, int(console.sessions.idle_s))
         done.delete_cookie(LOGIN_COOKIE, path=str(request.scope.get("root_path", "")) or "/")
         return done
 
     @app.post("/logout")
     async def logout(request: Request) -> Response:
-        session, _, _ = console.viewer(request)
-        await console.form(request, session)
+        session, _, _, _ = await console.posted(request)
         console.sessions.drop(session.id)
-        response = RedirectResponse(str(request.scope.get("root_path", "")) + "/login", 303)
+        response = console.see_other(request, "/login")
         response.delete_cookie(COOKIE, path=str(request.scope.get("root_path", "")) or "/")
         return response
 
@@ -280,8 +291,7 @@ def create_console(service: Any) -> FastAPI:
 
     @app.post("/playground", response_class=HTMLResponse)
     async def playground_run(request: Request) -> Response:
-        session, principal, level = console.viewer(request)
-        form = await console.form(request, session)
+        session, principal, level, form = await console.posted(request)
         query = str(form.get("query", "")).strip()
         fmt = str(form.get("format", "openai"))
         if fmt not in FORMATS:
@@ -365,13 +375,11 @@ def create_console(service: Any) -> FastAPI:
     async def accept(request: Request) -> Response:
         from toolscout.console.actions import accept_alias
 
-        session, principal, level = console.admin(request)
-        form = await console.form(request, session)
+        _, principal, level, form = await console.posted(request, admin=True)
         done = accept_alias(service, principal, level, str(form.get("suggestion", "")))
         if isinstance(done, str):
             raise _Refused(403, done)
-        to = f"/health?accepted={done.suggestion.id}"
-        return RedirectResponse(str(request.scope.get("root_path", "")) + to, 303)
+        return console.see_other(request, f"/health?accepted={done.suggestion.id}")
 
     # -- audit -----------------------------------------------------------------------
     @app.get("/audit", response_class=HTMLResponse)

@@ -17,14 +17,23 @@ withheld); so a deployment opts in with ``SearchSettings(abstain_below=RECOMMEND
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from toolscout.discovery.inject import Tier
 from toolscout.settings import SearchSettings
 
+if TYPE_CHECKING:
+    from toolscout.discovery.calibrate import FieldTerms
+
 #: the threshold benchmarks/abstention.py chose leave-one-set-out (recall@5 lost <= 0.01)
 RECOMMENDED = 0.11
+#: below this confidence, a shortlist none of whose tools shares a word with the request
+#: abstains too (when abstention is on); chosen leave-one-set-out by
+#: ``benchmarks/abstention.py`` (its "unmatched" column), recall@5 lost <= 0.01
+UNMATCHED_BELOW = 0.0
 
 
 class AbstainReason(StrEnum):
@@ -50,8 +59,10 @@ def abstention(
     confidence: float,
     named: bool,
     settings: SearchSettings,
+    unmatched: Callable[[], bool] = lambda: False,
 ) -> Abstention | None:
-    """Whether this selection abstains, and why (None: it does not)."""
+    """Whether this selection abstains, and why (None: it does not). ``unmatched`` says
+    (when asked) whether no tool shown shares a word with the request (:func:`unmatched`)."""
     threshold = settings.abstain_below
     if n_entitled == 0:
         return Abstention(AbstainReason.NOTHING_ENTITLED, 0.0, threshold)
@@ -59,4 +70,22 @@ def abstention(
         return None
     if confidence < threshold:
         return Abstention(AbstainReason.NO_TOOL_FITS, confidence, threshold)
+    if confidence < UNMATCHED_BELOW and unmatched():
+        return Abstention(AbstainReason.NO_TOOL_FITS, confidence, UNMATCHED_BELOW)
     return None
+
+
+def unmatched(query_terms: Sequence[str], shown: Iterable[str], fields: FieldTerms) -> bool:
+    """Whether the request has words the catalog's cards use, yet none of them is in the
+    name or summary of any tool shown: the tools were found by meaning alone, the way an
+    unservable request lands on the nearest tools. A request none of whose words the
+    catalog uses (another language, all-new words) is not judged this way."""
+    known = [t for t in dict.fromkeys(query_terms) if t in fields.in_name or t in fields.in_summary]
+    if not known:
+        return False
+    empty: frozenset[str] = frozenset()
+    for tool_id in shown:
+        held = fields.name.get(tool_id, empty) | fields.summary.get(tool_id, empty)
+        if any(t in held for t in known):
+            return False
+    return True

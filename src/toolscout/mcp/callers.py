@@ -103,6 +103,8 @@ class GatewayBase:
         request = getattr(ctx, "request", None)
         if request is not None and hasattr(request, "headers"):
             header = request.headers.get("authorization", "")
+            if not header and self.config.dev and self.config.principal is not None:
+                return self.config.principal  # development mode: the local caller
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
                 raise TokenError("a bearer token is required", reason="missing_token")

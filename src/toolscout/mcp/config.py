@@ -224,6 +224,9 @@ class GatewayConfig:
     upstream_sessions: str = "per_caller"
     #: the config file this was read from (names the default catalog)
     source: str | None = None
+    #: HTTP development mode (``mcp serve --dev`` only, never from a file): loopback,
+    #: callers without a token are ``principal``, CORS for the Inspector (mcp/devmode.py)
+    dev: bool = False
 
     def catalog_path(self) -> str:
         """Where the catalog lives: ``db``, else a file per config under the user data dir."""

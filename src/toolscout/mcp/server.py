@@ -317,6 +317,10 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
 
         self.check("http")
         cfg = self.config
+        if cfg.dev:  # loopback, no token wall, CORS for the Inspector (mcp/devmode.py)
+            from toolscout.mcp.devmode import dev_app
+
+            return dev_app(self.server, host=host)
         resource = cfg.resource_url or f"http://{host}:{port}/mcp"
         issuer = (cfg.authorization_servers or (cfg.jwt_issuer or resource,))[0]
         auth = AuthSettings.model_validate(
@@ -346,7 +350,7 @@ def check_transport(config: GatewayConfig, transport: str) -> None:
             "the stdio transport needs a fixed caller: set toolscout.principal "
             '({"subject": ..., "scopes": [...]}) in the config'
         )
-    if transport == "http" and config.jwt_key is None:
+    if transport == "http" and config.jwt_key is None and not config.dev:
         raise ConfigError(
             "the http transport verifies each caller's bearer token: set toolscout.jwt_key "
             "(an HS256 secret) or toolscout.jwt_key_file (a PEM public key) in the config"
