@@ -35,8 +35,11 @@ $(NODE_STAMP):
 	npm install --prefix $(NODE) --no-audit --no-fund --loglevel=error $(NPM_PACKAGES)
 	touch $(NODE_STAMP)
 
+# the suite on a worker per core (at most 4; PYTEST_WORKERS=0 runs it in one process)
+PYTEST_WORKERS ?= auto
+
 test: lint $(NODE_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/latency.py

@@ -1,11 +1,109 @@
-"""Test hooks: the security suite's case counts in the summary; audit logs closed after use."""
+"""Test hooks: parallel scheduling (pytest-xdist), the security suite's case counts in the
+summary, audit logs closed after use.
+
+``make test`` runs the suite on ``-n auto`` workers (capped, see
+:func:`pytest_xdist_auto_num_workers`) with ``--dist loadgroup``. The tests of a module that
+share a module- or class-scoped fixture (a ``toolscout serve`` process, a built catalog, a
+browser) or module state (the security suite's case counter) run on one worker: each gets
+``xdist_group(<module>)``, so the fixture is built once, not once per worker. Every other
+test is a unit of its own. Each worker is a process with its own session
+fixtures (the embedded PostgreSQL of ``pg_fixture``, the model of ``support.embedder``), on
+ports the kernel hands out and directories under its own ``tmp_path_factory`` base.
+
+Work units are handed out heaviest first (:data:`HEAVY` below, then larger groups), so a
+long test does not start last and leave the other worker idle at the end.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+
+#: most workers ``-n auto`` starts: the suite is mostly real processes (servers, the CLI,
+#: PostgreSQL, Chromium) that use cores of their own, so more workers than cores only queue
+MAX_WORKERS = 4
+
+#: modules (or ``module::test``) that take longest, started first in this order when the
+#: suite runs on several workers; a stale entry only changes the order, never what runs
+HEAVY = (
+    "test_soak.py",
+    "test_cli.py::test_bfcl_index_then_search",
+    "test_readme.py",
+    "test_console_browser.py",
+    "test_mcp_conformance.py",
+    "test_http.py",
+)
+
+#: fixture scopes that tie a module's tests to one process
+_SHARED_SCOPES = {"module", "class", "package"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per core, at most :data:`MAX_WORKERS`
+    (``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides)."""
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if env:
+        return int(env)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, MAX_WORKERS))
+
+
+def _module_scoped(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope in _SHARED_SCOPES for defs in info.name2fixturedefs.values())
+
+
+def _weight(item: pytest.Item) -> int:
+    """Position in :data:`HEAVY` (lower runs earlier); everything else after."""
+    path = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    name = item.nodeid.split("::", 2)[1] if "::" in item.nodeid else ""
+    for rank, entry in enumerate(HEAVY):
+        if entry in (path, f"{path}::{name.split('[', 1)[0]}"):
+            return rank
+    return len(HEAVY)
+
+
+def _name_group(item: pytest.Item, name: str) -> None:
+    """Put ``@name`` at the end of the item's node id, where the loadgroup scheduler reads
+    the group. pytest-xdist does it itself by setting ``item._nodeid``, which pytest 9.2
+    no longer reads (the id is ``item._id``, a ``NodeId``); there it is done here."""
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # an older pytest: xdist's own hook names the group
+        return
+    if isinstance(getattr(item, "_id", None), NodeId) and not item.nodeid.endswith(f"@{name}"):
+        item._id = NodeId.parse(f"{item.nodeid}@{name}")  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker: put the tests of a module that share a fixture (module, class)
+    or module state in one group, run by one worker, and order the work heaviest first:
+    the entries of :data:`HEAVY`, then groups by size, then single tests. Every worker
+    computes the same order (xdist checks); ``--no-loadscope-reorder`` keeps it."""
+    if not hasattr(config, "workerinput"):
+        return  # one process: the plain order
+    group: dict[int, str] = {}
+    for item in items:
+        module = getattr(getattr(item, "module", None), "__name__", "")
+        # test_security's last test counts the cases its property tests generated
+        if _module_scoped(item) or module == "test_security":
+            item.add_marker(pytest.mark.xdist_group(module))
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})  # fmt: skip
+        if names:
+            group[id(item)] = "_".join(names)
+            _name_group(item, group[id(item)])
+    size = Counter(group.values())
+    items.sort(key=lambda item: (_weight(item), -size.get(group.get(id(item), ""), 0)))
 
 
 @pytest.fixture(autouse=True)
@@ -18,9 +116,30 @@ def _close_audit_logs() -> Iterator[None]:
         logs.pop().close()
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+def _case_counts() -> Counter[str]:
     kit = sys.modules.get("_gateway_kit")
-    counts = getattr(kit, "CASE_COUNTS", None)
+    return Counter(getattr(kit, "CASE_COUNTS", None) or {})
+
+
+#: case counts the workers reported (on the controlling process of a parallel run)
+_WORKER_COUNTS: Counter[str] = Counter()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker: hand this worker's case counts to the controlling process."""
+    output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["case_counts"] = dict(_case_counts())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """On the controlling process: add up the case counts a worker reported."""
+    _WORKER_COUNTS.update(getattr(node, "workeroutput", {}).get("case_counts", {}))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    counts = _case_counts() + _WORKER_COUNTS
     if not counts:
         return
     terminalreporter.section("security suite: generated cases")

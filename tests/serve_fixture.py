@@ -47,7 +47,24 @@ def start_server(
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``toolscout serve *args`` on a free port, its secrets in the environment (never
     argv): ``$TOOLSCOUT_TOKEN_KEY`` = :data:`KEY`, ``$TOOLSCOUT_AUDIT_KEY`` = :data:`AUDIT_KEY`
-    unless ``env`` says otherwise."""
+    unless ``env`` says otherwise. Ready when ``/readyz`` answers 200."""
+    for attempt in range(3):
+        try:
+            return _start_server(args, env)
+        except PortTaken:
+            # another process (a parallel test worker) bound the free port first
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTaken(RuntimeError):
+    """The port picked for ``serve`` was bound by another process before it."""
+
+
+def _start_server(
+    args: tuple[str, ...], env: dict[str, str] | None
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "toolscout", "serve", "--port", str(port), *args]
     log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
@@ -60,18 +77,22 @@ def start_server(
     )
     LOGS[proc.pid] = log
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a loaded machine: generous, ends at ready
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             log.seek(0)
-            raise RuntimeError(f"serve exited: {log.read().decode()[-2000:]}")
+            text = log.read().decode()
+            stop(proc)
+            if "address already in use" in text.lower():
+                raise PortTaken(text[-2000:])
+            raise RuntimeError(f"serve exited: {text[-2000:]}")
         try:
             if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
                 return proc, url
         except httpx.TransportError:
             time.sleep(0.2)
     stop(proc)
-    raise RuntimeError("serve did not become ready in 60 s")
+    raise RuntimeError("serve did not become ready in 120 s")
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -19,8 +19,10 @@ BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
 
 @lru_cache(maxsize=1)
 def embedder() -> MiniLMEmbedder:
-    """The real default model, loaded once per test session."""
-    return MiniLMEmbedder()
+    """The real default model, loaded once per test process. Without ONNX Runtime's
+    spin-waiting (the same vectors): the suite runs on several workers beside servers and
+    CLI processes, and a spinning thread takes a core from each of them."""
+    return MiniLMEmbedder(spin_wait=False)
 
 
 def spec(tool_id: str, summary: str = "Does a thing.", **kw: Any) -> ToolSpec:
