@@ -129,6 +129,9 @@ class Settings:
     #: the embedding model by name (``all-MiniLM-L6-v2``, ``multilingual-e5-small``);
     #: None: the one the catalog was indexed with, else all-MiniLM-L6-v2
     embedder: str | None = None
+    #: opening a stored catalog starts loading the embedder and the token counter on
+    #: background threads (off for a surface that must answer something else first)
+    prefetch_models: bool = True
     #: token verification (HS256 secret or PEM public key, or a local JWKS file)
     jwt_key: str | None = None
     jwt_jwks: str | Path | None = None
