@@ -1,6 +1,7 @@
 """Cold start: a NEW process opening a stored catalog and answering its first discovery.
 
     python benchmarks/coldstart.py [--size 100000] [--runs 3] [--db PATH] [--profile]
+        [--compare OTHER/src]
 
 Builds (once, kept at ``--db``) the synthetic catalog of ``benchmarks/catalog_gen.py``
 in a SQLite file, embedding through the same text -> vector cache file as
@@ -63,13 +64,40 @@ print(json.dumps({"open_s": opened - t0, "first_s": times[0], "next_s": times[1:
 """
 
 
+def specs_of(rows: list[dict[str, Any]]) -> list[Any]:
+    """``make_spec`` of each row, validating each distinct tool once: tenants' copies
+    differ only in id and tenants (checking a schema is ~25 ms on a loaded machine, so
+    100k tools took most of an hour), and a sample is checked against ``make_spec``."""
+    import dataclasses
+    import random
+
+    from toolscout.cards import make_spec
+
+    made: dict[str, Any] = {}
+    out = []
+    for row in rows:
+        key = json.dumps(
+            {k: v for k, v in row.items() if k not in ("id", "tenants")}, sort_keys=True
+        )
+        first = made.get(key)
+        if first is None:
+            made[key] = first = make_spec(row)
+            out.append(first)
+            continue
+        card = dataclasses.replace(first.card, id=row["id"], tenants=tuple(row["tenants"]))
+        out.append(dataclasses.replace(first, card=card))
+    for i in random.Random(3).sample(range(len(rows)), min(300, len(rows))):
+        if out[i] != make_spec(rows[i]):
+            raise SystemExit(f"the fast fixture differs from make_spec at {rows[i]['id']}")
+    return out
+
+
 def build(db: Path, size: int, cache: Path) -> None:
     import catalog_gen
     from scale import CachedEmbedder
     from toolscout import Settings, Toolscout
-    from toolscout.cards import make_spec
 
-    specs = [make_spec(r) for r in catalog_gen.generate(size)]
+    specs = specs_of(catalog_gen.generate(size))
     embedder = CachedEmbedder(cache)
     embedder.building = True
     with Toolscout.open(Settings(db=str(db), log=False), embedder=embedder) as ts:
@@ -85,6 +113,12 @@ def main() -> None:
     cache = Path(tempfile.gettempdir()) / "toolscout-scale-vectors.npz"
     ap.add_argument("--cache", type=Path, default=cache)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument(
+        "--compare",
+        type=Path,
+        help="another toolscout source tree (its src): each run is then one process of it and"
+        " one of this tree, alternately, on the same file",
+    )
     args = ap.parse_args()
     if args.runs < 1:
         raise SystemExit("error: --runs must be at least 1")
@@ -93,29 +127,36 @@ def main() -> None:
         start = time.perf_counter()
         build(db, args.size, args.cache)
         print(f"built {db} ({args.size} tools) in {time.perf_counter() - start:.1f} s", flush=True)
+    trees = [("this", str(ROOT / "src"))]
+    if args.compare is not None:
+        trees.insert(0, ("compare", str(args.compare.resolve())))
     runs: list[dict[str, Any]] = []
     for i in range(args.runs):
-        before = round(os.getloadavg()[0], 2)
-        t0 = time.time()
-        profile = "1" if args.profile and i == 0 else "0"
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, repr(t0), str(db), profile, str(ROOT / "benchmarks")],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            raise SystemExit(f"the cold process failed:\n{proc.stderr[-3000:]}")
-        if args.profile and i == 0:
-            print(proc.stderr[-12000:])
-        out = json.loads(proc.stdout.strip().splitlines()[-1])
-        out["load_avg_before"] = before
-        out["load_avg_after"] = round(os.getloadavg()[0], 2)
-        runs.append(out)
-        print(
-            f"run {i + 1}: open {out['open_s']:.2f} s, first discovery {out['first_s']:.2f} s,"
-            f" total {out['total_s']:.2f} s; next {[round(x, 3) for x in out['next_s']]} s;"
-            f" load avg {before} -> {out['load_avg_after']}",
-            flush=True,
-        )
+        for tree, src in trees:
+            before = round(os.getloadavg()[0], 2)
+            env = {**os.environ, "PYTHONPATH": src}
+            t0 = time.time()
+            profile = "1" if args.profile and i == 0 and tree == "this" else "0"
+            proc = subprocess.run(
+                [sys.executable, "-c", CHILD, repr(t0), str(db), profile, str(ROOT / "benchmarks")],
+                capture_output=True, text=True, check=False, env=env,
+            )  # fmt: skip
+            if proc.returncode != 0:
+                raise SystemExit(f"the cold process failed:\n{proc.stderr[-3000:]}")
+            if profile == "1":
+                print(proc.stderr[-12000:])
+            out = json.loads(proc.stdout.strip().splitlines()[-1])
+            out["tree"] = tree
+            out["load_avg_before"] = before
+            out["load_avg_after"] = round(os.getloadavg()[0], 2)
+            runs.append(out)
+            print(
+                f"run {i + 1} ({tree}): open {out['open_s']:.2f} s, first discovery"
+                f" {out['first_s']:.2f} s, total {out['total_s']:.2f} s; next"
+                f" {[round(x, 3) for x in out['next_s']]} s; load avg {before} ->"
+                f" {out['load_avg_after']}",
+                flush=True,
+            )
     result = {"size": args.size, "store": "sqlite", "cpus": os.cpu_count(), "runs": runs}
     path = ROOT / "benchmarks" / "results" / "coldstart.json"
     path.write_text(json.dumps(result, indent=2) + "\n")

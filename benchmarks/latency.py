@@ -6,7 +6,10 @@
 1. End to end: ``pipeline.discover`` (entitle, parse, embed the query beside BM25,
    dense, the learned ranker, select, render, count tokens) over the bfcl dev catalog
    (1,853 tools), product defaults, k=5; interleaved query by query with a plain FTS5
-   BM25 call in the same process, so the ratio of the two is stable on a noisy machine.
+   BM25 call in the same process, so the ratio of the two is stable on a noisy machine;
+   and the same discovery with the encoder never skipped (``encoder_skip=False``), the
+   query-vector cache cleared before each, with the share of queries the default answered
+   without the encoder (discovery/skip.py) and the times of those and of the others.
 2. The query embedding alone (texts new to the process: no cache hits).
 3. With ``--processes N``: N processes discovering at once on the same catalog, each
    over its own new queries (a loaded server). ``--no-spin-wait`` runs everything with
@@ -38,7 +41,12 @@ from toolscout.cards import make_spec
 from toolscout.discovery.catalog import Catalog, lexical_fields
 from toolscout.discovery.lexical import terms, words
 from toolscout.discovery.pipeline import discover
-from toolscout.discovery.search import FIELD_WEIGHTS, QUERY_EMBED_WORDS, parse_query
+from toolscout.discovery.search import (
+    FIELD_WEIGHTS,
+    QUERY_EMBED_WORDS,
+    clear_query_cache,
+    parse_query,
+)
 from toolscout.embed.minilm import MiniLMEmbedder
 from toolscout.evaluate.evalset import read_tools
 from toolscout.policy import Principal
@@ -108,12 +116,21 @@ def end_to_end(
     allowed = cat.entitle(p).ids
     df, nd = cat.store.document_frequency()
     s = SearchSettings()
+    always = SearchSettings(encoder_skip=False)
     t_disc: list[float] = []
     t_bm25: list[float] = []
+    t_always: list[float] = []
+    skipped: list[bool] = []
     for q in queries:
+        clear_query_cache()  # each variant encodes the query anew (when it encodes it)
         t = time.perf_counter()
-        discover(cat, q, p, k=5)
+        out = discover(cat, q, p, k=5)
         t_disc.append(time.perf_counter() - t)
+        skipped.append(bool(out.trace.encoder_skipped))
+        clear_query_cache()
+        t = time.perf_counter()
+        discover(cat, q, p, k=5, settings=always)
+        t_always.append(time.perf_counter() - t)
         t = time.perf_counter()
         cat.store.lexical(parse_query(q, df, nd, s).terms, allowed, 50, weights=FIELD_WEIGHTS)
         t_bm25.append(time.perf_counter() - t)
@@ -123,6 +140,13 @@ def end_to_end(
     disc, bm25 = summary(t_disc), summary(t_bm25)
     out = {
         "discover (product default, k=5)": disc,
+        "  its queries that skipped the encoder": summary(
+            [t for t, sk in zip(t_disc, skipped, strict=True) if sk] or [0.0]
+        ),
+        "  its queries that ran the encoder": summary(
+            [t for t, sk in zip(t_disc, skipped, strict=True) if not sk] or [0.0]
+        ),
+        "discover, encoder never skipped": summary(t_always),
         "  BM25 (FTS5), interleaved with it": bm25,
         "  query embedding alone": summary(t_emb),
     }
@@ -131,7 +155,8 @@ def end_to_end(
         "p99": round(disc["p99"] / max(bm25["p99"], 1e-9), 2),
     }
     cat.close()
-    return out, {"queries": len(queries), "discover_over_bm25": ratio}
+    share = round(sum(skipped) / max(len(skipped), 1), 4)
+    return out, {"queries": len(queries), "discover_over_bm25": ratio, "encoder_skipped": share}
 
 
 def _discover_times(job: tuple[Path, Path, list[str], bool]) -> list[float]:
@@ -249,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     print(
         f"discover / BM25: p50 x{info['discover_over_bm25']['p50']}, "
-        f"p99 x{info['discover_over_bm25']['p99']} ({info['queries']} queries)"
+        f"p99 x{info['discover_over_bm25']['p99']} ({info['queries']} queries); "
+        f"encoder skipped on {info['encoder_skipped']:.1%} of them"
     )
     meta = {
         "sqlite": sqlite3.sqlite_version,

@@ -305,34 +305,54 @@ async def spawn_once(config: Path, env: dict[str, str]) -> dict[str, float]:
     }
 
 
-def bench_startup(runs: int) -> dict[str, Any]:
+def bench_startup(runs: int, compare: Path | None = None) -> dict[str, Any]:
     """Spawn → initialize and spawn → first search_tools against examples/servers.json:
-    fresh (no stored catalog: a new data directory each run) and stored (second start)."""
+    fresh (no stored catalog: a new data directory each run) and stored (second start).
+
+    ``compare``: another toolscout source tree (its ``src``), run alternately with this
+    one on every step (its own data directory), so both see the same machine load."""
     example = json.loads((ROOT / "examples" / "servers.json").read_text())
     example["toolscout"].pop("db", None)  # the default: a stored catalog per config file
-    fresh: list[dict[str, float]] = []
-    stored: list[dict[str, float]] = []
+    trees = {"this": str(ROOT / "src")}
+    if compare is not None:
+        trees["compare"] = str(compare.resolve())
+    fresh: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    stored: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as tmpdir:
             tmp = Path(tmpdir)
             config = tmp / "servers.json"
             config.write_text(json.dumps(example))
-            env = {**os.environ, "XDG_DATA_HOME": str(tmp / "data")}
-            fresh.append(asyncio.run(spawn_once(config, env)))
-            stored.append(asyncio.run(spawn_once(config, env)))
+            envs = {
+                name: {**os.environ, "XDG_DATA_HOME": str(tmp / name / "data"), "PYTHONPATH": src}
+                for name, src in trees.items()
+            }
+            for name in trees:
+                fresh[name].append(asyncio.run(spawn_once(config, envs[name])))
+            for name in trees:
+                stored[name].append(asyncio.run(spawn_once(config, envs[name])))
 
     def med(rows: list[dict[str, float]], key: str) -> float:
         return round(percentile([r[key] for r in rows], 0.5), 3)
 
     keys = ("initialize_s", "tools_list_s", "first_search_s")
-    return {
+    out: dict[str, Any] = {
         "config": "examples/servers.json (db: the default stored catalog)",
         "runs": runs,
-        "fresh": {k: med(fresh, k) for k in keys},
-        "stored": {k: med(stored, k) for k in keys},
-        "fresh_runs": fresh,
-        "stored_runs": stored,
+        "fresh": {k: med(fresh["this"], k) for k in keys},
+        "stored": {k: med(stored["this"], k) for k in keys},
+        "fresh_runs": fresh["this"],
+        "stored_runs": stored["this"],
     }
+    if compare is not None:
+        out["compare"] = {
+            "tree": str(compare),
+            "fresh": {k: med(fresh["compare"], k) for k in keys},
+            "stored": {k: med(stored["compare"], k) for k in keys},
+            "fresh_runs": fresh["compare"],
+            "stored_runs": stored["compare"],
+        }
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -343,15 +363,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--only-startup", action="store_true", help="measure only spawn → initialize / search"
     )
+    parser.add_argument(
+        "--compare", type=Path, help="start-up: alternate with the toolscout source tree at PATH"
+    )
     args = parser.parse_args(argv)
     if args.startup_runs < 1:
         parser.error("--startup-runs must be at least 1")
-    startup = bench_startup(args.startup_runs)
+    startup = bench_startup(args.startup_runs, args.compare)
     print(f"{'start-up (median s)':<22}{'initialize':>12}{'tools/list':>12}{'1st search':>12}")
     for case in ("fresh", "stored"):
         r = startup[case]
         print(f"{case:<22}{r['initialize_s']:>12.3f}{r['tools_list_s']:>12.3f}"
               f"{r['first_search_s']:>12.3f}")  # fmt: skip
+        if "compare" in startup:
+            c = startup["compare"][case]
+            print(f"{case + ' (compare)':<22}{c['initialize_s']:>12.3f}{c['tools_list_s']:>12.3f}"
+                  f"{c['first_search_s']:>12.3f}")  # fmt: skip
     if args.only_startup:
         out = RESULTS.with_name("mcp_startup.json")
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -453,6 +453,7 @@ def _open_catalog(
             reformulator=reformulator,
             query_log=settings.query_log,
             query_text_days=settings.query_text_days,
+            prefetch=settings.prefetch_models,
         )
     from toolscout.discovery.catalog import stored_embedder
 

@@ -63,6 +63,9 @@ class SearchSettings:
     abstain_below: float = 0.0
     #: how many candidates each retriever hands to fusion
     candidate_pool: int = 50
+    #: skip the query encoder when the lexical answer is decisive (an exact mention, or a
+    #: BM25 margin the dev sets found safe: discovery/skip.py)
+    encoder_skip: bool = True
     #: a longer request is read in part: its latest user turn, opening sentences and closing
     #: paragraph within this many characters (discovery.focus)
     max_query_chars: int = 8192
@@ -126,6 +129,9 @@ class Settings:
     #: the embedding model by name (``all-MiniLM-L6-v2``, ``multilingual-e5-small``);
     #: None: the one the catalog was indexed with, else all-MiniLM-L6-v2
     embedder: str | None = None
+    #: opening a stored catalog starts loading the embedder and the token counter on
+    #: background threads (off for a surface that must answer something else first)
+    prefetch_models: bool = True
     #: token verification (HS256 secret or PEM public key, or a local JWKS file)
     jwt_key: str | None = None
     jwt_jwks: str | Path | None = None

@@ -19,12 +19,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolscout.cards import CapabilityCard, ToolSpec, check_unique
-from toolscout.discovery import inject
+from toolscout.discovery import inject, tokencount
 from toolscout.discovery.calibrate import (
     MAX_SHIFT,
     SHIFT_META,
@@ -164,6 +164,29 @@ def stored_embedder(store: Store, *, spin_wait: bool = True) -> Embedder:
     return make_embedder(known, spin_wait=spin_wait)
 
 
+def prefetch_models(embedder: Embedder) -> list[threading.Thread]:
+    """Load ``embedder``'s model (when it can be loaded ahead: a ``load`` method) and the
+    token counter on daemon threads, so a new process's first discovery does not wait for
+    both in turn (each is loaded once: a later call finds it loaded). A failure is left
+    for the first use to report."""
+    load = getattr(embedder, "load", None)
+    jobs: list[Callable[[], object]] = [tokencount.encoding]
+    if callable(load):
+        jobs.insert(0, load)
+    threads = [
+        threading.Thread(target=_quietly, args=(job,), name="toolscout-prefetch", daemon=True)
+        for job in jobs
+    ]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def _quietly(job: Callable[[], object]) -> None:
+    with suppress(Exception):  # reported by the first use, which loads it again
+        job()
+
+
 #: what a kept phrase index holds: every attribute but ``idf`` (a function of the df)
 _PHRASE_FIELDS = {"fields", "calibration", "calibration_read", "phrases", "identifiers", "starts"}
 _CODE_DIGEST: str | None = None
@@ -269,15 +292,21 @@ class Catalog:
         reformulator: Reformulator | None = None,
         query_log: str = "text",
         query_text_days: float | None = QUERY_TEXT_DAYS,
+        prefetch: bool = True,
     ) -> Catalog:
         """A catalog over the store at ``path`` (a SQLite file, ``:memory:``, or a DSN).
 
         ``query_log`` says what the discovery log keeps of each query: its ``text``, a
         ``hash``, or ``none``; text is reduced to its hash after ``query_text_days``
-        (``None``: kept until the row is pruned)."""
+        (``None``: kept until the row is pruned). ``prefetch``: a store that holds a
+        catalog starts loading the query encoder and the token counter in the background
+        (:meth:`prefetch`) while its state is read."""
         from toolscout.stores import open_store
 
         store = open_store(path)
+        chosen = embedder or stored_embedder(store)
+        if prefetch and store.generation() > 0:
+            prefetch_models(chosen)
         dlog = None
         if log and isinstance(path, str | Path):
             from toolscout.telemetry.log import open_log
@@ -285,7 +314,7 @@ class Catalog:
             dlog = open_log(path, query_log=query_log, query_text_days=query_text_days)
         return cls(
             store,
-            embedder=embedder or stored_embedder(store),
+            embedder=chosen,
             policy=policy,
             settings=settings,
             log=dlog,

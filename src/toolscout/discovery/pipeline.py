@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolscout.discovery import abstain, calibrate, named, pinned
+from toolscout.discovery import abstain, calibrate, named, pinned, skip
 from toolscout.discovery import inject as rendering
 from toolscout.discovery.groups import expand_groups
 from toolscout.discovery.prerequisites import add_prerequisites
@@ -59,6 +59,8 @@ class Selection:
     confidence: float
     low_confidence: bool
     retrieval: Retrieval | None
+    #: why the query encoder was skipped ("exact", "margin"; "" when it ran)
+    skipped: str = ""
 
 
 def entitle(catalog: Catalog, principal: Principal) -> Entitlement:
@@ -67,10 +69,36 @@ def entitle(catalog: Catalog, principal: Principal) -> Entitlement:
 
 
 def retrieve(
-    catalog: Catalog, query: Query, ent: Entitlement, settings: SearchSettings, tenant: str = ""
+    catalog: Catalog,
+    query: Query,
+    ent: Entitlement,
+    settings: SearchSettings,
+    tenant: str = "",
+    exact: Mapping[str, str] | None = None,
 ) -> Retrieval:
     """Stage 2: hybrid ranking over the entitled ids only (the tenant's learned usage)."""
-    return catalog.retriever(settings, tenant=tenant).run(query, ent.ids)
+    return retrieve_or_skip(catalog, query, ent, settings, tenant, exact)[0]
+
+
+def retrieve_or_skip(
+    catalog: Catalog,
+    query: Query,
+    ent: Entitlement,
+    settings: SearchSettings,
+    tenant: str = "",
+    exact: Mapping[str, str] | None = None,
+) -> tuple[Retrieval, str]:
+    """:func:`retrieve`, lexical only when the lexical answer is decisive (an ``exact``
+    mention, a clear BM25 winner: discovery/skip.py), with the reason it skipped the
+    encoder ("" when it ran)."""
+    retriever = catalog.retriever(settings, tenant=tenant)
+    if not skip.applies(settings):
+        return retriever.run(query, ent.ids), ""
+    lex = retriever.lexical(query.terms, ent.ids)
+    why = skip.reason(exact or {}, lex)
+    if why:
+        retriever.settings = replace(settings, dense=False)
+    return retriever.run(query, ent.ids, lex=lex), why
 
 
 def select(
@@ -92,8 +120,8 @@ def select(
         # every entitled tool is shown; nothing entitled is no match, not a sure one
         confidence = 1.0 if everything else 0.0
         return Selection(chosen_tier, everything, confidence, not everything, None)
-    retrieval = retrieve(catalog, query, ent, settings, tenant)
     exact = exact_mentions(catalog, query, ent, settings)
+    retrieval, skipped = retrieve_or_skip(catalog, query, ent, settings, tenant, exact)
     # a request that clearly asks for more tasks than k gets one tool per task (budget allowing)
     k = min(max(k, len(retrieval.intents)), MAX_K)
     chosen = top_k(
@@ -109,7 +137,7 @@ def select(
             token_budget=token_budget,
         )
     low = confidence < settings.confidence_threshold
-    return Selection(chosen_tier, chosen, confidence, low, retrieval)
+    return Selection(chosen_tier, chosen, confidence, low, retrieval, skipped)
 
 
 def exact_mentions(
@@ -301,7 +329,7 @@ def discover(
             grant=grant,
             discovery_id=did,
             latency_ms=latency,
-            trace=_trace(sel.retrieval, parsed),
+            trace=_trace(sel.retrieval, parsed, sel.skipped),
             names={**pin_names, **names},
             pinned=pins,
             pinned_schemas=pin_schemas,
@@ -351,7 +379,7 @@ def name_first_or_abstain(
     return replace(sel, chosen=[], low_confidence=True), gone
 
 
-def _trace(retrieval: Retrieval | None, parsed: Query) -> Trace:
+def _trace(retrieval: Retrieval | None, parsed: Query, skipped: str = "") -> Trace:
     if retrieval is None:
         return Trace(dropped_terms=parsed.dropped)
     return Trace(
@@ -360,4 +388,5 @@ def _trace(retrieval: Retrieval | None, parsed: Query) -> Trace:
         tuple(c.id for c in retrieval.candidates[:10]),
         retrieval.dense_weight,
         parsed.dropped,
+        skipped,
     )

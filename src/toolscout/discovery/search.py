@@ -382,6 +382,10 @@ class Retriever:
         near.sort(key=lambda n: -n[1])
         return vote(near[:LEARNED_NEIGHBOURS])
 
+    def lexical(self, query_terms: Sequence[str], allowed: Set[str]) -> Hits:
+        """BM25 over the allowed tools (what :meth:`run` fuses; pass it back as ``lex``)."""
+        return self._lex(query_terms, allowed)
+
     def _lex(self, query_terms: Sequence[str], allowed: Set[str]) -> Hits:
         if not self.settings.lexical:
             return Hits()
@@ -453,13 +457,16 @@ class Retriever:
             start=self.settings.ranker_prior,
         )
 
-    def run(self, query: Query, allowed: Set[str]) -> Retrieval:
-        """Retrieve for the whole request and, when it asks for several tasks, for each."""
+    def run(self, query: Query, allowed: Set[str], lex: Hits | None = None) -> Retrieval:
+        """Retrieve for the whole request and, when it asks for several tasks, for each
+        (``lex``: the request's BM25 hits when the caller already has them)."""
         parts = split_intents(query.text, self.splitter) if self.settings.multi_intent else []
         parts = parts if len(parts) > 1 else []
         keys = _embed_keys([query.text, *parts])
         vectors = self._cached(keys) if self.settings.dense else None
-        if self.settings.dense and vectors is None:
+        if lex is not None:
+            vectors = self._embed_all(keys) if self.settings.dense and vectors is None else vectors
+        elif self.settings.dense and vectors is None:
             # the encoder on this thread (the longer path: no hand-off before it starts) and
             # BM25 beside it on the pool's (ONNX Runtime and SQLite both release the GIL)
             pending = _pool().submit(self._lex, query.terms, allowed)

@@ -57,6 +57,8 @@ class Trace:
     fused: tuple[str, ...] = ()
     dense_weight: float = 0.0
     dropped_terms: tuple[str, ...] = ()
+    #: why the query encoder was skipped (discovery/skip.py: "exact", "margin"), or ""
+    encoder_skipped: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,10 @@ class MultilingualE5Embedder:
         self._lock = threading.Lock()
         self._model: Any = None
 
+    def load(self) -> None:
+        """Load the model now (otherwise on the first ``embed``)."""
+        self._ensure()
+
     def _ensure(self) -> Any:
         if self._model is None:
             with self._lock:

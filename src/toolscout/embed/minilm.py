@@ -104,6 +104,10 @@ class MiniLMEmbedder:
         )
         self._tokenizer = tokenizer
 
+    def load(self) -> None:
+        """Load the model and tokenizer now (otherwise on the first ``embed``)."""
+        self._ensure()
+
     def _ensure(self) -> None:
         if self._session is None:
             with self._lock:

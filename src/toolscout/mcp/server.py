@@ -126,6 +126,7 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
             audit_key=cfg.audit_key,
             # each upstream keeps its own deadline (moved by progress, per server and tool)
             timeout_s=86400.0,
+            prefetch_models=False,  # loaded by _warm, once initialize is answered
         )
         policy = None
         if cfg.admin_scope or cfg.roles:
@@ -285,11 +286,17 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         await asyncio.to_thread(self._warm)
 
     def _warm(self) -> None:
-        """The embedder loaded and the caller's entitlement derived (best effort)."""
+        """The embedder and the token counter loaded side by side, then the caller's
+        discovery state derived by one unrecorded discovery (best effort)."""
+        from toolscout.discovery.catalog import prefetch_models
+
         try:
-            self.ts.catalog.embedder.embed(["find the right tool"])
+            for thread in prefetch_models(self.ts.catalog.embedder):
+                thread.join()
             if self.config.principal is not None:
-                self.ts.entitled(self.config.principal)
+                self.ts.catalog.discover(
+                    "find the right tool", self.config.principal, k=1, fmt="mcp", record=False
+                )
         except Exception as exc:  # a warm-up fault shows again, clearly, on first use
             log.info("warm-up: %s", exc)
 

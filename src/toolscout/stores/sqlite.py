@@ -12,16 +12,15 @@ import json
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from toolscout.cards import CapabilityCard, ToolSpec
 from toolscout.errors import StoreError
+from toolscout.stores import sqlite_dense
 from toolscout.stores.base import (
     LEXICAL_FIELDS,
     Hits,
@@ -33,9 +32,9 @@ from toolscout.stores.base import (
     require_vectors,
     uncached_texts,
 )
+from toolscout.stores.sqlite_dense import _DenseIndex, _neighbours, _PerAllowed
 
 FIELD_NAMES = LEXICAL_FIELDS
-_T = TypeVar("_T")
 
 _SCHEMA_V1 = f"""
 CREATE TABLE IF NOT EXISTS tools (
@@ -106,9 +105,6 @@ MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3)
 #: of the catalog, and while the caller's allowed tools carry at most this many tokens
 SCOPE_FILTER_SHARE = 0.5
 SCOPE_FILTER_TOKENS = 8
-#: per-allowed-set row subsets and scope filters kept (least recently used out): about
-#: one per tenant and role asking now, as the catalog's entitlement cache
-SUBSET_CACHE = 512
 
 
 def scope_value(tenants: Sequence[str]) -> str:
@@ -126,40 +122,6 @@ def _chunks(values: Sequence[str], size: int = 500) -> Iterator[tuple[list[str],
 
 def _card_from_json(raw: str) -> CapabilityCard:
     return CapabilityCard.from_dict(json.loads(raw))
-
-
-def _cosines(matrix: npt.NDArray[np.float32], vector: Vector) -> npt.NDArray[np.float32]:
-    """``matrix @ vector`` on this thread only.
-
-    OpenBLAS runs a matrix-vector product on all its threads; called once per request,
-    those threads are asleep and must be woken, and on a busy 2-core machine (the query
-    encoder, other requests) that took 4-8 ms for a 1,853 x 384 product that einsum,
-    single-threaded, does in 0.3 ms."""
-    out: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, vector)
-    return out
-
-
-class _PerAllowed(Generic[_T]):
-    """Values derived from one allowed set, cached by the set's identity (an entitlement
-    is immutable and reused across requests); the least recently used go past ``size``."""
-
-    def __init__(self, size: int = SUBSET_CACHE) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[int, Hashable], tuple[Set[str], _T]] = OrderedDict()
-
-    def get(self, allowed: Set[str], extra: Hashable = None) -> _T | None:
-        key = (id(allowed), extra)
-        hit = self._items.get(key)
-        if hit is None or hit[0] is not allowed:
-            return None
-        self._items.move_to_end(key)
-        return hit[1]
-
-    def put(self, allowed: Set[str], value: _T, extra: Hashable = None) -> _T:
-        self._items[(id(allowed), extra)] = (allowed, value)
-        if len(self._items) > self.size:
-            self._items.popitem(last=False)
-        return value
 
 
 class _Scopes:
@@ -190,151 +152,6 @@ class _Scopes:
         covered = sum(self.rows.get(t, 0) for t in tokens)
         small = len(tokens) <= SCOPE_FILTER_TOKENS and covered <= SCOPE_FILTER_SHARE * len(self.of)
         return self._filters.put(allowed, " OR ".join(sorted(tokens)) if small and tokens else "")
-
-
-class _Subset:
-    """The rows of one allowed set (and kinds), grouped by tool for ``np.maximum.reduceat``."""
-
-    __slots__ = ("local", "needed", "rows_u", "starts", "tools")
-
-    def __init__(
-        self,
-        tools: npt.NDArray[np.int64],
-        starts: npt.NDArray[np.int64],
-        rows_u: npt.NDArray[np.int64],
-        n_unique: int,
-    ) -> None:
-        self.tools = tools  # positions of the tools that own a row, ascending
-        self.starts = starts  # where each tool's rows start in ``rows_u``
-        self.rows_u = rows_u  # each row's unique-vector index
-        # the distinct vectors these rows use; when they are few, only they are scored
-        needed, local = np.unique(rows_u, return_inverse=True)
-        few = len(needed) < n_unique // 2
-        self.needed = needed if few else None
-        self.local = local.astype(np.int64) if few else rows_u
-
-
-class _DenseIndex:
-    """Each distinct vector once; rows (tool, kind) point at theirs.
-
-    Tenants' copies of one integration share their texts, hence their vectors:
-    the matrix holds each distinct vector once and the cosine of a query is taken
-    once per distinct vector. A search first narrows to the rows of the caller's
-    allowed tools (cached per allowed set), so its cost follows what the caller
-    may see, not the size of the catalog."""
-
-    def __init__(self, ids: list[str], rows: list[tuple[int, str, str, Vector]], dim: int) -> None:
-        rows.sort(key=lambda r: r[0])
-        self.ids = ids
-        self.position = {tid: i for i, tid in enumerate(ids)}
-        unique: dict[str, int] = {}
-        vectors: list[Vector] = []
-        row_u = np.empty(len(rows), dtype=np.int64)
-        for i, (_, _, text_hash, vec) in enumerate(rows):
-            u = unique.get(text_hash)
-            if u is None:
-                u = unique[text_hash] = len(vectors)
-                vectors.append(vec)
-            row_u[i] = u
-        self.matrix = np.stack(vectors) if vectors else np.zeros((0, dim), dtype=np.float32)
-        self.row_u = row_u
-        owner = np.array([r[0] for r in rows], dtype=np.int64)
-        self.owner_of = owner
-        # each row's kind as a small integer (kinds include one learned kind per tenant)
-        codes: dict[str, int] = {}
-        self.kind = np.array([codes.setdefault(r[1], len(codes)) for r in rows], dtype=np.int32)
-        self.kind_codes = codes
-        self.card_row = {int(owner[i]): i for i, r in enumerate(rows) if r[1] == "card"}
-        self._kinds: OrderedDict[frozenset[str], npt.NDArray[np.bool_]] = OrderedDict()
-        self._subsets: _PerAllowed[_Subset] = _PerAllowed()
-
-    def kind_rows(self, kinds: Set[str]) -> npt.NDArray[np.bool_]:
-        """Which rows are of ``kinds`` (a few recent combinations are kept: a caller's
-        views, and the learned kinds of the tenants asking now)."""
-        key = frozenset(kinds)
-        rows = self._kinds.get(key)
-        if rows is None:
-            wanted = [self.kind_codes[k] for k in key if k in self.kind_codes]
-            rows = np.isin(self.kind, wanted) if wanted else np.zeros(len(self.kind), bool)
-            self._kinds[key] = rows
-            if len(self._kinds) > 16:
-                self._kinds.popitem(last=False)
-        else:
-            self._kinds.move_to_end(key)
-        return rows
-
-    def has_kind(self, kind: str) -> bool:
-        return kind in self.kind_codes
-
-    def row_cosines(self, sub: _Subset, vector: Vector) -> npt.NDArray[np.float32]:
-        """The cosine of ``vector`` to each of the subset's rows, each distinct vector
-        scored once (only those the subset uses, when they are few)."""
-        matrix = self.matrix[sub.needed] if sub.needed is not None else self.matrix
-        return _cosines(matrix, vector)[sub.local]
-
-    def vector_of_row(self, row: int) -> Vector:
-        vec: Vector = self.matrix[self.row_u[row]]
-        return vec
-
-    def subset(self, allowed: Set[str], kinds: Set[str]) -> _Subset:
-        """The rows of ``kinds`` owned by ``allowed`` tools; cached by the identity of the
-        (immutable) allowed set, as an entitlement is reused across requests."""
-        hit = self._subsets.get(allowed, frozenset(kinds))
-        if hit is not None:
-            return hit
-        mask = np.zeros(len(self.ids), dtype=bool)
-        mask[[self.position[t] for t in allowed if t in self.position]] = True
-        rows = np.nonzero(mask[self.owner_of] & self.kind_rows(kinds))[0]
-        owners = self.owner_of[rows]  # ascending: rows are sorted by owner
-        tools, starts = np.unique(owners, return_index=True)
-        sub = _Subset(tools, starts, self.row_u[rows], len(self.matrix))
-        return self._subsets.put(allowed, sub, frozenset(kinds))
-
-    def search(
-        self, vector: Vector, allowed: Set[str], limit: int, kinds: Set[str], also: Sequence[str]
-    ) -> Hits:
-        sub = self.subset(allowed, kinds)
-        if not len(sub.tools):
-            return Hits()
-        per_tool = np.maximum.reduceat(self.row_cosines(sub, vector), sub.starts)
-        take = min(limit, len(per_tool))
-        if take <= 0:
-            return Hits()
-        top = np.argpartition(-per_tool, take - 1)[:take]
-        top = top[np.argsort(-per_tool[top], kind="stable")]
-        hits = Hits([self.ids[sub.tools[i]] for i in top], [float(per_tool[i]) for i in top])
-        seen = set(hits.ids)
-        for tid in also:
-            pos = self.position.get(tid)
-            if tid in seen or pos is None:
-                continue
-            at = int(np.searchsorted(sub.tools, pos))
-            if at < len(sub.tools) and sub.tools[at] == pos:
-                hits.ids.append(tid)
-                hits.scores.append(float(per_tool[at]))
-                seen.add(tid)
-        return hits
-
-
-def _neighbours(
-    index: _DenseIndex, vector: Vector, allowed: Set[str], kind: str, k: int
-) -> list[tuple[str, float]]:
-    if not index.has_kind(kind):  # e.g. no usage learned yet: nothing to narrow
-        return []
-    sub = index.subset(allowed, {kind})
-    if not len(sub.rows_u):
-        return []
-    sims = index.row_cosines(sub, vector)
-    take = min(k, len(sims))
-    if take <= 0:
-        return []
-    top = np.argpartition(-sims, take - 1)[:take]
-    top = top[np.argsort(-sims[top], kind="stable")]
-    # each row's owner: the tool whose run of rows holds it
-    owner_at = np.searchsorted(sub.starts, top, side="right") - 1
-    return [
-        (index.ids[int(sub.tools[o])], float(sims[i])) for i, o in zip(top, owner_at, strict=True)
-    ]
 
 
 class SQLiteStore:
@@ -676,28 +493,44 @@ class SQLiteStore:
     def _dense_index(self, model_id: str) -> _DenseIndex:
         with self._lock:
             if self._dense is None or self._dense_model != model_id:
+                generation = self.generation()  # before reading: a later write is not kept
                 ids = [r[0] for r in self._db.execute("SELECT id FROM tools ORDER BY rid")]
-                pos = {t: i for i, t in enumerate(ids)}
-                # each distinct vector is read once (tenants' copies share their texts: at
-                # 100k tools, reading a blob per row was most of a new process's first search)
-                vecs = {
-                    th: np.frombuffer(blob, dtype=np.float32)
-                    for th, blob in self._db.execute(
-                        "SELECT text_hash, vec FROM vectors WHERE model_id = ? AND text_hash IN"
-                        " (SELECT text_hash FROM tool_texts)",
-                        (model_id,),
-                    )
-                }
-                rows: list[tuple[int, str, str, Vector]] = []
-                for tid, kind, th in self._db.execute(
-                    "SELECT tool_id, kind, text_hash FROM tool_texts"
-                ):
-                    vec = vecs.get(th)
-                    if vec is not None and tid in pos:
-                        rows.append((pos[tid], kind, th, vec))
-                self._dense = _DenseIndex(ids, rows, self.dim)
+                index = self._kept_dense(model_id, generation, ids)
+                if index is None:
+                    index = self._build_dense(model_id, ids)
+                    if str(self.path) != ":memory:":
+                        sqlite_dense.keep(index, self.path, model_id, generation, self.set_derived)
+                self._dense = index
                 self._dense_model = model_id
             return self._dense
+
+    def _kept_dense(self, model_id: str, generation: int, ids: list[str]) -> _DenseIndex | None:
+        """The dense index a process kept beside this file for this generation, mapped."""
+        if str(self.path) == ":memory:":
+            return None
+        kept = self.derived(sqlite_dense.kept_key(model_id))
+        if kept is None or kept[0] != generation:
+            return None
+        return sqlite_dense.load(self.path, model_id, generation, ids, kept[1], self.dim)
+
+    def _build_dense(self, model_id: str, ids: list[str]) -> _DenseIndex:
+        pos = {t: i for i, t in enumerate(ids)}
+        # each distinct vector is read once (tenants' copies share their texts: at
+        # 100k tools, reading a blob per row was most of a new process's first search)
+        vecs = {
+            th: np.frombuffer(blob, dtype=np.float32)
+            for th, blob in self._db.execute(
+                "SELECT text_hash, vec FROM vectors WHERE model_id = ? AND text_hash IN"
+                " (SELECT text_hash FROM tool_texts)",
+                (model_id,),
+            )
+        }
+        rows: list[tuple[int, str, str, Vector]] = []
+        for tid, kind, th in self._db.execute("SELECT tool_id, kind, text_hash FROM tool_texts"):
+            vec = vecs.get(th)
+            if vec is not None and tid in pos:
+                rows.append((pos[tid], kind, th, vec))
+        return _DenseIndex.build(ids, rows, self.dim)
 
     def dense(
         self,

@@ -1,0 +1,186 @@
+"""Skipping the query encoder: what it costs in recall, chosen leave-one-set-out.
+
+    PYTHONPATH=src python benchmarks/encoder_skip.py [--bench DIR] [--cache DIR] [--limit N]
+
+Every query of every dev set goes through ``Catalog.discover(k=10, tier="progressive")``
+twice with the product defaults: with the encoder (``encoder_skip=False``) and lexical
+only (``dense=False``, what a skipped query gets). Beside them, what the skip rule reads
+(``discovery/skip.py``): whether the request names an entitled tool verbatim, and the
+BM25 margin of its first tool. Any rule (exact on/off, a margin threshold) is then
+scored offline: a query it skips gets the lexical-only ranking, the others the hybrid one.
+
+The rule for each set is fitted on the *other* sets: the one that skips the most of
+their queries while none of them loses more than ``--max-loss`` (0.002) recall@5; its
+loss on the held-out set is the figure that judges it. The shipped rule is the one the
+same fit picks on all the sets. Writes ``benchmarks/results/encoder_skip.json`` and
+prints the table docs/benchmarks.md shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import quality  # noqa: E402
+
+#: margins tried (None: never on the margin)
+MARGINS: tuple[float | None, ...] = (
+    0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99, 1.0, None,
+)  # fmt: skip
+K = 5
+
+
+def recall(ranked: Sequence[str], gold: Sequence[str], k: int = K) -> float:
+    top = set(ranked[:k])
+    return sum(1 for g in gold if g in top) / len(gold)
+
+
+def measure_set(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict[str, Any]]:
+    """Per query: recall@5 with the encoder and lexical only, and what the rule reads."""
+    from toolscout.discovery import skip
+    from toolscout.discovery.pipeline import exact_mentions
+    from toolscout.discovery.search import parse_query
+    from toolscout.errors import QueryError
+    from toolscout.evaluate.harness import eval_principal
+    from toolscout.settings import SearchSettings
+
+    hybrid = SearchSettings(encoder_skip=False)
+    lexical = SearchSettings(encoder_skip=False, dense=False)
+    rows: list[dict[str, Any]] = []
+    with quality.opened_set(d, workdir, limit, embedder, index=True) as (cat, queries):
+        principal = eval_principal(cat)
+        ent = cat.entitle(principal)
+        df, n_docs = cat.store.document_frequency()
+        for q in queries:
+            try:
+                parsed = parse_query(q.query, df, n_docs, hybrid)
+            except QueryError:
+                continue
+            exact = exact_mentions(cat, parsed, ent, hybrid)
+            lex = cat.retriever(hybrid).lexical(parsed.terms, ent.ids)
+            both = [
+                cat.discover(q.query, principal, k=10, settings=s, tier="progressive", record=False)
+                for s in (hybrid, lexical)
+            ]
+            rows.append({
+                "exact": bool(exact),
+                "margin": skip.lexical_margin(lex),
+                "hits": len(lex.ids),
+                "hybrid": recall(both[0].ids, q.gold),
+                "lexical": recall(both[1].ids, q.gold),
+            })  # fmt: skip
+    return rows
+
+
+def skips(row: Mapping[str, Any], on_exact: bool, margin: float | None) -> bool:
+    if on_exact and row["exact"]:
+        return True
+    return margin is not None and row["hits"] > 0 and row["margin"] >= margin
+
+
+def score(
+    rows: Sequence[Mapping[str, Any]], on_exact: bool, margin: float | None
+) -> dict[str, float]:
+    n = max(len(rows), 1)
+    base = sum(r["hybrid"] for r in rows) / n
+    mixed = sum(r["lexical"] if skips(r, on_exact, margin) else r["hybrid"] for r in rows) / n
+    share = sum(skips(r, on_exact, margin) for r in rows) / n
+    return {"recall_hybrid": base, "recall_with_skip": mixed, "loss": base - mixed, "share": share}
+
+
+def fit(
+    sets: Mapping[str, Sequence[Mapping[str, Any]]], max_loss: float
+) -> tuple[bool, float | None]:
+    """The rule that skips the most queries (mean share over ``sets``) with no set losing
+    more than ``max_loss`` recall@5; on a tie the stricter one (no exact rule, higher margin)."""
+    best: tuple[float, int, float, tuple[bool, float | None]] | None = None
+    for on_exact in (False, True):
+        for margin in MARGINS:
+            scored = [score(rows, on_exact, margin) for rows in sets.values()]
+            if any(s["loss"] > max_loss + 1e-12 for s in scored):
+                continue
+            share = sum(s["share"] for s in scored) / len(scored)
+            key = (share, -int(on_exact), margin if margin is not None else 2.0, (on_exact, margin))
+            if best is None or key[:3] > best[:3]:
+                best = key
+    return best[3] if best is not None else (False, None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bench", type=Path, default=quality.DEFAULT_BENCH)
+    ap.add_argument("--cache", type=Path, default=None, help="keep the indexed sets here")
+    ap.add_argument("--limit", type=int, default=None, help="queries per set (default: all)")
+    ap.add_argument("--max-loss", type=float, default=0.002)
+    ap.add_argument("--rows", type=Path, help="fit on the per-query rows of an earlier run")
+    ap.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "encoder_skip.json"
+    )
+    args = ap.parse_args(argv)
+    from toolscout.embed import default_embedder
+
+    per_set: dict[str, list[dict[str, Any]]] = {}
+    partial = args.out.with_suffix(".rows.json")
+    if args.rows is not None:
+        per_set = json.loads(args.rows.read_text())
+    else:
+        embedder = default_embedder()
+        with tempfile.TemporaryDirectory() as tmp:
+            work = args.cache or Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            for d in quality.bench_sets(args.bench):
+                per_set[d.name] = measure_set(d, work, args.limit, embedder)
+                print(f"{d.name}: {len(per_set[d.name])} queries measured", flush=True)
+                partial.parent.mkdir(parents=True, exist_ok=True)
+                partial.write_text(json.dumps(per_set))
+    held: dict[str, Any] = {}
+    for name, rows in per_set.items():
+        others = {n: r for n, r in per_set.items() if n != name}
+        on_exact, margin = fit(others, args.max_loss)
+        held[name] = {"exact": on_exact, "margin": margin, **score(rows, on_exact, margin)}
+    shipped = fit(per_set, args.max_loss)
+    in_set = {n: score(r, *shipped) for n, r in per_set.items()}
+    print(f"shipped rule (fitted on all sets): exact={shipped[0]}, margin={shipped[1]}")
+    print(
+        "| set | queries | rule fitted without it | recall@5 hybrid | with skip (held-out) "
+        "| loss | skipped (held-out) | skipped, shipped rule | loss, shipped rule |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, h in held.items():
+        rule = f"exact={'on' if h['exact'] else 'off'}, margin={h['margin']}"
+        s = in_set[name]
+        print(
+            f"| {name} | {len(per_set[name])} | {rule} | {h['recall_hybrid']:.4f} | "
+            f"{h['recall_with_skip']:.4f} | {h['loss']:+.4f} | {h['share']:.1%} | "
+            f"{s['share']:.1%} | {s['loss']:+.4f} |"
+        )
+    grid = {
+        f"exact={e},margin={m}": {n: score(r, e, m) for n, r in per_set.items()}
+        for e in (False, True)
+        for m in MARGINS
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    shown = sys.argv[1:] if argv is None else argv
+    args.out.write_text(json.dumps({
+        "command": quality.command_line("benchmarks/encoder_skip.py", shown),
+        "max_loss": args.max_loss,
+        "shipped": {"exact": shipped[0], "margin": shipped[1]},
+        "held_out": held,
+        "in_set": in_set,
+        "grid": grid,
+        "rows": per_set,
+    }, indent=1) + "\n")  # fmt: skip
+    print(f"wrote {args.out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

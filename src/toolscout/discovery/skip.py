@@ -1,0 +1,70 @@
+"""Skipping the query encoder when the lexical answer is decisive.
+
+The query encoder is most of a warm discovery's time (docs/benchmarks.md, Discovery
+latency). Some requests do not need it: they name a tool outright, or BM25 finds one
+tool far ahead of every other. For those, retrieval runs lexical only (the learned
+ranker with no dense scores) and the encoder is never called.
+
+The rule, in the order it is checked, over the lexical hits of the request's terms
+within the caller's entitled tools:
+
+- ``exact``: the request names an entitled tool verbatim (id, name or alias, as the
+  exact-hit guarantee reads it), when :data:`SKIP_ON_EXACT` is on;
+- ``margin``: BM25's margin ``(s1 - s2) / s1`` between its first and second tool is at
+  least :data:`SKIP_MARGIN` (a single lexical hit counts as margin 1).
+
+Both constants are chosen on the dev sets, leave-one-set-out, by
+``benchmarks/encoder_skip.py``: the smallest margin (and the exact rule only if) no
+*other* set loses more than 0.002 recall@5 with it; the shipped values are the ones
+fitted on all six sets under the same rule, and every held-out figure is in
+docs/benchmarks.md. Requests whose tenant has learned usage of its own still skip when
+the rule says so: the learned phrases untenanted use taught are in the lexical index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from toolscout.settings import SearchSettings
+from toolscout.stores.base import Hits
+
+#: the BM25 margin at or above which the encoder is skipped (None: never on the margin)
+SKIP_MARGIN: float | None = 0.5
+#: skip the encoder when the request names an entitled tool verbatim
+SKIP_ON_EXACT = True
+
+
+@dataclass(frozen=True, slots=True)
+class SkipRule:
+    """When the encoder is skipped: on an exact mention, at or above a BM25 margin."""
+
+    on_exact: bool = SKIP_ON_EXACT
+    margin: float | None = SKIP_MARGIN
+
+
+#: the shipped rule
+RULE = SkipRule()
+
+
+def applies(settings: SearchSettings) -> bool:
+    """Whether the rule is looked at: both retrievers on and the skip not switched off."""
+    return settings.encoder_skip and settings.dense and settings.lexical
+
+
+def lexical_margin(lex: Hits) -> float:
+    """``(s1 - s2) / s1`` over BM25's first two scores; 1 for a single hit, 0 for none."""
+    if not lex.scores or lex.scores[0] <= 0:
+        return 0.0
+    if len(lex.scores) < 2:
+        return 1.0
+    return max((lex.scores[0] - lex.scores[1]) / lex.scores[0], 0.0)
+
+
+def reason(exact: Mapping[str, str], lex: Hits, rule: SkipRule = RULE) -> str:
+    """Why the encoder can be skipped for this request ("exact" or "margin"), or ""."""
+    if rule.on_exact and exact:
+        return "exact"
+    if rule.margin is not None and lex.ids and lexical_margin(lex) >= rule.margin:
+        return "margin"
+    return ""

@@ -1,0 +1,104 @@
+"""Skipping the query encoder when the lexical answer is decisive (discovery/skip.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from support import embedder, spec
+from toolscout.discovery import skip
+from toolscout.discovery.catalog import Catalog
+from toolscout.embed.base import Vectors
+from toolscout.policy import Principal
+from toolscout.settings import SearchSettings
+from toolscout.stores.base import Hits
+
+
+class Counting:
+    """The real model, counting the texts it is asked to encode."""
+
+    def __init__(self) -> None:
+        self.inner = embedder()
+        self.texts: list[str] = []
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_the_margin_reads_bm25s_first_two_scores() -> None:
+    assert skip.lexical_margin(Hits()) == 0.0
+    assert skip.lexical_margin(Hits(["a"], [3.0])) == 1.0
+    assert skip.lexical_margin(Hits(["a", "b"], [4.0, 1.0])) == pytest.approx(0.75)
+    assert skip.lexical_margin(Hits(["a", "b"], [2.0, 2.0])) == 0.0
+
+
+def test_the_rule_skips_on_a_named_tool_or_a_clear_bm25_winner() -> None:
+    rule = skip.SkipRule(on_exact=True, margin=0.6)
+    close = Hits(["a", "b"], [2.0, 1.9])
+    assert skip.reason({"a": "name"}, close, rule) == "exact"
+    assert skip.reason({}, Hits(["a", "b"], [5.0, 1.0]), rule) == "margin"
+    assert skip.reason({}, close, rule) == ""
+    assert skip.reason({}, Hits(), rule) == ""
+    never = skip.SkipRule(on_exact=False, margin=None)
+    assert skip.reason({"a": "name"}, Hits(["a"], [5.0]), never) == ""
+
+
+def test_the_rule_is_looked_at_only_with_both_retrievers_on() -> None:
+    assert skip.applies(SearchSettings())
+    assert not skip.applies(SearchSettings(encoder_skip=False))
+    assert not skip.applies(SearchSettings(dense=False))
+    assert not skip.applies(SearchSettings(lexical=False))
+
+
+TOOLS = [
+    spec("billing.refund_invoice", "Refund a paid invoice to the customer's card."),
+    spec("billing.send_invoice", "Email an invoice to the customer."),
+    spec("crm.find_contact", "Look up a contact in the CRM by name or email."),
+    spec("crm.update_contact", "Change a contact's details in the CRM."),
+    spec("ops.restart_server", "Restart a server in the staging or production fleet."),
+    spec("ops.scale_service", "Change how many instances of a service run."),
+    spec("docs.search_pages", "Full-text search over the documentation pages."),
+    spec("hr.request_leave", "File a request for paid time off."),
+    spec("shop.cancel_order", "Cancel an order that has not shipped yet."),
+    spec("shop.track_parcel", "Where a shipped parcel is now."),
+    spec("it.reset_password", "Reset a user's password and email a link."),
+]
+
+
+def test_a_request_naming_a_tool_is_answered_without_the_encoder(tmp_path: Path) -> None:
+    counting = Counting()
+    who = Principal.of("u", scopes=["*"])
+    with Catalog.open(tmp_path / "c.db", embedder=counting, log=False, prefetch=False) as cat:
+        cat.add(TOOLS)
+        counting.texts.clear()
+        named = cat.discover("please run billing.refund_invoice for order 7", who, k=3)
+        assert named.trace.encoder_skipped == "exact"
+        assert named.ids[0] == "billing.refund_invoice"
+        assert counting.texts == []  # the encoder never ran
+        off = SearchSettings(encoder_skip=False)
+        same = cat.discover("please run billing.refund_invoice for order 9", who, settings=off)
+        assert same.trace.encoder_skipped == "" and counting.texts  # it ran when told to
+        assert same.ids[0] == "billing.refund_invoice"
+
+
+def test_an_undecided_request_is_encoded(tmp_path: Path) -> None:
+    counting = Counting()
+    who = Principal.of("u", scopes=["*"])
+    with Catalog.open(tmp_path / "c.db", embedder=counting, log=False, prefetch=False) as cat:
+        cat.add(TOOLS)
+        counting.texts.clear()
+        # no tool's words, so BM25 has nothing decisive: the paraphrase needs the encoder
+        vague = cat.discover("my package has not arrived, where is it", who, k=3)
+        assert vague.trace.encoder_skipped == ""
+        assert counting.texts
