@@ -46,10 +46,12 @@ START, END = "<!-- quality:start -->", "<!-- quality:end -->"
 #: set's; fixed by design, not fitted: the dev sets hold no such request to fit it on)
 NO_TOOL_SHARE = 0.1
 #: the strategies every set runs (plus hybrid-held-out)
-STRATEGIES = (
-    "bm25", "dense", "hybrid-fixed", "hybrid", "hybrid-no-prerequisites", "hybrid-intents",
-)  # fmt: skip
+STRATEGIES = ("bm25", "dense", "hybrid-fixed", "hybrid", "hybrid-no-prerequisites")
+#: the lexical lead's margin is chosen on this grid (calibrate.LEAD_MARGIN); 1 never leads
+LEAD_MARGINS = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 1.0)
 HELD_OUT = "hybrid-held-out"
+#: the held-out default reading every request whole and never leading lexical
+WHOLE = "hybrid-whole"
 
 
 def bench_sets(bench: Path) -> list[Path]:
@@ -77,29 +79,40 @@ def splice(existing: str, section: str) -> str:
 def goal_table(
     reports: Mapping[str, Mapping[str, Any]], grid: Mapping[str, Any] | None = None
 ) -> list[str]:
-    """recall@5 and complete@5 per set: the parts, the default in-set and held out."""
+    """recall@5 / complete@5 per set: the parts, the default in-set and held out; whether
+    the held-out default reaches the best part on both; its ECE beside the fixed fusion's."""
     lines = [
-        "| set | bm25 | dense | hybrid-fixed | best part | default in-set | default held-out "
-        "| held-out ≥ best part | held-out − best part, 95% CI | complete@5 held-out "
-        "| complete@5 with multi-intent |",
+        "| set | bm25 | dense | hybrid-fixed | default in-set | default held-out "
+        "| held-out ≥ best part (recall, complete) | recall − best part, 95% CI "
+        "| default w/o parts, no lead | ECE fixed | ECE held-out |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, report in reports.items():
         m = report["strategies"]
 
-        def r5(key: str, m: Mapping[str, Any] = m) -> float:
-            return float(m[key]["recall@5"]) if key in m else float("nan")
+        def cell(key: str, m: Mapping[str, Any] = m) -> str:
+            if key not in m:
+                return "–"
+            return f"{float(m[key]['recall@5']):.3f} / {float(m[key]['complete@5']):.3f}"
 
-        best = max(r5("bm25"), r5("dense"), r5("hybrid-fixed"))
-        held = r5(HELD_OUT)
-        comp = m.get(HELD_OUT, {}).get("complete@5")
-        comp_on = m.get("hybrid-intents", {}).get("complete@5")
+        def best(metric: str, m: Mapping[str, Any] = m) -> float:
+            return max(float(m[k][metric]) for k in ("bm25", "dense", "hybrid-fixed") if k in m)
+
+        def ece(key: str, m: Mapping[str, Any] = m) -> str:
+            rel = m.get(key, {}).get("reliability") or {}
+            return f"{rel['ece']:.3f}" if "ece" in rel else "–"
+
+        held = m.get(HELD_OUT, {})
+        ok = [
+            "yes" if float(held.get(x, float("nan"))) >= best(x) else "no"
+            for x in ("recall@5", "complete@5")
+        ]
         ci = (grid or {}).get(name, {}).get("held_out_margin")
         interval = f"{ci[0]:+.3f} [{ci[1]:+.3f}, {ci[2]:+.3f}]" if ci else "–"
         lines.append(
-            f"| {name} | {r5('bm25'):.3f} | {r5('dense'):.3f} | {r5('hybrid-fixed'):.3f} "
-            f"| {best:.3f} | {r5('hybrid'):.3f} | {held:.3f} | "
-            f"{'yes' if held >= best else 'no'} | {interval} | {comp:.3f} | {comp_on:.3f} |"
+            f"| {name} | {cell('bm25')} | {cell('dense')} | {cell('hybrid-fixed')} "
+            f"| {cell('hybrid')} | **{cell(HELD_OUT)}** | {', '.join(ok)} | {interval} "
+            f"| {cell('hybrid-whole')} | {ece('hybrid-fixed')} | {ece(HELD_OUT)} |"
         )
     return lines
 
@@ -179,6 +192,28 @@ def reliability_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def lead_table(grid: Mapping[str, Any]) -> list[str]:
+    """Each set's own evidence for the lexical lead and what leading does to it."""
+    rows = [(n, g["lead"]) for n, g in grid.items() if "lead" in g]
+    if not rows:
+        return []
+    return [
+        "The lexical lead (`calibrate.LEAD_MARGIN`): a catalog's pseudo-query recall@5 of "
+        "BM25 minus the learned ranker's (computed at index time from the catalog alone), "
+        "and the held-out default's recall@5 with BM25 leading and without; the margin is "
+        "chosen leave-one-set-out for the best mean recall@5 over the other sets, the "
+        "smaller on a tie (`fit_lead_margin`).",
+        "",
+        "| set | pseudo bm25 − ranker | recall@5 without | recall@5 leading |",
+        "|---|---|---|---|",
+        *[
+            f"| {n} | {r['pseudo_gap']:+.3f} | {r.get('recall@5 without', '–')} "
+            f"| {r.get('recall@5 leading', '– (never leads on the grid)')} |"
+            for n, r in rows
+        ],
+    ]
+
+
 def no_tool_table(grid: Mapping[str, Any]) -> list[str]:
     """Held-out confidence of the requests no tool serves (``no_tool_requests``)."""
     rows = [(n, g["no_tool"]) for n, g in grid.items() if "no_tool" in g]
@@ -231,17 +266,28 @@ def markdown(
         "",
         "| strategy | what it is |",
         "|---|---|",
-        *[f"| {n} | {describe_strategy(n)} |" for n in names],
+        *[
+            f"| {n} | "
+            + (
+                "the held-out default reading every request whole, BM25 never leading "
+                "(parts=False, lexical_lead_margin=1: what the default was before them)"
+                if n == WHOLE
+                else describe_strategy(n)
+            )
+            + " |"
+            for n in names
+        ],
         "",
     ]
     if fits:
         lines += [
             "### Held-out figures",
             "",
-            "recall@5 on each set. *held-out*: the ranker prior, the confidence "
-            "scaling and the confidence model fitted on the other four sets only "
+            "recall@5 / complete@5 on each set. *held-out*: the ranker prior, the confidence "
+            "scaling, the blend, the dedupe yield, the lexical lead's margin and the "
+            "confidence model fitted on the other five sets only "
             "(leave-one-set-out); *in-set*: the "
-            "shipped constants, fitted on all five. The goal is judged on held-out figures. "
+            "shipped constants, fitted on all six. The goal is judged on held-out figures. "
             "The interval is the held-out default's margin over the best part on the blend "
             "grid below (the same queries, the pair the fit without the set chose), with a "
             "95% paired bootstrap interval over the queries (`fitting.paired_interval`): "
@@ -254,13 +300,15 @@ def markdown(
             "`calibrate.CONFIDENCE_INPUTS`; the blend of the fixed fusion and the dedupe "
             "yield chosen on the grid below):",
             "",
-            "| fitted without | prior | platt | confidence | blend | dedupe yield |",
-            "|---|---|---|---|---|---|",
+            "| fitted without | prior | platt | confidence | blend | dedupe yield | lead margin |",
+            "|---|---|---|---|---|---|---|",
             *[
                 f"| {k} | {v['prior']} | {v['platt']} | {v.get('confidence')} "
-                f"| {v.get('blend')} | {v.get('dedupe_yield')} |"
+                f"| {v.get('blend')} | {v.get('dedupe_yield')} | {v.get('lead_margin')} |"
                 for k, v in fits.items()
             ],
+            "",
+            *lead_table(grid or {}),
             "",
             *grid_table(grid or {}, fits),
             "",
@@ -389,6 +437,8 @@ def fit_constants(
             "held_out_margin": [round(margin, 4), round(low, 4), round(high, 4)],
         }
         grid[n].update({f"{a:g}/{y:g}": round(mean(v), 4) for (a, y), v in g.items()})
+    fit_lead_margin(sets, workdir, limit, embedder, fits, grid)
+    console.print("lead margin: " + ", ".join(f"{k} {v['lead_margin']:g}" for k, v in fits.items()))
     # the confidence model reads each set's selections as the held-out run makes them (the
     # ranker prior fitted without that set: a catalog the prior has not seen, like a user's)
     rows: dict[str, tuple[Any, Any]] = {}
@@ -404,6 +454,70 @@ def fit_constants(
     for n, x in negatives.items():
         grid[n]["no_tool"] = no_tool_summary(x, fits[n]["confidence"])
     return fits, grid
+
+
+def fit_lead_margin(
+    sets: Sequence[Path],
+    workdir: Path,
+    limit: int | None,
+    embedder: Any,
+    fits: dict[str, Any],
+    grid: dict[str, Any],
+) -> None:
+    """The lexical lead's margin (``calibrate.LEAD_MARGIN``), leave-one-set-out.
+
+    A catalog leads when its own pseudo-queries put BM25 above the ranker by more than
+    the margin. Each set whose gap is above the grid's smallest margin is run with its
+    held-out constants, BM25 leading and not (a set at or below it never leads on the
+    grid, so no margin changes it); for a held-out set, the margin of
+    :data:`LEAD_MARGINS` with the largest mean recall@5 over the other sets is taken,
+    the smaller on a tie: where no other set contradicts it, the catalog's own evidence
+    is followed."""
+    from toolscout.discovery.calibrate import Calibration
+    from toolscout.discovery.search import CALIBRATION_META
+    from toolscout.evaluate.fitting import mean
+
+    recalls: dict[str, tuple[float, float]] = {}
+    gaps: dict[str, float] = {}
+    for d in sets:
+        with opened_set(d, workdir, limit, embedder) as (cat, scored):
+            cal = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
+            pr = cal.pseudo_recall if cal is not None and cal.fitted else {}
+            gaps[d.name] = pr.get("bm25", 0.0) - pr.get("ranker", 0.0) if pr else -1.0
+            if gaps[d.name] <= min(LEAD_MARGINS):
+                recalls[d.name] = (0.0, 0.0)
+                grid[d.name]["lead"] = {"pseudo_gap": round(gaps[d.name], 3)}
+                continue
+            base = held_settings(fits[d.name])
+            recalls[d.name] = (
+                mean(set_recalls(cat, scored, base.but(lexical_lead_margin=1.0))),
+                mean(set_recalls(cat, scored, base.but(lexical_lead_margin=-1.0))),
+            )
+        grid[d.name]["lead"] = {
+            "pseudo_gap": round(gaps[d.name], 3),
+            "recall@5 without": round(recalls[d.name][0], 4),
+            "recall@5 leading": round(recalls[d.name][1], 4),
+        }
+
+    def score(margin: float, names: Sequence[str]) -> float:
+        return mean([recalls[n][1 if gaps[n] > margin else 0] for n in names])
+
+    for name in [*(d.name for d in sets), None]:
+        others = [d.name for d in sets if d.name != name]
+        best = max(LEAD_MARGINS, key=lambda m: (round(score(m, others), 6), -m))
+        fits[name or "all"]["lead_margin"] = best
+
+
+def set_recalls(catalog: Any, queries: Sequence[Any], settings: Any) -> list[float]:
+    """recall@5 of each query under ``settings``."""
+    from toolscout.evaluate.harness import discover_once, eval_principal
+    from toolscout.evaluate.metrics import recall_at
+
+    principal = eval_principal(catalog)
+    return [
+        recall_at(discover_once(catalog, settings, q.query, principal).ranked, q.gold, 5)
+        for q in queries
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,6 +572,7 @@ def held_settings(fit: Mapping[str, Any]) -> Any:
         confidence_platt=tuple(fit["platt"]),
         ranker_blend=fit.get("blend"),
         dedupe_yield=fit.get("dedupe_yield"),
+        lexical_lead_margin=fit.get("lead_margin"),
     )
 
 
@@ -513,11 +628,11 @@ def fit_confidence_without(
         xs.append(x)
         ys.append(y)
         ws.append(np.full(len(y), (1.0 - share) / len(y)))
-        if share:
+        if share and neg is not None:
             xs.append(neg)
             ys.append(np.zeros(len(neg)))
             ws.append(np.full(len(neg), share / len(neg)))
-        gs.append(np.full(len(y) + (len(neg) if share else 0), i))
+        gs.append(np.full(len(y) + (len(neg) if share and neg is not None else 0), i))
     return list(
         fit_confidence(
             np.vstack(xs), np.concatenate(ys), np.concatenate(ws), groups=np.concatenate(gs)
@@ -616,7 +731,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for d in sets:
             console.print(f"[bold]{d.name}[/]")
             held = fits[d.name]
-            extra = {HELD_OUT: held_settings(held)}
+            # and the held-out default as it was before per-part retrieval and the lead
+            extra = {
+                HELD_OUT: held_settings(held),
+                WHOLE: held_settings(held).but(parts=False, lexical_lead_margin=1.0),
+            }
             common: dict[str, Any] = {
                 "limit": args.limit,
                 "embedder": embedder,

@@ -11,13 +11,16 @@ from support import embedder, spec
 from toolscout.discovery.calibrate import (
     FEATURES,
     FIXED_MIX,
+    LEAD,
     PRIOR,
     PRIOR_NONE,
     VERSION,
     Calibration,
     Example,
+    Ranker,
     blended,
     fit,
+    leads_lexical,
     platt,
     pseudo_queries,
     scores,
@@ -30,6 +33,7 @@ from toolscout.discovery.search import CALIBRATION_META
 from toolscout.errors import ConfigError
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
+from toolscout.stores.base import Hits
 
 SUBJECTS = [
     ("weather.forecast", "Weather forecast for a city: rain, temperature and wind by day."),
@@ -222,3 +226,38 @@ def test_nothing_entitled_is_not_confident(tmp_path: Path) -> None:
         cat.set_policy(PolicyConfig())
         got = cat.discover("first tool", Principal.of("u", scopes=[]), k=3)
         assert got.ids == [] and got.confidence == 0.0 and got.low_confidence
+
+
+def test_bm25_leads_only_when_the_catalogs_own_pseudo_queries_say_so() -> None:
+    below = {"bm25": 0.68, "dense": 0.37, "ranker": 0.60}
+    close = {"bm25": 0.89, "dense": 0.75, "ranker": 0.88}
+    assert leads_lexical(below, 0.05) and not leads_lexical(close, 0.05)
+    assert not leads_lexical(below, 1.0)  # a margin of 1 never leads
+    assert leads_lexical(close, -1.0)  # ... and of -1 always does
+    assert not leads_lexical({}, 0.0)  # no evidence: the learned ranker orders
+    fitted = Calibration(fitted=True, n_pseudo=10, n_tools=20, pseudo_recall=below)
+    assert fitted.leads_lexical(0.05) and "leans lexical (BM25 leads" in fitted.describe(0.05)
+    assert "the learned ranker orders" in fitted.describe(1.0)
+    assert "leans lexical" not in fitted.describe(1.0)
+    # an unfitted calibration (a catalog too small) never leads, whatever it holds
+    assert not Calibration(pseudo_recall=below).leads_lexical(0.0)
+
+
+def test_the_lead_puts_bm25_order_first_and_keeps_the_probability(tmp_path: Path) -> None:
+    with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
+        cat.add(_specs())
+        index = cat.phrases()
+        lex = Hits(["mail.search", "files.search"], [9.0, 4.5])
+        dense = Hits(["files.search", "mail.search"], [0.7, 0.3])
+        plain = Ranker(PRIOR, PRIOR_NONE, index.fields, index.idf, blend=4.0)
+        led = Ranker(PRIOR, PRIOR_NONE, index.fields, index.idf, blend=4.0, lead=LEAD)
+        ranked, p = plain.rank(["search"], lex, dense)
+        ranked_led, p_led = led.rank(["search"], lex, dense)
+        assert ranked[0][0] == "files.search"  # dense wins without the lead
+        assert ranked_led[0][0] == "mail.search"  # BM25's first leads with it
+        assert 0.0 < p_led < 1.0 and 0.0 < p < 1.0
+        # settings reach the retriever: margin -1 always leads, 1 never
+        always = cat.retriever(SearchSettings(lexical_lead_margin=-1.0))
+        never = cat.retriever(SearchSettings(lexical_lead_margin=1.0))
+        assert always.learned_ranker().lead == LEAD  # type: ignore[union-attr]
+        assert never.learned_ranker().lead == 0.0  # type: ignore[union-attr]

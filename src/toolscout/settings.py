@@ -74,6 +74,13 @@ class SearchSettings:
     #: split a request into tasks, rank each, merge so every task is represented (off by
     #: default: on the dev sets it cost recall and did not raise complete@5, docs/benchmarks.md)
     multi_intent: bool = False
+    #: a long request of several sentences or clauses is also retrieved part by part and
+    #: ranked jointly so every part is covered (discovery/parts.py; the request's shape
+    #: decides: a short one is untouched)
+    parts: bool = True
+    #: when the catalog's own pseudo-queries show the learned ranker below BM25 by more
+    #: than this recall@5, the default leans lexical (calibrate.LEAD_MARGIN; None: shipped)
+    lexical_lead_margin: float | None = None
     #: the learned ranker's prior: one weight per feature, then the none option's bias
     #: (None: the shipped one); evaluation passes the one fitted with the evaluated set held out
     ranker_prior: tuple[float, ...] | None = None

@@ -96,6 +96,23 @@ FIXED_MIX: tuple[float, ...] = tuple(
 BLEND = 4.0
 #: fewer tools than this: the prior is kept (too few pseudo-queries to fit 9 numbers)
 MIN_TOOLS = 12
+#: the lexical lead: when a catalog's own pseudo-queries show the fitted ranker's recall@5
+#: below BM25's by more than LEAD_MARGIN, the order adds LEAD × each candidate's BM25
+#: relative to the query's best (BM25 leads, the ranker breaks its ties and near-ties).
+#: LEAD is fixed by design (moderate: on the dev sets a lead of 8-16 gained toolbench
+#: read whole but cost toolalpaca); the margin is chosen on data (leave-one-set-out over
+#: the six dev sets, by benchmarks/quality.py), never on a catalog's evaluation queries
+LEAD = 4.0
+LEAD_MARGIN = 0.04
+
+
+def leads_lexical(pseudo_recall: Mapping[str, float], margin: float | None = None) -> bool:
+    """Does BM25 lead this catalog's order? Its pseudo-query recall@5 beats the ranker's
+    by more than ``margin`` (None: :data:`LEAD_MARGIN`)."""
+    bm25, ranker = pseudo_recall.get("bm25"), pseudo_recall.get("ranker")
+    if bm25 is None or ranker is None:
+        return False
+    return bm25 - ranker > (LEAD_MARGIN if margin is None else margin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,16 +151,24 @@ class Calibration:
         except (ValueError, TypeError, AttributeError):
             return None
 
-    def describe(self) -> str:
-        """One line for the index report and ``eval``."""
+    def describe(self, margin: float | None = None) -> str:
+        """One line for the index report and ``eval``: what the default does with this
+        catalog (``margin``: the lexical lead's, None: :data:`LEAD_MARGIN`)."""
         if not self.fitted:
             return f"calibration: prior weights ({self.n_tools} tools, too few to fit)"
-        lean = self.lean()
         recall = ", ".join(f"{k} {v:.2f}" for k, v in self.pseudo_recall.items())
+        if self.leads_lexical(margin):
+            how = "leans lexical (BM25 leads the order: the ranker is below it here)"
+        else:
+            how = f"leans {self.lean()} (the learned ranker orders)"
         return (
             f"calibration: {self.n_pseudo} pseudo-queries over {self.n_tools} tools in "
-            f"{self.seconds:.1f}s; leans {lean}; pseudo recall@5 {recall}"
+            f"{self.seconds:.1f}s; {how}; pseudo recall@5 {recall}"
         )
+
+    def leads_lexical(self, margin: float | None = None) -> bool:
+        """Does BM25 lead this catalog's order (:func:`leads_lexical`)? Never unfitted."""
+        return self.fitted and leads_lexical(self.pseudo_recall, margin)
 
     def weights_over(self, prior: Sequence[float] | None) -> tuple[tuple[float, ...], float]:
         """The weights with this catalog's adjustment applied over another prior (or its own).
@@ -495,6 +520,8 @@ class Ranker:
     idf: Callable[[str], float]
     platt: tuple[float, float] = PLATT
     blend: float = 0.0
+    #: the weight of BM25 (relative to the query's best) added to the order (0: no lead)
+    lead: float = 0.0
 
     def rank(
         self, query_terms: Sequence[str], lex: Hits, dense: Hits
@@ -506,6 +533,8 @@ class Ranker:
             return [], 0.0
         s = scores(x, self.weights)
         r = scores(x, blended(self.weights, self.blend)) if self.blend else s
+        if self.lead:
+            r = r + self.lead * x[:, 0]
         order = np.argsort(-r, kind="stable")
         best = float(r[order[0]])
         ranked = [

@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 from toolscout.cards import ToolSpec
 from toolscout.discovery.calibrate import (
     BLEND,
+    LEAD,
     PLATT,
     Calibration,
     FieldTerms,
@@ -36,6 +37,7 @@ from toolscout.discovery.lexical import (
     terms,
     words,
 )
+from toolscout.discovery.parts import PartRanking, joint_order, request_parts
 from toolscout.embed.base import Embedder, normalise
 from toolscout.errors import QueryError
 from toolscout.settings import SearchSettings
@@ -121,6 +123,8 @@ class Retrieval:
     dense_ids: list[str] = field(default_factory=list)
     #: the tasks the request was split into (one: a single-intent request)
     intents: list[str] = field(default_factory=list)
+    #: the parts a long request was read in (discovery/parts.py; none: read whole)
+    parts: list[str] = field(default_factory=list)
 
 
 def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchSettings) -> Query:
@@ -427,6 +431,7 @@ class Retriever:
             index.idf,
             self.settings.confidence_platt or PLATT,
             BLEND if blend is None else blend,
+            LEAD if cal.leads_lexical(self.settings.lexical_lead_margin) else 0.0,
         )
         return self.ranker
 
@@ -459,10 +464,12 @@ class Retriever:
 
     def run(self, query: Query, allowed: Set[str], lex: Hits | None = None) -> Retrieval:
         """Retrieve for the whole request and, when it asks for several tasks, for each
-        (``lex``: the request's BM25 hits when the caller already has them)."""
+        (``lex``: the request's BM25 hits when the caller already has them); a long request
+        of several parts is also retrieved part by part (discovery/parts.py)."""
         parts = split_intents(query.text, self.splitter) if self.settings.multi_intent else []
         parts = parts if len(parts) > 1 else []
-        keys = _embed_keys([query.text, *parts])
+        pieces = request_parts(query.text) if self.settings.parts and not parts else []
+        keys = _embed_keys([query.text, *parts, *pieces])
         vectors = self._cached(keys) if self.settings.dense else None
         if lex is not None:
             vectors = self._embed_all(keys) if self.settings.dense and vectors is None else vectors
@@ -480,7 +487,38 @@ class Retriever:
             out = self._reformulate(query, vector, allowed, out, lex)
         if parts:
             out = self._per_intent(query, parts, vectors, allowed, out)
+        elif pieces:
+            out = self._per_part(query, pieces, vectors, allowed, out)
         return out
+
+    def _per_part(
+        self,
+        query: Query,
+        pieces: Sequence[str],
+        vectors: Sequence[Vector] | None,
+        allowed: Set[str],
+        whole: Retrieval,
+    ) -> Retrieval:
+        """Rank each part of a long request on its own; one joint order covers them all."""
+        kept = set(query.terms)  # frequent-term pruning as decided for the whole request
+        by_id = {c.id: c for c in whole.candidates}
+        rankings: list[PartRanking] = []
+        for i, piece in enumerate(pieces):
+            sub = Query(piece, tuple(t for t in terms(piece) if t in kept), (), ())
+            vec = vectors[i + 1] if vectors is not None else None
+            got = self._once(sub, sub.terms, vec, allowed)
+            cands = got.candidates[: self.settings.candidate_pool]
+            rankings.append(
+                PartRanking([c.id for c in cands], [c.fused for c in cands], got.confidence)
+            )
+            for c in cands:
+                by_id.setdefault(c.id, c)
+        order, joint = joint_order(
+            [c.id for c in whole.candidates], [c.fused for c in whole.candidates], rankings
+        )
+        whole.candidates = [replace(by_id[t], fused=joint[t]) for t in order]
+        whole.parts = list(pieces)
+        return whole
 
     def _per_intent(
         self,
