@@ -5,9 +5,11 @@ against its reference server alone, then through ``toolscout mcp serve`` over
 streamable HTTP and over stdio (bridged to HTTP by supergateway), in the listing
 mode under test. It installs Node 22 and its npm packages itself (npm is needed).
 Every scenario the reference server passes alone must pass through the gateway,
-with one exception over stdio: ``dns-rebinding-protection`` is an HTTP ``Host``
-check that the stdio→HTTP bridge answers, not the gateway (the gateway's own HTTP
-transport passes it).
+with one exception over stdio: ``dns-rebinding-protection`` POSTs ``initialize`` with
+``Host: evil.example.com`` and expects a 4xx. Over stdio the HTTP endpoint is the
+harness's bridge (``supergateway@4.0.0``, which has no Host or Origin check and no option
+for one); the gateway reads JSON-RPC from a pipe and sees no headers. The gateway's own
+HTTP transport refuses the foreign host (421) and passes it (docs/mcp-gateway.md).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 
 HARNESS = Path(__file__).resolve().parent / "mcp_conformance" / "run.sh"
-#: answered by the stdio bridge (supergateway), which has no Host check of its own
+#: answered by the stdio bridge (supergateway 4.0.0), which has no Host check of its own
 BRIDGE_ONLY = {"dns-rebinding-protection"}
 
 
