@@ -17,7 +17,7 @@ withheld); so a deployment opts in with ``SearchSettings(abstain_below=RECOMMEND
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -26,10 +26,13 @@ from toolscout.discovery.inject import Tier
 from toolscout.settings import SearchSettings
 
 if TYPE_CHECKING:
+    from toolscout.cards import CapabilityCard
     from toolscout.discovery.calibrate import FieldTerms
 
 #: the threshold benchmarks/abstention.py chose leave-one-set-out (recall@5 lost <= 0.01)
 RECOMMENDED = 0.11
+#: embedding models (by model id) that read English only
+ENGLISH_ONLY = frozenset({"all-MiniLM-L6-v2-int8"})
 #: below this confidence, a shortlist none of whose tools shares a word with the request
 #: abstains too (when abstention is on); chosen leave-one-set-out by
 #: ``benchmarks/abstention.py`` (its "unmatched" column), recall@5 lost <= 0.01
@@ -75,17 +78,43 @@ def abstention(
     return None
 
 
-def unmatched(query_terms: Sequence[str], shown: Iterable[str], fields: FieldTerms) -> bool:
-    """Whether the request has words the catalog's cards use, yet none of them is in the
-    name or summary of any tool shown: the tools were found by meaning alone, the way an
-    unservable request lands on the nearest tools. A request none of whose words the
-    catalog uses (another language, all-new words) is not judged this way."""
-    known = [t for t in dict.fromkeys(query_terms) if t in fields.in_name or t in fields.in_summary]
-    if not known:
+def unmatched(
+    query_terms: Sequence[str],
+    shown: Iterable[str],
+    fields: FieldTerms,
+    *,
+    any_language: bool,
+    also: Mapping[str, Iterable[str]] | None = None,
+) -> bool:
+    """Whether no tool shown has any of the request's content words in its name, summary
+    or the terms ``also`` gives it (its aliases and tags): the tools were found by meaning
+    alone, the way an unservable request lands on the nearest tools. With an embedding
+    model that reads other languages (``any_language``), a request none of whose words the
+    catalog's names and summaries use at all may be in another language, and is not judged
+    by its words."""
+    wanted = list(dict.fromkeys(query_terms))
+    if not wanted:
         return False
+    known = [t for t in wanted if t in fields.in_name or t in fields.in_summary]
+    if not known:
+        return not any_language
     empty: frozenset[str] = frozenset()
     for tool_id in shown:
         held = fields.name.get(tool_id, empty) | fields.summary.get(tool_id, empty)
+        held = held | frozenset((also or {}).get(tool_id, ()))
         if any(t in held for t in known):
             return False
     return True
+
+
+def card_terms(cards: Iterable[CapabilityCard]) -> dict[str, frozenset[str]]:
+    """Each card's alias and tag terms (what :func:`unmatched` reads beside the fields)."""
+    from toolscout.discovery.lexical import terms
+
+    return {c.id: frozenset(terms(" ".join((*c.aliases, *c.tags)))) for c in cards}
+
+
+def reads_any_language(model_id: str) -> bool:
+    """Whether an embedding model may match a request in another language than the
+    catalog's (every model but the English-only default, to be safe)."""
+    return model_id not in ENGLISH_ONLY

@@ -343,7 +343,13 @@ def name_first_or_abstain(
         named=any(c.exact for c in sel.chosen),
         settings=cfg,
         unmatched=lambda: abstain.unmatched(
-            (*query.terms, *query.dropped), [c.id for c in sel.chosen], catalog.phrases().fields
+            (*query.terms, *query.dropped),
+            [c.id for c in sel.chosen],
+            catalog.phrases().fields,
+            any_language=abstain.reads_any_language(catalog.embedder.model_id),
+            also=abstain.card_terms(
+                c for c in map(catalog.card, [c.id for c in sel.chosen]) if c is not None
+            ),
         ),
     )
     if gone is None:
