@@ -268,6 +268,26 @@ def report(
         + "; abstained on unanswerable requests: "
         + ", ".join(f"{u} {v:.2f} ({len(unserved[u])})" for u, v in at_shipped["abstain"].items())
     )
+    from toolscout.discovery import abstain
+
+    ship_t, ship_u = abstain.RECOMMENDED, abstain.UNMATCHED_BELOW
+    at_code = {
+        "threshold": ship_t,
+        "unmatched_below": ship_u,
+        "loss": {n: round(loss(rs, ship_t, ship_u), 4) for n, rs in answerable.items()},
+        "abstain": {u: round(rate(ur, ship_t, ship_u), 4) for u, ur in unserved.items()},
+        "abstain_confidence_only": {u: round(rate(ur, ship_t), 4) for u, ur in unserved.items()},
+    }
+    lines.append(
+        f"At the shipped constants (RECOMMENDED {ship_t}, UNMATCHED_BELOW {ship_u}): recall@5 "
+        "lost "
+        + ", ".join(f"{n} {v:.4f}" for n, v in at_code["loss"].items())
+        + "; abstained on unanswerable requests: "
+        + ", ".join(
+            f"{u} {v:.2f} (confidence alone {at_code['abstain_confidence_only'][u]:.2f})"
+            for u, v in at_code["abstain"].items()
+        )
+    )
     table = "\n".join(lines)
     print(f"Reproduce with `{command}`\n\n{table}")
     quality.write_results(
@@ -276,6 +296,7 @@ def report(
         budget=args.budget,
         folds=folds,
         shipped=at_shipped,
+        at_code=at_code,
         confidences={u: [round(r["confidence"], 4) for r in ur] for u, ur in unserved.items()},
     )
     return 0

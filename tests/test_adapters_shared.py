@@ -124,6 +124,7 @@ def test_an_unmatched_shortlist_abstains_below_its_own_threshold(
 
     odd = "juggle flaming pineapples blindfolded"  # no demo card has any of these words
     lenient = ts.catalog.settings.but(abstain_below=0.001)  # the confidence alone: never
+    monkeypatch.setattr(abstain, "UNMATCHED_BELOW", 0.0)
     found = ts.catalog.discover(odd, SUPPORT, k=5, settings=lenient)
     assert found.abstained is None and len(found.tools) == 5
     monkeypatch.setattr(abstain, "UNMATCHED_BELOW", 1.0)
