@@ -33,6 +33,8 @@ from toolscout.settings import SearchSettings
 if TYPE_CHECKING:
     from toolscout.cards import CapabilityCard
     from toolscout.discovery.calibrate import FieldTerms
+    from toolscout.discovery.catalog import Catalog
+    from toolscout.discovery.search import Query
 
 #: the threshold benchmarks/abstention.py chose leave-one-set-out (recall@5 lost <= 0.01)
 RECOMMENDED = 0.11
@@ -125,3 +127,16 @@ def reads_any_language(model_id: str) -> bool:
     """Whether an embedding model may match a request in another language than the
     catalog's (every model but the English-only default, to be safe)."""
     return model_id not in ENGLISH_ONLY
+
+
+def shown_unmatched(catalog: Catalog, query: Query, shown: Sequence[str]) -> bool:
+    """:func:`unmatched` for a discovery: every content term of the request (pruned ones
+    too), the catalog's fields, the shown cards' aliases and tags, its model's languages."""
+    cards = [c for c in map(catalog.card, shown) if c is not None]
+    return unmatched(
+        (*query.terms, *query.dropped),
+        shown,
+        catalog.phrases().fields,
+        any_language=reads_any_language(catalog.embedder.model_id),
+        also=card_terms(cards),
+    )

@@ -342,15 +342,7 @@ def name_first_or_abstain(
         confidence=sel.confidence,
         named=any(c.exact for c in sel.chosen),
         settings=cfg,
-        unmatched=lambda: abstain.unmatched(
-            (*query.terms, *query.dropped),
-            [c.id for c in sel.chosen],
-            catalog.phrases().fields,
-            any_language=abstain.reads_any_language(catalog.embedder.model_id),
-            also=abstain.card_terms(
-                c for c in map(catalog.card, [c.id for c in sel.chosen]) if c is not None
-            ),
-        ),
+        unmatched=lambda: abstain.shown_unmatched(catalog, query, [c.id for c in sel.chosen]),
     )
     if gone is None:
         return sel, None
