@@ -68,6 +68,7 @@ def signals(catalog: Any, query: str, shortlist: Any) -> dict[str, Any]:
     """Candidate no-tool-fits signals beside the confidence, for analysis: the share of
     the query's content terms found in the first tool's card and in any of the first K
     cards, and the first tool's cosine."""
+    from toolscout.discovery import abstain
     from toolscout.discovery.lexical import terms
 
     wanted = set(terms(query))
@@ -85,16 +86,24 @@ def signals(catalog: Any, query: str, shortlist: Any) -> dict[str, Any]:
         "cover5": len(wanted & set().union(*seen)) / n if seen else 0.0,
         "dense1": shortlist.tools[0].dense if shortlist.tools else 0.0,
         "lex5": max((t.lexical for t in shortlist.tools[:K]), default=0.0),
-        "unmatched": unmatched(catalog.phrases().fields, query, shortlist),
+        "unmatched": unmatched(
+            catalog,
+            query,
+            shortlist,
+            any_language=abstain.reads_any_language(catalog.embedder.model_id),
+        ),
     }
 
 
-def unmatched(fields: Any, query: str, shortlist: Any) -> bool:
+def unmatched(catalog: Any, query: str, shortlist: Any, *, any_language: bool) -> bool:
     """discovery.abstain.unmatched over the request's content terms, as discovery calls it."""
     from toolscout.discovery import abstain
     from toolscout.discovery.lexical import terms
 
-    return bool(abstain.unmatched(terms(query), [t.id for t in shortlist.tools[:K]], fields))
+    shown = [t.id for t in shortlist.tools[:K]]
+    also = abstain.card_terms(c for c in map(catalog.card, shown) if c is not None)
+    fields = catalog.phrases().fields
+    return abstain.unmatched(terms(query), shown, fields, any_language=any_language, also=also)
 
 
 def abstains(r: Mapping[str, Any], t: float, u: float = 0.0) -> bool:
@@ -259,6 +268,26 @@ def report(
         + "; abstained on unanswerable requests: "
         + ", ".join(f"{u} {v:.2f} ({len(unserved[u])})" for u, v in at_shipped["abstain"].items())
     )
+    from toolscout.discovery import abstain
+
+    ship_t, ship_u = abstain.RECOMMENDED, abstain.UNMATCHED_BELOW
+    at_code = {
+        "threshold": ship_t,
+        "unmatched_below": ship_u,
+        "loss": {n: round(loss(rs, ship_t, ship_u), 4) for n, rs in answerable.items()},
+        "abstain": {u: round(rate(ur, ship_t, ship_u), 4) for u, ur in unserved.items()},
+        "abstain_confidence_only": {u: round(rate(ur, ship_t), 4) for u, ur in unserved.items()},
+    }
+    lines.append(
+        f"At the shipped constants (RECOMMENDED {ship_t}, UNMATCHED_BELOW {ship_u}): recall@5 "
+        "lost "
+        + ", ".join(f"{n} {v:.4f}" for n, v in at_code["loss"].items())
+        + "; abstained on unanswerable requests: "
+        + ", ".join(
+            f"{u} {v:.2f} (confidence alone {at_code['abstain_confidence_only'][u]:.2f})"
+            for u, v in at_code["abstain"].items()
+        )
+    )
     table = "\n".join(lines)
     print(f"Reproduce with `{command}`\n\n{table}")
     quality.write_results(
@@ -267,6 +296,7 @@ def report(
         budget=args.budget,
         folds=folds,
         shipped=at_shipped,
+        at_code=at_code,
         confidences={u: [round(r["confidence"], 4) for r in ur] for u, ur in unserved.items()},
     )
     return 0

@@ -107,11 +107,14 @@ def test_unmatched_means_no_shown_tool_shares_a_known_word() -> None:
         ("send_email", "Send an email message to a customer"),
     ]]  # fmt: skip
     fields = FieldTerms.of(cards)
-    # "message" is a word of the catalog, but not of the tool shown
-    assert unmatched(terms("write a poem message"), ["find_order"], fields)
-    assert not unmatched(terms("write a poem message"), ["find_order", "send_email"], fields)
-    # no word the catalog uses at all (another language): not judged
-    assert not unmatched(terms("écris un poème"), ["find_order"], fields)
+    poem = terms("write a poem message")  # "message" is a word of the catalog
+    assert unmatched(poem, ["find_order"], fields, any_language=True)
+    assert not unmatched(poem, ["find_order", "send_email"], fields, any_language=True)
+    # no word the catalog uses at all: another language, if the model reads others
+    french = terms("écris un poème")
+    assert not unmatched(french, ["find_order"], fields, any_language=True)
+    assert unmatched(french, ["find_order"], fields, any_language=False)
+    assert not unmatched([], ["find_order"], fields, any_language=False)
 
 
 def test_an_unmatched_shortlist_abstains_below_its_own_threshold(
@@ -119,15 +122,17 @@ def test_an_unmatched_shortlist_abstains_below_its_own_threshold(
 ) -> None:
     from toolscout.discovery import abstain
 
+    odd = "juggle flaming pineapples blindfolded"  # no demo card has any of these words
     lenient = ts.catalog.settings.but(abstain_below=0.001)  # the confidence alone: never
-    found = ts.catalog.discover(UNSERVED, SUPPORT, k=5, settings=lenient)
+    monkeypatch.setattr(abstain, "UNMATCHED_BELOW", 0.0)
+    found = ts.catalog.discover(odd, SUPPORT, k=5, settings=lenient)
     assert found.abstained is None and len(found.tools) == 5
     monkeypatch.setattr(abstain, "UNMATCHED_BELOW", 1.0)
-    found = ts.catalog.discover(UNSERVED, SUPPORT, k=5, settings=lenient)
+    found = ts.catalog.discover(odd, SUPPORT, k=5, settings=lenient)
     assert found.abstained == "no_tool_fits" and found.tools == ()
     served = ts.catalog.discover("where is order 94218", SUPPORT, k=5, settings=lenient)
     assert served.abstained is None and served.ids[0] == "orders.find_order"
-    off = ts.catalog.discover(UNSERVED, SUPPORT, k=5, settings=lenient.but(abstain_below=0.0))
+    off = ts.catalog.discover(odd, SUPPORT, k=5, settings=lenient.but(abstain_below=0.0))
     assert off.abstained is None  # abstention off: off
 
 

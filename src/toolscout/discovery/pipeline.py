@@ -370,9 +370,7 @@ def name_first_or_abstain(
         confidence=sel.confidence,
         named=any(c.exact for c in sel.chosen),
         settings=cfg,
-        unmatched=lambda: abstain.unmatched(
-            (*query.terms, *query.dropped), [c.id for c in sel.chosen], catalog.phrases().fields
-        ),
+        unmatched=lambda: abstain.shown_unmatched(catalog, query, [c.id for c in sel.chosen]),
     )
     if gone is None:
         return sel, None
