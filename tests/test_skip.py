@@ -54,6 +54,11 @@ def test_the_rule_skips_on_a_named_tool_or_a_clear_bm25_winner() -> None:
     assert skip.reason({"a": "name"}, Hits(["a"], [5.0]), never) == ""
 
 
+def test_bm25_runs_first_only_for_a_margin_rule() -> None:
+    assert skip.needs_lexical(skip.SkipRule(margin=0.5))
+    assert not skip.needs_lexical(skip.SkipRule(on_exact=True, margin=None))
+
+
 def test_the_rule_is_looked_at_only_with_both_retrievers_on() -> None:
     assert skip.applies(SearchSettings())
     assert not skip.applies(SearchSettings(encoder_skip=False))

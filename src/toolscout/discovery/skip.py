@@ -54,6 +54,12 @@ def applies(settings: SearchSettings) -> bool:
     return settings.encoder_skip and settings.dense and settings.lexical
 
 
+def needs_lexical(rule: SkipRule = RULE) -> bool:
+    """Whether deciding needs BM25's hits first (a margin rule); otherwise BM25 keeps
+    running beside the encoder when the encoder runs."""
+    return rule.margin is not None
+
+
 def lexical_margin(lex: Hits) -> float:
     """``(s1 - s2) / s1`` over BM25's first two scores; 1 for a single hit, 0 for none."""
     if not lex.scores or lex.scores[0] <= 0:
