@@ -122,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-loss", type=float, default=0.002)
     ap.add_argument("--rows", type=Path, help="fit on the per-query rows of an earlier run")
     ap.add_argument(
+        "--resume", action="store_true", help="keep the sets an interrupted run measured"
+    )
+    ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "encoder_skip.json"
     )
     args = ap.parse_args(argv)
@@ -132,11 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rows is not None:
         per_set = json.loads(args.rows.read_text())
     else:
+        if args.resume and partial.is_file():
+            per_set = json.loads(partial.read_text())
         embedder = default_embedder()
         with tempfile.TemporaryDirectory() as tmp:
             work = args.cache or Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
             for d in quality.bench_sets(args.bench):
+                if d.name in per_set:
+                    continue
                 per_set[d.name] = measure_set(d, work, args.limit, embedder)
                 print(f"{d.name}: {len(per_set[d.name])} queries measured", flush=True)
                 partial.parent.mkdir(parents=True, exist_ok=True)
@@ -178,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "grid": grid,
         "rows": per_set,
     }, indent=1) + "\n")  # fmt: skip
-    print(f"wrote {args.out.relative_to(ROOT)}")
+    print(f"wrote {args.out}")
     return 0
 
 

@@ -54,11 +54,16 @@ def test_the_rule_skips_on_a_named_tool_or_a_clear_bm25_winner() -> None:
     assert skip.reason({"a": "name"}, Hits(["a"], [5.0]), never) == ""
 
 
-def test_the_rule_is_looked_at_only_with_both_retrievers_on() -> None:
-    assert skip.applies(SearchSettings())
-    assert not skip.applies(SearchSettings(encoder_skip=False))
-    assert not skip.applies(SearchSettings(dense=False))
-    assert not skip.applies(SearchSettings(lexical=False))
+def test_bm25_runs_first_only_for_a_margin_rule() -> None:
+    assert skip.needs_lexical(skip.SkipRule(margin=0.5))
+    assert not skip.needs_lexical(skip.SkipRule(on_exact=True, margin=None))
+
+
+def test_the_rule_is_looked_at_only_when_on_with_both_retrievers_on() -> None:
+    assert not skip.applies(SearchSettings())  # off by default (the confidence drops)
+    assert skip.applies(SearchSettings(encoder_skip=True))
+    assert not skip.applies(SearchSettings(encoder_skip=True, dense=False))
+    assert not skip.applies(SearchSettings(encoder_skip=True, lexical=False))
 
 
 TOOLS = [
@@ -82,13 +87,13 @@ def test_a_request_naming_a_tool_is_answered_without_the_encoder(tmp_path: Path)
     with Catalog.open(tmp_path / "c.db", embedder=counting, log=False, prefetch=False) as cat:
         cat.add(TOOLS)
         counting.texts.clear()
-        named = cat.discover("please run billing.refund_invoice for order 7", who, k=3)
+        on = SearchSettings(encoder_skip=True)
+        named = cat.discover("please run billing.refund_invoice for order 7", who, settings=on)
         assert named.trace.encoder_skipped == "exact"
         assert named.ids[0] == "billing.refund_invoice"
         assert counting.texts == []  # the encoder never ran
-        off = SearchSettings(encoder_skip=False)
-        same = cat.discover("please run billing.refund_invoice for order 9", who, settings=off)
-        assert same.trace.encoder_skipped == "" and counting.texts  # it ran when told to
+        same = cat.discover("please run billing.refund_invoice for order 9", who)
+        assert same.trace.encoder_skipped == "" and counting.texts  # the default runs it
         assert same.ids[0] == "billing.refund_invoice"
 
 
@@ -99,6 +104,7 @@ def test_an_undecided_request_is_encoded(tmp_path: Path) -> None:
         cat.add(TOOLS)
         counting.texts.clear()
         # no tool's words, so BM25 has nothing decisive: the paraphrase needs the encoder
-        vague = cat.discover("my package has not arrived, where is it", who, k=3)
+        on = SearchSettings(encoder_skip=True)
+        vague = cat.discover("my package has not arrived, where is it", who, settings=on)
         assert vague.trace.encoder_skipped == ""
         assert counting.texts

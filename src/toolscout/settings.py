@@ -63,9 +63,10 @@ class SearchSettings:
     abstain_below: float = 0.0
     #: how many candidates each retriever hands to fusion
     candidate_pool: int = 50
-    #: skip the query encoder when the lexical answer is decisive (an exact mention, or a
-    #: BM25 margin the dev sets found safe: discovery/skip.py)
-    encoder_skip: bool = True
+    #: skip the query encoder when the lexical answer is decisive (an exact mention:
+    #: discovery/skip.py). Off by default: recall holds (held out, docs/benchmarks.md), but
+    #: the calibrated confidence of a lexical-only ranking is not calibrated (it drops)
+    encoder_skip: bool = False
     #: a longer request is read in part: its latest user turn, opening sentences and closing
     #: paragraph within this many characters (discovery.focus)
     max_query_chars: int = 8192

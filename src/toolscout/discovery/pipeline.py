@@ -38,6 +38,7 @@ from toolscout.policy import (
     admin_level,
 )
 from toolscout.settings import SearchSettings
+from toolscout.stores.base import Hits
 
 if TYPE_CHECKING:
     from toolscout.discovery.catalog import Catalog
@@ -94,8 +95,8 @@ def retrieve_or_skip(
     retriever = catalog.retriever(settings, tenant=tenant)
     if not skip.applies(settings):
         return retriever.run(query, ent.ids), ""
-    lex = retriever.lexical(query.terms, ent.ids)
-    why = skip.reason(exact or {}, lex)
+    lex = retriever.lexical(query.terms, ent.ids) if skip.needs_lexical() else None
+    why = skip.reason(exact or {}, lex or Hits())
     if why:
         retriever.settings = replace(settings, dense=False)
     return retriever.run(query, ent.ids, lex=lex), why
