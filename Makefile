@@ -29,7 +29,8 @@ NPM_PACKAGES := @modelcontextprotocol/server-filesystem@2026.8.31 \
 	@modelcontextprotocol/server-everything@2026.8.31 \
 	@modelcontextprotocol/inspector-cli@1.0.3
 
-$(NODE_STAMP):
+# rebuilt when the package list (this file) changes
+$(NODE_STAMP): Makefile
 	@command -v npm >/dev/null 2>&1 || { echo "make test needs npm for the MCP gateway tests (Debian: apt-get install nodejs npm)" >&2; exit 1; }
 	mkdir -p $(NODE) && printf '*\n' > $(NODE)/.gitignore
 	npm install --prefix $(NODE) --no-audit --no-fund --loglevel=error $(NPM_PACKAGES)
