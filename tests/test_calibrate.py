@@ -247,8 +247,8 @@ def test_the_lead_puts_bm25_order_first_and_keeps_the_probability(tmp_path: Path
     with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
         cat.add(_specs())
         index = cat.phrases()
-        lex = Hits(["mail.search", "files.search"], [9.0, 4.5])
-        dense = Hits(["files.search", "mail.search"], [0.7, 0.3])
+        lex = Hits(["mail.search", "files.search"], [9.0, 0.5])
+        dense = Hits(["files.search", "mail.search"], [0.7, 0.5])
         plain = Ranker(PRIOR, PRIOR_NONE, index.fields, index.idf, blend=4.0)
         led = Ranker(PRIOR, PRIOR_NONE, index.fields, index.idf, blend=4.0, lead=LEAD)
         ranked, p = plain.rank(["search"], lex, dense)
