@@ -13,10 +13,10 @@ nothing-entitled case is always said.
 
 Off by default (``abstain_below`` 0 turns both rules off). The confidence alone, at
 :data:`RECOMMENDED`, keeps recall@5 lost on answerable requests within 0.01 but abstains
-on only 3-10% of unservable ones; with the unmatched rule the demo's unservable requests
-abstain 33% of the time at the same budget (docs/benchmarks.md) — measured on three of the
-six dev sets, not bfcl's or apibench's, and a phrase learned from usage that is in none
-of a tool's card fields is not consulted (its tool could be withheld on a small catalog).
+on only 3-10% of unservable ones; with the unmatched rule 7% (bfcl) and 33% (demo) at the
+same budget (docs/benchmarks.md) — measured on four of the six dev sets (not apibench or
+toolbench), and a phrase learned from usage that is in none of a tool's card fields is
+not consulted (its tool could be withheld on a small catalog).
 So a deployment opts in with ``SearchSettings(abstain_below=RECOMMENDED)``.
 """
 
@@ -44,7 +44,7 @@ ENGLISH_ONLY = frozenset({"all-MiniLM-L6-v2-int8"})
 #: (:func:`unmatched`) abstains too, when abstention is on: the smallest leave-one-set-out
 #: fold threshold (recall@5 lost <= 0.01 on the other sets) of
 #: ``benchmarks/abstention.py --from-rows benchmarks/results/abstention_rows/*.json``
-#: (rows written by ``--sets S --limit 300 --rows``; restbench, toolalpaca, metatool)
+#: (rows written by ``--sets S --limit 300 --rows``; restbench, toolalpaca, metatool, bfcl)
 UNMATCHED_BELOW = 0.26
 
 
