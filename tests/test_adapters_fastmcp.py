@@ -16,7 +16,7 @@ from toolscout import Principal, Settings, Toolscout, issue_token, make_spec  # 
 from toolscout.adapters.fastmcp import ToolscoutSearchTransform, specs_of  # noqa: E402
 
 KEY = "a-fastmcp-test-secret-of-32-bytes"
-ALICE = issue_token(subject="alice", key=KEY, scopes=["shop:read"])
+ALICE = issue_token(subject="alice", key=KEY, scopes=["shop:read"], ttl_seconds=7 * 86400)
 
 
 def _server() -> Any:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jwt
@@ -30,10 +33,8 @@ def test_tokens_of_the_serve_fixture_outlive_any_suite_run() -> None:
     assert claims["exp"] - claims["iat"] >= TOKEN_TTL_S >= 86400
 
 
-def test_no_module_mints_a_short_lived_token_at_import() -> None:
-    """A token minted at import with a 15-minute lifetime expired after 20 minutes of a
-    loaded run of `make test` (12 failures). Module-level code may mint only through
-    serve_fixture.token (long-lived) or with an explicit ttl_seconds."""
+def short_lived_offenders() -> list[str]:
+    """``file:line`` of every module-level call that mints a short-lived token."""
     offenders = []
     for path in sorted(TESTS.glob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
@@ -50,4 +51,25 @@ def test_no_module_mints_a_short_lived_token_at_import() -> None:
                 short = _name(call) in SHORT_LIVED | imported
                 if short and not any(k.arg == "ttl_seconds" for k in call.keywords):
                     offenders.append(f"{path.name}:{call.lineno}")
+    return offenders
+
+
+def test_no_module_mints_a_short_lived_token_at_import() -> None:
+    """A token minted at import with a 15-minute lifetime expired after 20 minutes of a
+    loaded run of `make test` (12 failures). Module-level code may mint only through
+    serve_fixture.token (long-lived) or with an explicit ttl_seconds.
+
+    The files are parsed in a fresh interpreter: in CPython 3.11 an earlier test's
+    RecursionError can leave the AST validator's depth count wrong for the rest of the
+    process ("AST constructor recursion depth mismatch"), whatever is parsed next."""
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); "
+        "from test_fixtures import short_lived_offenders; "
+        "print(json.dumps(short_lived_offenders()))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(TESTS)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    offenders = json.loads(proc.stdout)
     assert not offenders, f"tokens minted at import with a short lifetime: {offenders}"
