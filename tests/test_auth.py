@@ -386,3 +386,20 @@ def test_algorithm_names_are_case_insensitive_and_eddsa_works() -> None:
     assert JWTVerifier(key=pub_pem, algorithms=["EdDSA"]).verify(tok).subject == "a"
     with pytest.raises(ConfigError, match=r"allowed: .*EdDSA"):
         check_algorithms(["Ed25519"])
+
+
+def test_a_der_key_is_recognised_by_its_structure_alone(
+    rsa_pem: tuple[bytes, bytes], ec_pem: tuple[bytes, bytes]
+) -> None:
+    """When OpenSSL refuses a good key (errors another library left on its queue), the
+    DER structure alone still marks it as a key; a random secret is not one."""
+    from toolscout.gateway.auth import _der_structure
+
+    for private, public in (rsa_pem, ec_pem):
+        der = serialization.load_pem_public_key(public).public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        assert _der_structure(der)
+        assert not _der_structure(der[:-1]) and not _der_structure(der + b"\x00")
+    assert not _der_structure(b"0 a random shared secret of 32+ bytes!")
+    assert not _der_structure(b"\x30\x03\x04\x01\x00")  # a SEQUENCE, but of an OCTET STRING

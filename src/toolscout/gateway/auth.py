@@ -211,7 +211,25 @@ def _is_der_key(raw: bytes) -> bool:
         except (ValueError, TypeError):
             continue
         return True
-    return False
+    # OpenSSL can refuse a good key when another library in the process (libpq, ssl) left
+    # errors on its queue; a whole DER structure of a key's shape is refused all the same
+    return _der_structure(raw)
+
+
+def _der_structure(raw: bytes) -> bool:
+    """Whether ``raw`` is exactly one DER SEQUENCE opening with a SEQUENCE, an INTEGER or
+    an explicit tag, as every public key, private key and certificate does."""
+    if len(raw) < 4 or raw[0] != 0x30:
+        return False
+    first, at = raw[1], 2
+    if first < 0x80:
+        length = first
+    else:
+        width = first & 0x7F
+        if not 1 <= width <= 4 or len(raw) < 2 + width:
+            return False
+        length, at = int.from_bytes(raw[2 : 2 + width], "big"), 2 + width
+    return at + length == len(raw) and at < len(raw) and raw[at] in (0x30, 0x02, 0xA0)
 
 
 def _looks_like_a_key(raw: bytes) -> bool:
