@@ -395,7 +395,7 @@ def test_a_der_key_is_recognised_by_its_structure_alone(
     DER structure alone still marks it as a key; a random secret is not one."""
     from toolscout.gateway.auth import _der_structure
 
-    for private, public in (rsa_pem, ec_pem):
+    for _, public in (rsa_pem, ec_pem):
         der = serialization.load_pem_public_key(public).public_bytes(
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
         )
