@@ -45,6 +45,8 @@ def test_config_snippet_names_absolute_paths(tmp_path: Path, client: str) -> Non
     entry = (snippet["servers"] if client == "vscode" else snippet["mcpServers"])["toolscout"]
     assert Path(entry["command"]).is_absolute() and Path(entry["command"]).is_file()
     assert entry["args"][-2:] == ["--config", str(config)]
+    # desktop clients approve tools one by one: found tools keep their own identity
+    assert entry["args"][-4:-2] == ["--mode", "dynamic"]
 
 
 def test_unknown_client_is_refused(tmp_path: Path) -> None:

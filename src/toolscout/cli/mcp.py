@@ -285,11 +285,14 @@ def client_config(
     if client not in CLIENTS:
         _fail(f"--client must be one of {', '.join(CLIENTS)}, got {client!r}")
     try:
-        load_config(config)  # a broken config is reported now, not by the client later
+        loaded = load_config(config)  # a broken config is reported now, not by the client later
     except ToolscoutError as exc:
         _fail(str(exc))
     command, args = _launcher()
-    args = [*args, "mcp", "serve", "--config", str(config.resolve())]
+    # a desktop client approves tools one by one: keep each found tool's own identity and
+    # annotations (dynamic listing) unless the config chose another mode than auto
+    mode = ["--mode", "dynamic"] if loaded.mode == "auto" else []
+    args = [*args, "mcp", "serve", *mode, "--config", str(config.resolve())]
     env = _launch_env()
     if client == "claude-code":
         flags = [f"--env={k}={v}" for k, v in env.items()]
