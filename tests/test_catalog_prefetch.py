@@ -42,3 +42,27 @@ def test_opening_a_stored_catalog_prefetches_but_an_empty_one_does_not(tmp_path:
     with Catalog.open(path, embedder=off, log=False, prefetch=False):
         time.sleep(0.2)
         assert off._session is None
+
+
+def test_a_process_that_ends_while_the_models_load_exits_cleanly(tmp_path: Path) -> None:
+    """A short command (``toolscout call``) opens a stored catalog and ends at once: it
+    must not end while ONNX Runtime builds its session (an abort, exit -6, "terminate
+    called without an active exception")."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.db"
+    with Catalog.open(path, embedder=embedder(), log=False) as cat:
+        cat.add([spec("a.find_order", "Find an order by its number.")])
+    code = (
+        "import sys, time; from toolscout.discovery.catalog import Catalog; "
+        "c = Catalog.open(sys.argv[1], log=False); time.sleep(float(sys.argv[2])); c.close()"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    for pause in (0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4):  # ending at moments of the load
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path), str(pause)],
+            capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0 and "terminate" not in done.stderr, done.stderr

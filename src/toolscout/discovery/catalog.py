@@ -166,15 +166,17 @@ def stored_embedder(store: Store, *, spin_wait: bool = True) -> Embedder:
 
 def prefetch_models(embedder: Embedder) -> list[threading.Thread]:
     """Load ``embedder``'s model (when it can be loaded ahead: a ``load`` method) and the
-    token counter on daemon threads, so a new process's first discovery does not wait for
-    both in turn (each is loaded once: a later call finds it loaded). A failure is left
-    for the first use to report."""
+    token counter on background threads, so a new process's first discovery does not wait
+    for both in turn (each is loaded once: a later call finds it loaded). A failure is left
+    for the first use to report. The threads are not daemons: a process that ends while
+    ONNX Runtime is still building its session would abort ("terminate called without an
+    active exception"), so the interpreter waits for them at exit."""
     load = getattr(embedder, "load", None)
     jobs: list[Callable[[], object]] = [tokencount.encoding]
     if callable(load):
         jobs.insert(0, load)
     threads = [
-        threading.Thread(target=_quietly, args=(job,), name="toolscout-prefetch", daemon=True)
+        threading.Thread(target=_quietly, args=(job,), name="toolscout-prefetch", daemon=False)
         for job in jobs
     ]
     for thread in threads:
