@@ -288,7 +288,14 @@ def reconcile(soak: Soak, dsn: str) -> dict[str, Any]:
     lost = [a for a in executes if a.audit_id and row_of(a) is None]
     ok_without_row = [a for a in executes if a.result == "ok" and not a.audit_id]
     no_row = [a for a in executes if a.status == 200 and not a.audit_id]
-    unexcused_no_row = [a for a in no_row if a.reason not in ("audit_unavailable",)]
+    # a refusal whose audit write failed while the database was down stands unrecorded
+    # (nothing ran: gateway/core.py); outside the database's outage it counts as lost
+    outages = [f for f in soak.faults if f.name == "postgres_restart"]
+    unexcused_no_row = [
+        a for a in no_row
+        if a.reason != "audit_unavailable"
+        and not (a.result == "refused" and in_window(a.t0, a.t1, outages))
+    ]  # fmt: skip
     unanswered = [r for r in rows if r.id not in answered]
     cut = [a for a in executes if a.status == 0 or a.status >= 500]
     errors_outside = [
