@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from _mcp_kit import APP, free_port, node_modules, wait_port
+from test_mcp_clients import _listed
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 INSPECTOR_PAGE = "http://localhost:6274"
@@ -184,18 +185,6 @@ def test_claude_desktop_snippet_starts_the_gateway_in_a_clean_environment(tmp_pa
     assert "echo" in names, errlog.read_text()
     lines = [ln for ln in errlog.read_text().splitlines() if "toolscout.principal" in ln]
     assert len(lines) == 1 and "mcp:app" in lines[0], errlog.read_text()
-
-
-async def _listed(params: Any, errlog: Path) -> list[str]:
-    """The tool names the gateway lists once it has indexed (a search waits for that)."""
-    from mcp import Client
-    from mcp.client.stdio import stdio_client
-
-    with errlog.open("w") as err:
-        async with Client(stdio_client(params, errlog=err), read_timeout_seconds=120) as client:
-            await client.call_tool("search_tools", {"query": "echo some text"})
-            listed = await client.list_tools()
-    return [t.name for t in listed.tools]
 
 
 def test_search_tools_says_when_it_abstains(tmp_path: Path, monkeypatch: Any) -> None:
