@@ -16,8 +16,8 @@ demo: $(STAMP)
 	$(BIN)/toolscout demo --db demo.db
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
 
 # the MCP gateway tests run the published reference servers and the Inspector CLI from

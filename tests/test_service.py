@@ -7,8 +7,9 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,9 +24,10 @@ from toolscout import (
     read_catalog,
     read_policy,
 )
+from toolscout.cards import ToolSpec
 from toolscout.discovery.inject import render
 from toolscout.discovery.tokencount import count_json
-from toolscout.errors import UnknownToolError
+from toolscout.errors import ConfigError, UnknownToolError
 from toolscout.loader import demo_catalog_dir
 
 KEY = "test-secret-key-for-the-service-suite-0123456789"
@@ -227,3 +229,37 @@ def test_a_query_with_a_lone_surrogate_is_discovered_and_logged(ts: Toolscout) -
     assert log is not None
     log.flush()
     assert any(d.id == shortlist.discovery_id for d in log.discoveries())
+
+
+class _Counting:
+    """An executor that answers with its own mark and counts what it ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def call(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> Any:
+        self.ran.append(spec.id)
+        return {"bound": True, "tool": spec.id}
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_bind_runs_the_bound_tool_and_still_decides_who_may_call(ts: Toolscout) -> None:
+    bound = _Counting()
+    ts.bind(["orders.find_order", "billing.issue_full_refund"], bound)
+    support = token(roles=("support_agent",))
+    ran = ts.execute(support, "orders_find_order", {"order_id": "94218"})
+    assert ran.ok and ran.value == {"bound": True, "tool": "orders.find_order"}
+    # binding is not entitlement: the refund still needs its scope, and nothing ran
+    refused = ts.execute(support, "billing_issue_full_refund", {"order_id": "5512"})
+    assert (refused.status, refused.reason) == ("refused", "missing_scope")
+    assert bound.ran == ["orders.find_order"]
+    # tools not bound keep the executor they had
+    other = ts.execute(support, "orders_search_orders", {"customer_email": "a@example.com"})
+    assert other.ok and other.value["dry_run"] is True
+    assert bound.ran == ["orders.find_order"]
+    with pytest.raises(ConfigError, match="non-empty strings"):
+        ts.bind(["orders.find_order", ""], bound)
+    # a refused bind changed nothing
+    assert ts.gateway.executors["orders.find_order"] is bound

@@ -362,6 +362,14 @@ class Toolscout:
             return seen is not None and seen.key[:2] == (principal.subject, principal.tenant)
         return log.owner(discovery_id) == (principal.subject, principal.tenant)
 
+    def bind(self, tool_ids: Iterable[str], executor: Executor) -> None:
+        """Make ``executor`` run ``tool_ids`` in this service's gateway.
+
+        For a surface that brings its own way of running tools (the FastMCP transform
+        binds the server's tools). Calls still go through :meth:`execute`: the caller's
+        token, the policy, the schema and the audit decide, whatever is bound."""
+        self.gateway.bind(tool_ids, executor)
+
     def execute(
         self,
         caller: Caller,

@@ -25,7 +25,7 @@ import asyncio
 import contextvars
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from toolscout.cards import ToolSpec, make_spec
@@ -115,15 +115,6 @@ class FastMCPExecutor:
         return None
 
 
-def bind(toolscout: Toolscout, ids: Iterable[str], executor: FastMCPExecutor) -> None:
-    """Make ``executor`` run ``ids`` in ``toolscout``'s gateway (its executor table)."""
-    table = toolscout.gateway.executors
-    if not isinstance(table, MutableMapping):  # pragma: no cover - the gateway keeps a dict
-        raise ConfigError("this Toolscout's executors cannot be extended")
-    for tool_id in ids:
-        table[tool_id] = executor
-
-
 class ToolscoutSearchTransform(BaseSearchTransform):  # type: ignore[misc]
     """``search_tools`` answered by toolscout's discovery; ``call_tool`` through its gateway."""
 
@@ -162,7 +153,7 @@ class ToolscoutSearchTransform(BaseSearchTransform):  # type: ignore[misc]
         async with self._lock:
             if digest == self._indexed:
                 return
-            bind(self.toolscout, self._ids(tools), self.executor)
+            self.toolscout.bind(self._ids(tools), self.executor)
             if self._index:
                 await asyncio.to_thread(self.toolscout.add, specs_of(tools))
             self._indexed = digest

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -133,7 +133,7 @@ class Gateway:
         self.tools = tools
         self.policy = policy
         self.verifier = verifier
-        self.executors: Mapping[str, Executor] = (
+        self.executors: dict[str, Executor] = (
             dict(executors) if isinstance(executors, Mapping) else {DEFAULT_EXECUTOR: executors}
         )
         self.audit = audit
@@ -158,6 +158,18 @@ class Gateway:
     def validate(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> None:
         """Raise :class:`ArgumentError` unless ``arguments`` fit the tool's schema."""
         self.validator.validate(spec, arguments)
+
+    def bind(self, tool_ids: Iterable[str], executor: Executor) -> None:
+        """Make ``executor`` run ``tool_ids`` (replacing the executor each had before).
+
+        Binding decides nothing about who may call: every call is still verified,
+        authorised, validated and audited by :meth:`execute`."""
+        ids = list(tool_ids)
+        for tool_id in ids:
+            if not isinstance(tool_id, str) or not tool_id:
+                raise ConfigError(f"bind needs tool ids as non-empty strings, got {tool_id!r}")
+        for tool_id in ids:
+            self.executors[tool_id] = executor
 
     def _executor(self, tool_id: str) -> Executor:
         executor = self.executors.get(tool_id) or self.executors.get(DEFAULT_EXECUTOR)
