@@ -173,6 +173,9 @@ class GatewayBase:
         """The upstreams whose resources and prompts ``principal`` may use."""
         return passthrough.servers_for(self.upstreams, self.ts.catalog.policy, principal)
 
+    async def _on_upstream_notice(self, up: Upstream, message: Any) -> None:
+        """An upstream's notice for the gateway's clients (each handler class takes its own)."""
+
     async def _notify_tools_changed(self, ctx: Any) -> None:
         """Tell clients their tool list changed: listen streams and handshake sessions."""
         from mcp.server.subscriptions import ToolsListChanged
