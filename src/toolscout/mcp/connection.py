@@ -288,9 +288,12 @@ class Upstream:
             await self._apply(wires)
 
     async def _fetch(self) -> list[dict[str, Any]]:
-        """The upstream's tools in wire form (every page)."""
+        """The upstream's tools in wire form (every page); none from a server without tools
+        (one that offers only prompts or resources)."""
         client = self._client
         wires: list[dict[str, Any]] = []
+        if client.server_capabilities.tools is None:
+            return wires
         cursor = None
         for _ in range(100):
             page = await client.list_tools(cursor=cursor)
