@@ -86,3 +86,90 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def node_script(path: Path, source: str) -> list[str]:
+    """``node <path>`` for a CommonJS script written here, resolving the installed npm
+    packages (the published TypeScript SDK) through ``NODE_PATH``."""
+    path.write_text(source)
+    return ["node", str(path)]
+
+
+def node_env() -> dict[str, str]:
+    """The environment a :func:`node_script` upstream needs (its ``NODE_PATH``)."""
+    return {"NODE_PATH": str(node_modules()), "PATH": os.environ.get("PATH", "")}
+
+
+class StatusWatch:
+    """A client extension that keeps the ``notifications/tasks/status`` a session receives
+    (the Python SDK drops them unless a binding observes them)."""
+
+    identifier = "dev.toolscout.test/task-status"
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, object]] = []
+
+    def settings(self) -> dict[str, object]:
+        return {}
+
+    def claims(self) -> tuple[()]:
+        return ()
+
+    def notifications(self) -> list[object]:
+        from mcp.client.extension import NotificationBinding
+        from mcp.types import TaskStatusNotificationParams
+
+        async def seen(params: TaskStatusNotificationParams) -> None:
+            self.seen.append(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+        return [
+            NotificationBinding(
+                method="notifications/tasks/status",
+                params_type=TaskStatusNotificationParams,
+                handler=seen,
+            )
+        ]
+
+
+#: a task server whose task ids are task-1, task-2, ... in every process
+TASKER = r"""
+const { McpServer } = require("@modelcontextprotocol/sdk/server/mcp.js");
+const { StdioServerTransport } = require("@modelcontextprotocol/sdk/server/stdio.js");
+const { InMemoryTaskStore, InMemoryTaskMessageQueue } =
+  require("@modelcontextprotocol/sdk/experimental/tasks");
+const { z } = require("zod");
+
+class Numbered extends InMemoryTaskStore {
+  constructor() { super(); this.n = 0; }
+  generateTaskId() { this.n += 1; return `task-${this.n}`; }
+}
+const name = process.argv[2];
+const server = new McpServer({ name, version: "1.0.0" }, {
+  capabilities: { tools: {}, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
+  taskStore: new Numbered(), taskMessageQueue: new InMemoryTaskMessageQueue(),
+});
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+server.experimental.tasks.registerToolTask("work", {
+  description: `Work on a job in the background, as a task of ${name}`,
+  inputSchema: { job: z.string(), ms: z.number() },
+  execution: { taskSupport: "required" },
+  annotations: { readOnlyHint: true },
+}, {
+  createTask: async (args, extra) => {
+    const task = await extra.taskStore.createTask({ ttl: 60000, pollInterval: 100 });
+    (async () => {
+      await sleep(args.ms);
+      const note = `${name}: ${args.job} halfway`;
+      await extra.taskStore.updateTaskStatus(task.taskId, "working", note);
+      await sleep(args.ms);
+      await extra.taskStore.storeTaskResult(task.taskId, "completed", {
+        content: [{ type: "text", text: `${name} did ${args.job} as ${task.taskId}` }],
+      });
+    })().catch(() => {});
+    return { task };
+  },
+  getTask: async (args, extra) => extra.taskStore.getTask(extra.taskId),
+  getTaskResult: async (args, extra) => extra.taskStore.getTaskResult(extra.taskId),
+});
+server.connect(new StdioServerTransport());
+"""

@@ -29,7 +29,16 @@ from typing import Any
 
 import pytest
 
-from _mcp_kit import free_port, npm_server, stop, wait_port
+from _mcp_kit import (
+    TASKER,
+    StatusWatch,
+    free_port,
+    node_env,
+    node_script,
+    npm_server,
+    stop,
+    wait_port,
+)
 from toolscout.gateway.auth import issue_token
 from toolscout.mcp.wire import raw_request
 
@@ -97,6 +106,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     mine.mkdir()
     (mine / "only-in-my-root.txt").write_text("x")
     everything, files = npm_server("server-everything"), npm_server("server-filesystem")
+    tasker = node_script(tmp / "tasker.cjs", TASKER)
     config = tmp / "servers.json"
     config.write_text(json.dumps({
         "mcpServers": {
@@ -106,6 +116,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             "fs": {"command": files[0], "args": [*files[1:], str(base)],
                    "toolscout": {"scopes": []}},
             "pg": {"command": sys.executable, "args": [str(tmp / "pager.py")],
+                   "toolscout": {"scopes": []}},
+            "tk": {"command": tasker[0], "args": [*tasker[1:], "tk"], "env": node_env(),
                    "toolscout": {"scopes": []}},
         },
         "toolscout": {"jwt_key": KEY, "mode": "direct", "connect_timeout_s": 90,
@@ -314,6 +326,7 @@ def test_tasks_pass_through_per_caller(gateway: dict[str, Any]) -> None:
     from mcp.types import ElicitResult
 
     asked: list[str] = []
+    watch, bystander_watch = StatusWatch(), StatusWatch()
 
     async def elicitation(context: Any, params: Any) -> Any:
         asked.append(params.message)
@@ -321,9 +334,15 @@ def test_tasks_pass_through_per_caller(gateway: dict[str, Any]) -> None:
 
     async def scenario() -> dict[str, Any]:
         out: dict[str, Any] = {}
-        async with _client(
-            gateway, "tasker", mode="legacy", elicitation_callback=elicitation
-        ) as client:
+        async with (
+            _client(
+                gateway, "tasker", mode="legacy", elicitation_callback=elicitation,
+                extensions=[watch],
+            ) as client,
+            # the same caller on another connection, and another caller: neither is told
+            _client(gateway, "tasker", mode="legacy", extensions=[bystander_watch]),
+            _client(gateway, "other", mode="legacy", extensions=[bystander_watch]),
+        ):  # fmt: skip
             caps = client.server_capabilities.tasks
             out["caps"] = caps is not None and caps.requests is not None
             listed = {t.name: t for t in (await client.list_tools()).tools}
@@ -341,6 +360,11 @@ def test_tasks_pass_through_per_caller(gateway: dict[str, Any]) -> None:
                 "name": "simulate-research-query", "arguments": {"topic": "wasps"},
                 "task": {"ttl": 60000}})  # fmt: skip
             out["doomed"] = doomed["task"]["taskId"]
+            for _ in range(100):  # the status notices of the finished task are sent at once
+                if any(s["status"] == "completed" for s in watch.seen):
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)  # anything sent to a bystander would be there by now
         async with _client(gateway, "other", mode="legacy") as other:
             errors = []
             for method in ("tasks/get", "tasks/cancel"):
@@ -356,6 +380,7 @@ def test_tasks_pass_through_per_caller(gateway: dict[str, Any]) -> None:
         return out
 
     out = asyncio.run(scenario())
+    assert out["task_id"].startswith("ev/")  # named per server
     assert out["caps"] and out["support"] == "required"
     assert out["status"] in ("working", "input_required", "completed")
     report = json.dumps(out["result"])
@@ -365,3 +390,32 @@ def test_tasks_pass_through_per_caller(gateway: dict[str, Any]) -> None:
     assert out["other"] == [f"unknown task {out['doomed']}"] * 2
     assert out["other_list"] == {"tasks": []}
     assert out["cancelled"] == "cancelled"
+    # the upstream's status notices reached the connection that created the task, renamed
+    statuses = [s["status"] for s in watch.seen if s["taskId"] == out["task_id"]]
+    assert "input_required" in statuses and statuses[-1] == "completed", watch.seen
+    assert {s["taskId"] for s in watch.seen} <= {out["task_id"], out["doomed"]}
+    assert bystander_watch.seen == []
+
+
+def test_two_callers_same_upstream_task_ids_stay_their_own(gateway: dict[str, Any]) -> None:
+    """Each caller's own session of the numbering task server hands out ``task-1``: each
+    caller gets its own task under the gateway's name, and its own result."""
+
+    async def one(subject: str) -> dict[str, Any]:
+        async with _client(gateway, subject, mode="legacy") as client:
+            call = {
+                "name": "work",
+                "arguments": {"job": subject, "ms": 200},
+                "task": {"ttl": 60000},
+            }
+            task_id = (await raw_request(client, "tools/call", call))["task"]["taskId"]
+            return {"id": task_id, "result": await raw_request(
+                client, "tasks/result", {"taskId": task_id})}  # fmt: skip
+
+    async def both() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(one("ann"), one("ben")))
+
+    ann, ben = asyncio.run(both())
+    assert ann["id"] == ben["id"] == "tk/task-1"
+    assert "tk did ann as task-1" in json.dumps(ann["result"]), ann
+    assert "tk did ben as task-1" in json.dumps(ben["result"]), ben

@@ -169,9 +169,19 @@ class GatewayBase:
         link = LINK.get() or self._link(ctx, principal)
         return [await self.upstreams.route(up, link) for up in self.servers_for(principal)]
 
+    def visible(self, principal: Principal) -> list[Upstream]:
+        """The upstreams ``principal`` can see something of: a tool it is entitled to, or
+        (its server-wide scopes and tenants) its resources and prompts."""
+        wide = {up.config.prefix for up in self.servers_for(principal)}
+        tools = {card.id.split("/", 1)[0] + "/" for card in self.ts.entitled(principal)}
+        return [up for up in self.upstreams.servers.values() if up.config.prefix in wide | tools]
+
     def servers_for(self, principal: Principal) -> list[Upstream]:
         """The upstreams whose resources and prompts ``principal`` may use."""
         return passthrough.servers_for(self.upstreams, self.ts.catalog.policy, principal)
+
+    async def _on_upstream_notice(self, up: Upstream, message: Any) -> None:
+        """An upstream's notice for the gateway's clients (each handler class takes its own)."""
 
     async def _notify_tools_changed(self, ctx: Any) -> None:
         """Tell clients their tool list changed: listen streams and handshake sessions."""

@@ -32,10 +32,10 @@ from toolscout.mcp.cards import UpstreamTool, specs_from_tools
 from toolscout.mcp.config import ServerConfig
 from toolscout.mcp.processes import SPAWNED, leaders, resolve_command
 from toolscout.mcp.relay import LINK, Link, Relay
-from toolscout.mcp.wire import describe, pages, raw_request, redacted, wire
+from toolscout.mcp.wire import Notice, describe, observe, pages, raw_request, redacted, wire
 from toolscout.redact import redact
 
-__all__ = ["POLL_S", "Upstream"]
+__all__ = ["POLL_S", "TASK_STATUS", "Upstream"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,8 @@ PASSED_ON = (
     "notifications/resources/list_changed",
     "notifications/prompts/list_changed",
 )
+#: a task's status changed (2025-11-25): passed on to the caller session that created it
+TASK_STATUS = "notifications/tasks/status"
 #: longest one connection attempt may take (start-up waits only connect_timeout_s for it)
 CONNECT_ATTEMPT_S = 600.0
 #: back-off between reconnect attempts: first, factor, ceiling (seconds)
@@ -148,7 +150,7 @@ class Upstream:
                 env=dict(cfg.env or {}) or None, cwd=cfg.cwd,
             )  # fmt: skip
             transport = stdio_client(params, errlog=self.errlog or sys.stderr)
-        return Client(
+        client = Client(
             transport,
             client_info=Implementation(name="toolscout-gateway", version="0.1.0"),
             message_handler=self._on_message,
@@ -156,6 +158,13 @@ class Upstream:
             # relayed to the caller this session serves; declared as that caller's client does
             **self.relay.callbacks(),
         )
+        observe(client, TASK_STATUS, self._on_task_status)
+        return client
+
+    async def _on_task_status(self, params: dict[str, Any]) -> None:
+        if self.on_notify is not None:
+            with contextlib.suppress(Exception):  # a gone client must not break this link
+                await self.on_notify(self, Notice(TASK_STATUS, params))
 
     async def _on_message(self, message: Any) -> None:
         method = getattr(message, "method", "")
@@ -279,9 +288,12 @@ class Upstream:
             await self._apply(wires)
 
     async def _fetch(self) -> list[dict[str, Any]]:
-        """The upstream's tools in wire form (every page)."""
+        """The upstream's tools in wire form (every page); none from a server without tools
+        (one that offers only prompts or resources)."""
         client = self._client
         wires: list[dict[str, Any]] = []
+        if client.server_capabilities.tools is None:
+            return wires
         cursor = None
         for _ in range(100):
             page = await client.list_tools(cursor=cursor)

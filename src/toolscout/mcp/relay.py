@@ -119,6 +119,17 @@ class Link:
             answer = await self.asker(request, result_type)
             self.touch()
             return answer
+        version = getattr(self.ctx, "protocol_version", None)
+        if version in _modern():  # it cannot be sent a request: say where it could be asked
+            from mcp import MCPError
+            from mcp.types import INVALID_REQUEST
+
+            raise MCPError(
+                INVALID_REQUEST,
+                f"the client behind the toolscout gateway speaks MCP {version}, where a server "
+                "can ask its client only in answer to a tools/call, prompts/get or "
+                "resources/read (an input-required result), not during this request",
+            )
         related = self.related
         metadata = (
             ServerMessageMetadata(related_request_id=related) if related is not None else None
@@ -201,6 +212,12 @@ class Relay:
         if link is not None:
             with contextlib.suppress(Exception):  # a gone caller: the log line is dropped
                 await link.log(params)
+
+
+def _modern() -> frozenset[str]:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return frozenset(MODERN_PROTOCOL_VERSIONS)
 
 
 #: the link of the request being served in this task (set by the gateway's handlers)

@@ -19,8 +19,9 @@ from typing import Any
 from toolscout.errors import GatewayError, TokenError
 from toolscout.mcp import passthrough
 from toolscout.mcp.callers import GatewayBase, connection_of
-from toolscout.mcp.relay import LINK
+from toolscout.mcp.relay import LINK, Link
 from toolscout.mcp.upstream import Upstream
+from toolscout.policy import Principal
 from toolscout.redact import redact
 
 __all__ = ["ResourceHandlers"]
@@ -57,7 +58,7 @@ class ResourceHandlers(GatewayBase):
     async def _read_resource(self, ctx: Any, params: Any) -> Any:
         uri = str(params.uri)
         return await self._passed(
-            ctx, f"resource:{uri}", lambda s: passthrough.read_resource(s, uri)
+            ctx, f"resource:{uri}", lambda s: passthrough.read_resource(s, uri), rounds=params
         )
 
     async def _subscribe(self, ctx: Any, params: Any) -> Any:
@@ -90,7 +91,7 @@ class ResourceHandlers(GatewayBase):
     async def _get_prompt(self, ctx: Any, params: Any) -> Any:
         name, args = str(params.name), params.arguments
         return await self._passed(
-            ctx, f"prompt:{name}", lambda s: passthrough.get_prompt(s, name, args)
+            ctx, f"prompt:{name}", lambda s: passthrough.get_prompt(s, name, args), rounds=params
         )
 
     async def _complete(self, ctx: Any, params: Any) -> Any:
@@ -105,14 +106,49 @@ class ResourceHandlers(GatewayBase):
         return EmptyResult()
 
     async def _passed(
-        self, ctx: Any, what: str, run: Callable[[list[Upstream]], Awaitable[Any]]
+        self,
+        ctx: Any,
+        what: str,
+        run: Callable[[list[Upstream]], Awaitable[Any]],
+        *,
+        rounds: Any = None,
     ) -> Any:
         """A pass-through request under the gateway's rules: rate-limited per caller and
-        audited (attempt, then outcome), like a tool call; its caller's link set."""
+        audited (attempt, then outcome), like a tool call; its caller's link set.
+
+        A request that may carry input-required rounds (``rounds``: its params; the
+        2026-07-28 protocol allows them for ``resources/read`` and ``prompts/get``, as for
+        ``tools/call``) from a 2026-07-28 caller gets its upstream's questions back as an
+        ``InputRequiredResult``, and its retry resumes the waiting upstream request
+        (:mod:`~toolscout.mcp.rounds`; checked and audited once, when it began)."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        principal = self._caller(ctx)
+        link = self._link(ctx, principal)
+        if rounds is None or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return await self._checked(ctx, principal, link, what, run)
+        token = LINK.set(link)
+        try:
+            return await self._rounds.run(
+                f"{principal.tenant}\x00{principal.subject}\x00{ctx.method}",
+                link,
+                rounds,
+                lambda: self._checked(ctx, principal, link, what, run),
+            )
+        finally:
+            LINK.reset(token)
+
+    async def _checked(
+        self,
+        ctx: Any,
+        principal: Principal,
+        link: Link,
+        what: str,
+        run: Callable[[list[Upstream]], Awaitable[Any]],
+    ) -> Any:
         from mcp.shared.exceptions import MCPError
         from mcp.types import INVALID_REQUEST
 
-        principal = self._caller(ctx)
         audit = self.ts.gateway.audit
         try:
             self._rate.check(principal, tool_id=what)
@@ -129,7 +165,7 @@ class ResourceHandlers(GatewayBase):
             subject=principal.subject, tenant=principal.tenant, tool_id=what[:512], args_digest=""
         )
         status, reason, detail = "error", "tool_failed", ""
-        token = LINK.set(self._link(ctx, principal))
+        token = LINK.set(link)
         try:
             answer = await run(await self._servers(ctx, principal))
             status, reason = "ok", "ok"

@@ -57,7 +57,7 @@ from toolscout.mcp.processes import kill_children
 from toolscout.mcp.resources import ResourceHandlers
 from toolscout.mcp.tasks import TaskHandlers, tasks_capability
 from toolscout.mcp.upstream import Upstreams
-from toolscout.policy import DEFAULT_ADMIN_SCOPE, PolicyConfig
+from toolscout.policy import DEFAULT_ADMIN_SCOPE, PolicyConfig, Principal
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -198,6 +198,7 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
                 on_subscriptions_listen=ListenHandler(self.bus),
             )
         self.install_tasks(server)
+        server.middleware.append(self._instructions_middleware)
         from mcp.types import NotificationParams
 
         server.add_notification_handler(
@@ -206,12 +207,25 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         return server
 
     async def _indexed(self, up: Any) -> None:
-        """An upstream's tools arrived: index them; its instructions join the gateway's."""
+        """An upstream's tools arrived: index them."""
         await self._on_tools(up)
-        self.server.instructions = self.instructions()
 
-    def instructions(self) -> str:
-        """The gateway's instructions for the mode it serves, then each upstream's own."""
+    async def _instructions_middleware(self, ctx: Any, call_next: Any) -> Any:
+        """``initialize`` and ``server/discover`` carry the instructions for their caller:
+        the gateway's own, then those of each upstream the caller can see (nothing awaited:
+        ``initialize`` is answered with the read loop parked)."""
+        result = await call_next(ctx)
+        if ctx.method in ("initialize", "server/discover") and isinstance(result, dict):
+            try:
+                principal = self._principal(ctx)
+            except TokenError:
+                return result  # no caller, no upstream's instructions
+            result["instructions"] = self.instructions(principal)
+        return result
+
+    def instructions(self, principal: Principal | None = None) -> str:
+        """The gateway's instructions for the mode it serves, then the own instructions of
+        each upstream ``principal`` can see (:meth:`visible`; none without a caller)."""
         mode = self.config.mode
         if mode == "direct":
             own = "The tools of several MCP servers are listed here, as each caller may use them."
@@ -228,10 +242,10 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
             if mode == "auto":
                 own += " With few tools, they are listed directly instead."
         parts = [own]
-        for up in self.upstreams.servers.values():
-            text = up.instructions
-            if text:
-                parts.append(f"[{up.name}] {text}")
+        if principal is not None and any(u.instructions for u in self.upstreams.servers.values()):
+            parts += [
+                f"[{u.name}] {u.instructions}" for u in self.visible(principal) if u.instructions
+            ]
         return "\n\n".join(parts)
 
     # -- lifecycle -------------------------------------------------------------

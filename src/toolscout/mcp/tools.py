@@ -141,7 +141,7 @@ class ToolHandlers(GatewayBase):
             if name != SEARCH and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 # the upstream's questions go back in input-required rounds (mcp/rounds.py)
                 return await self._rounds.run(
-                    _key(principal),
+                    f"{_key(principal)}\x00tools/call",
                     link,
                     params,
                     lambda: self._run_call(principal, name, args, link),

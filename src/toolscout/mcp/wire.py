@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from toolscout.redact import redact
 
-__all__ = ["describe", "pages", "raw_request", "redacted", "wire"]
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = ["Notice", "describe", "observe", "pages", "raw_request", "redacted", "wire"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """An upstream notification the SDK has no type for: its method and wire params."""
+
+    method: str
+    params: dict[str, Any]
 
 
 async def pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[dict[str, Any]]:
@@ -63,3 +76,38 @@ async def raw_request(client: Any, method: str, params: dict[str, Any]) -> dict[
         method, data.get("params"), opts
     )
     return answer
+
+
+def observe(client: Any, method: str, handler: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    """Have an SDK ``Client`` (not yet entered) hand ``handler`` the params of each ``method``
+    notification its server sends, in wire form.
+
+    For ``notifications/tasks/status`` (2025-11-25): the SDK (2.3) leaves it out of its
+    notification tables, so its session drops it unless a notification binding observes
+    it. Bindings come only from client extensions, which would also be *advertised*
+    upstream; this adds the binding alone to the client's folded extensions (a private
+    field, read when the client builds its session), advertising nothing."""
+    import dataclasses
+
+    from mcp.client.extension import NotificationBinding
+
+    async def deliver(params: BaseModel) -> None:
+        await handler(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+    folded = client._folded_extensions
+    binding = NotificationBinding(method=method, params_type=_any_params(), handler=deliver)
+    client._folded_extensions = dataclasses.replace(
+        folded, bindings=(*(folded.bindings or ()), binding)
+    )
+
+
+@functools.cache
+def _any_params() -> type[BaseModel]:
+    from pydantic import BaseModel, ConfigDict
+
+    class AnyParams(BaseModel):
+        """Notification params kept as they came (every field)."""
+
+        model_config = ConfigDict(extra="allow")
+
+    return AnyParams
