@@ -164,15 +164,15 @@ def stored_embedder(store: Store, *, spin_wait: bool = True) -> Embedder:
     return make_embedder(known, spin_wait=spin_wait)
 
 
-def prefetch_models(embedder: Embedder) -> list[threading.Thread]:
+def prefetch_models(embedder: Embedder | None, *, tokens: bool = True) -> list[threading.Thread]:
     """Load ``embedder``'s model (when it can be loaded ahead: a ``load`` method) and the
-    token counter on background threads, so a new process's first discovery does not wait
-    for both in turn (each is loaded once: a later call finds it loaded). A failure is left
-    for the first use to report. The threads are not daemons: a process that ends while
-    ONNX Runtime is still building its session would abort ("terminate called without an
-    active exception"), so the interpreter waits for them at exit."""
+    token counter (unless ``tokens`` is false) on background threads, so a new process's
+    first discovery does not wait for both in turn (each is loaded once: a later call finds
+    it loaded). A failure is left for the first use to report. The threads are not daemons:
+    a process that ends while ONNX Runtime is still building its session would abort
+    ("terminate called without an active exception"), so the interpreter waits for them."""
     load = getattr(embedder, "load", None)
-    jobs: list[Callable[[], object]] = [tokencount.encoding]
+    jobs: list[Callable[[], object]] = [tokencount.encoding] if tokens else []
     if callable(load):
         jobs.insert(0, load)
     threads = [
@@ -234,6 +234,46 @@ def _kept_key(name: str) -> str:
     return f"{name}:{_CODE_DIGEST}"
 
 
+def _token_key() -> str:
+    """The key counted token parts are kept under: a digest of the counting module's
+    source (its encoding, pattern and part rule), so another toolscout never reads them."""
+    digest = hashlib.sha256(Path(str(tokencount.__file__)).read_bytes()).hexdigest()[:16]
+    return f"token-parts:{digest}"
+
+
+def _token_blob(parts: Mapping[str, Any], joins: Mapping[str, int]) -> bytes:
+    return json.dumps({"parts": parts, "joins": joins}, separators=(",", ":")).encode()
+
+
+def _token_parts(blob: bytes) -> tuple[dict[str, Any], dict[str, int]] | None:
+    """Kept token parts, or None for anything not exactly their shape (rebuilt, not an
+    error: a damaged blob only means counting again)."""
+    try:
+        data = json.loads(blob)
+        parts, joins = data["parts"], data["joins"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(parts, dict) or not isinstance(joins, dict):
+        return None
+    out: dict[str, tuple[int, str, str] | None] = {}
+    for key, value in parts.items():
+        if value is None:
+            out[key] = None
+        elif (
+            isinstance(value, list)
+            and len(value) == 3
+            and type(value[0]) is int
+            and isinstance(value[1], str)
+            and isinstance(value[2], str)
+        ):
+            out[key] = (value[0], value[1], value[2])
+        else:
+            return None
+    if not all(isinstance(c, str) and type(n) is int for c, n in joins.items()):
+        return None
+    return out, joins
+
+
 class _State:
     """What the catalog derives from one store generation; replaced whole, never patched."""
 
@@ -278,6 +318,7 @@ class Catalog:
         self._lock = threading.RLock()
         self._state: _State | None = None
         self._pin = threading.local()
+        self._tokens_kept = -1  # texts whose token parts the store holds (-1: not read yet)
         if policy is not None and self._stored_policy() != policy:
             self.set_policy(policy)
         self.refresh()
@@ -307,14 +348,15 @@ class Catalog:
 
         store = open_store(path)
         chosen = embedder or stored_embedder(store)
-        if prefetch and store.generation() > 0:
-            prefetch_models(chosen)
+        prefetch = prefetch and store.generation() > 0
+        if prefetch:  # the encoder; the token counter once the kept counts are known
+            prefetch_models(chosen, tokens=False)
         dlog = None
         if log and isinstance(path, str | Path):
             from toolscout.telemetry.log import open_log
 
             dlog = open_log(path, query_log=query_log, query_text_days=query_text_days)
-        return cls(
+        catalog = cls(
             store,
             embedder=chosen,
             policy=policy,
@@ -322,8 +364,19 @@ class Catalog:
             log=dlog,
             reformulator=reformulator,
         )
+        if prefetch and not catalog.counts_kept:  # kept counts may spare it the tokenizer
+            prefetch_models(None)
+        return catalog
+
+    @property
+    def counts_kept(self) -> bool:
+        """Whether token counts an earlier process made over this store were read (then
+        the texts it counted are counted again without the tokenizer)."""
+        return self._tokens_kept > 0
 
     def close(self) -> None:
+        with suppress(Exception):  # a cache: a store that cannot keep it is no error
+            self.keep_token_counts()
         if self.log is not None:
             self.log.close()
         self.store.close()
@@ -374,6 +427,8 @@ class Catalog:
             )
             self._specs.clear()
             self._state = state
+            if self._tokens_kept < 0:
+                self._preload_tokens()
             return state
 
     @contextmanager
@@ -730,6 +785,34 @@ class Catalog:
         return ent
 
     # -- token figures -----------------------------------------------------------
+    def _preload_tokens(self) -> None:
+        """The token parts an earlier process counted over this store (a pure function of
+        each rendered text: kept whatever the generation), so this process's first
+        discovery counts its shortlist without loading the tokenizer when they cover it."""
+        self._tokens_kept = 0
+        read = getattr(self.store, "derived", None)
+        kept = read(_token_key()) if read is not None else None
+        found = _token_parts(kept[1]) if kept is not None else None
+        if found is not None:
+            tokencount.preload(*found)
+            self._tokens_kept = len(found[0])
+
+    def keep_token_counts(self) -> bool:
+        """Keep the token parts this process counted for the next one (with what the store
+        held), when there are new ones; True if written. Called on close and by servers
+        after warming up: never on the request path."""
+        write = getattr(self.store, "set_derived", None)
+        state = self._state
+        if write is None or state is None:
+            return False
+        parts, joins = tokencount.known_parts()
+        if len(parts) <= max(self._tokens_kept, 0):
+            return False
+        if write(_token_key(), self.store.generation(), _token_blob(parts, joins)):
+            self._tokens_kept = len(parts)
+            return True
+        return False
+
     def schema_tokens(self, tool_id: str, fmt: str) -> int:
         """o200k tokens of one tool's rendering (cached per catalog generation, as the
         rendered name can change with the rest of the catalog: never stale)."""

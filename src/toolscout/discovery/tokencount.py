@@ -55,6 +55,10 @@ PARTS_CACHE = 8192
 _parts: OrderedDict[str, tuple[int, str, str] | None] = OrderedDict()
 _joins: dict[str, int] = {}
 _JOINS_CAP = 4096
+#: parts known from an earlier process (:func:`preload`), by a digest of the item text
+_known: dict[str, tuple[int, str, str] | None] = {}
+#: at most this many texts' parts are preloaded or handed on by :func:`known_parts`
+KNOWN_CAP = 50_000
 
 
 def _load_ranks() -> dict[bytes, int]:
@@ -128,6 +132,38 @@ def _pre_chunks(text: str) -> list[str]:
     return chunks
 
 
+def text_digest(text: str) -> str:
+    """The key an item text's parts are kept under (:func:`known_parts`)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def preload(parts: dict[str, tuple[int, str, str] | None], joins: dict[str, int]) -> None:
+    """Make counts an earlier process made known here (:func:`known_parts`), so counting
+    the texts it counted needs no tokenizer: a new process's first discovery then does
+    not wait for the 200k-rank o200k encoding to load. The caller checks they were made
+    by this module's code (a counted text's parts never change for one encoding)."""
+    with _lock:
+        for key, value in parts.items():
+            if len(_known) >= KNOWN_CAP:
+                break
+            _known.setdefault(key, value)
+        for chunk, n in joins.items():
+            if len(_joins) < _JOINS_CAP:
+                _joins.setdefault(chunk, n)
+
+
+def known_parts() -> tuple[dict[str, tuple[int, str, str] | None], dict[str, int]]:
+    """Every item text's parts known in this process (by :func:`text_digest`) and every
+    join's count: what a later process may :func:`preload`."""
+    with _lock:
+        parts = dict(_known)
+        for text, value in _parts.items():
+            if len(parts) >= KNOWN_CAP:
+                break
+            parts[text_digest(text)] = value
+        return parts, dict(_joins)
+
+
 def _parts_of(text: str) -> tuple[int, str, str] | None:
     """(tokens without the first and last chunk, first chunk, last chunk), or None when
     a join with this text could change how its neighbour is split."""
@@ -135,6 +171,14 @@ def _parts_of(text: str) -> tuple[int, str, str] | None:
         if text in _parts:
             _parts.move_to_end(text)
             return _parts[text]
+        if _known:
+            key = text_digest(text)
+            if key in _known:
+                known = _known[key]
+                _parts[text] = known
+                while len(_parts) > PARTS_CACHE:
+                    _parts.popitem(last=False)
+                return known
     chunks = _pre_chunks(text)
     out: tuple[int, str, str] | None = None
     if len(chunks) >= 3 and "".join(chunks) == text:

@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 
 #: seconds after start-up the embedder is loaded if no client has listed tools by then
 WARM_AFTER_S = 2.0
+#: a stored catalog's query encoder starts loading as soon as the catalog is open
+EARLY_ENCODER = True
 
 
 class MCPGateway(TaskHandlers, ResourceHandlers):
@@ -83,8 +85,6 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         errlog: TextIO | None = None,
         poll_s: float = POLL_S,
     ) -> None:
-        from mcp.server.subscriptions import InMemorySubscriptionBus
-
         self.config = config
         self.errlog = errlog
         self._init_state()
@@ -97,6 +97,14 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         )
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self.ts = toolscout if toolscout is not None else self._open_toolscout()
+        if toolscout is None and EARLY_ENCODER and len(self.ts.catalog):
+            # a stored catalog: the encoder loads while the MCP SDK is imported (most of it
+            # is ONNX Runtime building its session, off the interpreter's lock)
+            from toolscout.discovery.catalog import prefetch_models
+
+            prefetch_models(self.ts.catalog.embedder, tokens=False)
+        from mcp.server.subscriptions import InMemorySubscriptionBus
+
         from toolscout.gateway.limits import RateLimiter
 
         self._rate = RateLimiter.from_limits(self.ts.gateway.limits)
@@ -300,17 +308,21 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         await asyncio.to_thread(self._warm)
 
     def _warm(self) -> None:
-        """The embedder and the token counter loaded side by side, then the caller's
-        discovery state derived by one unrecorded discovery (best effort)."""
+        """The embedder (and the token counter, unless an earlier process kept its counts
+        of this catalog's renderings) loaded side by side, then the caller's discovery state
+        derived by one unrecorded discovery, and the counts kept for the next start (best
+        effort)."""
         from toolscout.discovery.catalog import prefetch_models
 
+        catalog = self.ts.catalog
         try:
-            for thread in prefetch_models(self.ts.catalog.embedder):
+            for thread in prefetch_models(catalog.embedder, tokens=not catalog.counts_kept):
                 thread.join()
             if self.config.principal is not None:
-                self.ts.catalog.discover(
+                catalog.discover(
                     "find the right tool", self.config.principal, k=1, fmt="mcp", record=False
                 )
+            catalog.keep_token_counts()
         except Exception as exc:  # a warm-up fault shows again, clearly, on first use
             log.info("warm-up: %s", exc)
 
