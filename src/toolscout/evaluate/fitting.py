@@ -32,6 +32,7 @@ from toolscout.discovery.calibrate import (
     top_probability,
 )
 from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.parts import request_parts
 from toolscout.discovery.search import parse_query
 from toolscout.errors import QueryError
 from toolscout.evaluate.evalset import EvalQuery
@@ -55,7 +56,9 @@ def examples(catalog: Catalog, queries: Sequence[EvalQuery]) -> list[Example]:
     for q, (qterms, lex, dense) in zip(
         queries, retriever.pools(texts, vectors, allowed), strict=True
     ):
-        ids, x = features(qterms, lex, dense, fields, retriever.phrases.idf)
+        ids, x = features(
+            qterms, lex, dense, fields, retriever.phrases.idf, len(request_parts(q.query))
+        )
         rows = [ids.index(g) for g in q.gold if g in ids] or [-1]
         out += [Example(x, r) for r in rows]
     return out
@@ -171,7 +174,7 @@ def recall_grid(
                 for y in yields:
                     got[y].append(0.0)  # refused: nothing found
                 continue
-            retrieval = pipeline.retrieve(catalog, parsed, ent, run)
+            retrieval, _ = pipeline.retrieve_or_skip(catalog, parsed, ent, run)
             exact = pipeline.exact_mentions(catalog, parsed, ent, run)
             for y, chosen_by in selections.items():
                 chosen = pipeline.top_k(catalog, parsed, ent, retrieval, exact, DEPTH, chosen_by)
