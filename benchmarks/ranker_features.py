@@ -1,15 +1,15 @@
 """The learned ranker's per-query features, A/B, held out: its order with and without them.
 
 The ranker (``discovery/calibrate.py``) scores each candidate of a query's pool on
-:data:`calibrate.FEATURES`; the columns from ``rare`` on read the request's shape
-(its length, its rare terms, whether BM25 and dense agree, whether it reads in
-parts). This script measures what they add on their own, fast and offline: every
-query of every set goes once through the product's own BM25 and dense retrieval
-(``Retriever.pools``); the ranker prior is fitted leave-one-set-out on the other
-sets' queries (``fitting.fit_prior``'s data and settings), once on the first
-:data:`calibrate.BASE` columns (the ranker before them) and once on all; each set
-is ordered by its held-out fit, with the blend of the fixed fusion added, and
-scored at recall@5 and complete@5 beside the same pools ordered by BM25 alone, by
+:data:`calibrate.FEATURES`; the optional columns ``features(shape=True)`` adds read the
+request's shape (its length, its rare terms, whether BM25 and dense agree, whether it
+reads in parts: :data:`calibrate.SHAPE_FEATURES`). This script measures what they add
+on their own, fast and offline: every query of every set goes once through the
+product's own BM25 and dense retrieval (``Retriever.pools``); the ranker prior is
+fitted leave-one-set-out on the other sets' queries (``fitting.fit_prior``'s data and
+settings), once on :data:`calibrate.FEATURES` (the default ranker) and once with the
+shape columns too; each set is ordered by its held-out fit, with the blend of the fixed
+fusion added, and scored at recall@5 and complete@5 beside the same pools ordered by BM25 alone, by
 the cosine alone and by the fixed fusion. Nothing else of the default runs here (no
 per-catalog refit, exact hits, dedupe, parts, prerequisites): the full default is
 ``benchmarks/quality.py``'s. It also times the feature matrix with and without the
@@ -62,7 +62,7 @@ def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict
         ):
             n_parts = len(request_parts(q.query))
             ids, x = features(qterms, lex, dense, retriever.phrases.fields,
-                              retriever.phrases.idf, n_parts)  # fmt: skip
+                              retriever.phrases.idf, n_parts, shape=True)  # fmt: skip
             out.append({
                 "ids": ids, "x": x, "gold": list(q.gold), "parts": n_parts,
                 "lex": list(lex.ids), "dense": list(dense.ids),
@@ -77,8 +77,8 @@ def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict
 
 
 def time_features(rows: Sequence[Mapping[str, Any]], fields: Any, idf: Any) -> dict[str, float]:
-    """Mean µs of the feature matrix, all columns and the shape columns alone
-    (``calibrate._shape`` on the same pools, interleaved, 3 rounds)."""
+    """Mean µs of the feature matrix as the default builds it and of the shape columns
+    alone (``calibrate._shape``) on the same pools, interleaved, 3 rounds."""
     from toolscout.discovery import calibrate
 
     full: list[float] = []
@@ -87,8 +87,9 @@ def time_features(rows: Sequence[Mapping[str, Any]], fields: Any, idf: Any) -> d
         for row in rows:
             qterms, lex, dense, n_parts = row["args"]
             t0 = time.perf_counter()
-            ids, x = calibrate.features(qterms, lex, dense, fields, idf, n_parts)
+            calibrate.features(qterms, lex, dense, fields, idf, n_parts)
             t1 = time.perf_counter()
+            ids, x = calibrate.features(qterms, lex, dense, fields, idf, n_parts, shape=True)
             q = set(qterms)
             pool = set(ids)
             index = {t: i for i, t in enumerate(ids)}
@@ -117,9 +118,9 @@ def scores_at(rows: Sequence[Mapping[str, Any]], order_of: Any, k: int = 5) -> d
 
 
 def learned_order(weights: Sequence[float], blend: float, cols: int) -> Any:
-    from toolscout.discovery.calibrate import FIXED_MIX
+    from toolscout.discovery.calibrate import blended
 
-    w = np.asarray(weights[:cols], dtype=np.float64) + blend * np.asarray(FIXED_MIX[:cols])
+    w = np.asarray(blended(weights[:cols], blend), dtype=np.float64)
 
     def order(row: Mapping[str, Any]) -> list[str]:
         s = row["x"][:, :cols] @ w
@@ -131,7 +132,7 @@ def learned_order(weights: Sequence[float], blend: float, cols: int) -> Any:
 def fixed_order(row: Mapping[str, Any]) -> list[str]:
     from toolscout.discovery.calibrate import FIXED_MIX
 
-    s = row["x"] @ np.asarray(FIXED_MIX)
+    s = row["x"][:, : len(FIXED_MIX)] @ np.asarray(FIXED_MIX)
     return [row["ids"][i] for i in np.argsort(-s, kind="stable")]
 
 
@@ -150,8 +151,9 @@ def fit_without(
             targets = [row["ids"].index(g) for g in row["gold"] if g in row["ids"]] or [-1]
             out += [Example(x, t) for t in targets]
         examples[name] = out
+    prior = (*PRIOR, *(0.0,) * (cols - len(PRIOR)))
     return fit(_balanced(examples, held_out), l2=1e-3, steps=400,
-               prior=PRIOR[:cols], prior_none=PRIOR_NONE)  # fmt: skip
+               prior=prior, prior_none=PRIOR_NONE)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -168,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(args_list)
 
-    from toolscout.discovery.calibrate import BASE, FEATURES
+    from toolscout.discovery.calibrate import FEATURES, SHAPE_FEATURES
     from toolscout.embed.minilm import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()
@@ -179,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         by_set[d.name] = pools(d, args.cache, args.limit, embedder)
         print(f"{d.name}: {len(by_set[d.name])} queries ({time.perf_counter() - start:.0f}s)",
               file=sys.stderr)  # fmt: skip
-    variants = {"before": BASE, "shape": len(FEATURES)}
+    variants = {"before": len(FEATURES), "shape": len(FEATURES) + len(SHAPE_FEATURES)}
     fits: dict[str, dict[str, Any]] = {v: {} for v in variants}
     for v, cols in variants.items():
         for name in [*by_set, None]:
@@ -203,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({
         "command": command_line("benchmarks/ranker_features.py", args_list),
-        "features": list(FEATURES), "fits": fits, "sets": results, "timing": timing,
+        "features": [*FEATURES, *SHAPE_FEATURES], "fits": fits, "sets": results, "timing": timing,
     }, indent=1))  # fmt: skip
     keys = list(next(iter(results.values())))[2:]
     print("| set | " + " | ".join(keys) + " |")
@@ -211,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, res in results.items():
         cells = [f"{res[k]['recall@5']:.3f} / {res[k]['complete@5']:.3f}" for k in keys]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print("timing (µs, features / shape columns):", timing)
+    print("timing (µs, the default's feature matrix / the shape columns):", timing)
     return 0
 
 

@@ -9,7 +9,6 @@ import pytest
 
 from support import embedder, spec
 from toolscout.discovery.calibrate import (
-    BASE,
     FEATURES,
     FIXED_MIX,
     LEAD,
@@ -17,6 +16,7 @@ from toolscout.discovery.calibrate import (
     PRIOR,
     PRIOR_NONE,
     RARE_CAP,
+    SHAPE_FEATURES,
     VERSION,
     Calibration,
     Example,
@@ -170,7 +170,6 @@ def test_the_blend_adds_the_fixed_fusion_to_the_learned_score() -> None:
             [0.4, 0.5, 0.6, 1.0, 0.0, 0.0, 0.0, 1.0, 0.4],  # the best cosine
         ]
     )
-    x = np.hstack([x, np.zeros((2, len(FEATURES) - BASE))])  # no request-shape signal
     fixed = x @ np.array(FIXED_MIX)
     huge = scores(x, blended(PRIOR, 1e4))
     assert int(np.argmax(huge)) == int(np.argmax(fixed)) == 1
@@ -191,13 +190,14 @@ def test_the_request_shape_columns_read_length_rare_terms_agreement_and_parts() 
         for t in set(terms(c.name)) | set(terms(c.summary)):
             df[t] = df.get(t, 0) + 1
     idf = idf_of(df, len(cards))
-    col = {f: i for i, f in enumerate(FEATURES)}
+    col = {f: i for i, f in enumerate((*FEATURES, *SHAPE_FEATURES))}
     lex = Hits(["zephyr_forecast", "tool_1"], [4.0, 2.0])
     dense = Hits(["quasar_quote", "tool_1", "tool_2"], [0.6, 0.5, 0.4])
     q = terms("zephyr forecast and quasar quote for the city weather")
-    ids, x = features(q, lex, dense, fields, idf)
+    ids, x = features(q, lex, dense, fields, idf, shape=True)
     row = {t: i for i, t in enumerate(ids)}
-    assert x.shape == (4, len(FEATURES))
+    assert x.shape == (4, len(FEATURES) + len(SHAPE_FEATURES))
+    assert features(q, lex, dense, fields, idf)[1] == pytest.approx(x[:, : len(FEATURES)])
     # rare: zephyr+forecast+quasar+quote are rare; weather, city are in every card
     assert x[row["zephyr_forecast"], col["rare"]] == pytest.approx(2 / RARE_CAP)
     assert x[row["quasar_quote"], col["rare"]] == pytest.approx(2 / RARE_CAP)
@@ -209,9 +209,12 @@ def test_the_request_shape_columns_read_length_rare_terms_agreement_and_parts() 
     # one id of ten shared by the two lists' first ten
     assert x[:, col["lexical_disagree"]] == pytest.approx(lexical * 0.9)
     assert x[:, col["lexical_parts"]] == pytest.approx(0.0)
-    _, in_parts = features(q, lex, dense, fields, idf, parts=2)
+    _, in_parts = features(q, lex, dense, fields, idf, parts=2, shape=True)
     assert in_parts[:, col["lexical_parts"]] == pytest.approx(lexical)
-    assert in_parts[:, :BASE] == pytest.approx(x[:, :BASE])  # the columns before are unchanged
+    assert in_parts[:, : len(FEATURES)] == pytest.approx(x[:, : len(FEATURES)])
+    # the blend adds nothing to the shape columns' weights
+    w = (*PRIOR, *(1.0,) * len(SHAPE_FEATURES))
+    assert blended(w, 8.0)[len(FEATURES) :] == (1.0,) * len(SHAPE_FEATURES)
 
 
 def test_stale() -> None:

@@ -49,7 +49,6 @@ import numpy.typing as npt
 
 from toolscout.cards import CapabilityCard, ToolSpec
 from toolscout.discovery.lexical import identifiers, phrase_key, terms, words
-from toolscout.discovery.parts import request_parts
 from toolscout.stores.base import Hits, Vector
 
 Matrix = npt.NDArray[np.float64]
@@ -65,8 +64,14 @@ FEATURES: tuple[str, ...] = (
     "summary",  # idf share of the query's terms found in the summary
     "dense_rank",  # 1 / (1 + rank) in the dense pool, 0 when absent
     "both",  # lexical x normalised cosine: both signals agree
-    # the request's shape, read per candidate (a constant of the query alone would cancel
-    # in the softmax over the pool: each is an interaction with a candidate's signal)
+)
+#: the request's shape, read per candidate (a constant of the query alone would cancel in
+#: the softmax over the pool: each is an interaction with a candidate's signal), appended
+#: after :data:`FEATURES` by ``features(shape=True)``. **Not used by the default**: fitted
+#: leave-one-set-out they did not raise held-out recall@5 on any set beyond noise and cost
+#: bfcl 0.007 (benchmarks/ranker_features.py, docs/benchmarks.md "This round: per-query
+#: features"), so the ranker reads :data:`FEATURES` only unless ``Ranker.shape``
+SHAPE_FEATURES: tuple[str, ...] = (
     "rare",  # distinct rare query terms (RARE_IDF_SHARE) in the name or summary, /RARE_CAP
     "lexical_long",  # lexical x the query's length (LONG_TERMS)
     "lexical_rank_long",  # lexical_rank x the query's length
@@ -75,10 +80,8 @@ FEATURES: tuple[str, ...] = (
     "cosine_disagree",  # cosine_norm x (1 - that overlap)
     "lexical_parts",  # lexical when the request reads in several parts (discovery/parts.py)
 )
-#: the columns before the request-shape ones (the ranker of the rounds before them)
-BASE = 9
 #: bump when features or pseudo-queries change: stored calibrations of another version refit
-VERSION = 5
+VERSION = 4
 #: a query term is rare when its idf is at least this share of the catalog's largest idf
 RARE_IDF_SHARE = 0.5
 #: the rare-term count saturates here
@@ -102,10 +105,7 @@ PLATT: tuple[float, float] = (0.8892, -0.0186)
 #: the prior weights, used before a catalog is calibrated (or when it is too small to fit):
 #: the conditional logit fitted on the five dev sets' queries (benchmarks/quality.py, which
 #: also refits them with each set held out and reports both)
-PRIOR: tuple[float, ...] = (
-    2.9926, 0.0528, 2.6806, 1.7125, 3.8062, 1.1823, 1.3601, 0.6734, -1.2883,
-    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
-)  # fmt: skip
+PRIOR: tuple[float, ...] = (2.9926, 0.0528, 2.6806, 1.7125, 3.8062, 1.1823, 1.3601, 0.6734, -1.2883)
 PRIOR_NONE = 4.2753
 #: the fixed weighted fusion (``fusion="weighted"`` without adaptation: 0.3 × BM25 relative
 #: to the best + 0.7 × min-max cosine) written as weights over :data:`FEATURES`
@@ -272,11 +272,15 @@ def features(
     fields: FieldTerms,
     idf: Callable[[str], float],
     parts: int = 0,
+    *,
+    shape: bool = False,
 ) -> tuple[list[str], Matrix]:
-    """The candidate pool (lexical ∪ dense ids) and its feature matrix, one row a candidate
-    (``parts``: how many parts the request is read in, :func:`parts.request_parts`)."""
+    """The candidate pool (lexical ∪ dense ids) and its feature matrix, one row a candidate:
+    :data:`FEATURES`, then with ``shape`` :data:`SHAPE_FEATURES` (``parts``: how many parts
+    the request is read in, :func:`parts.request_parts`)."""
     ids = list(dict.fromkeys([*lex.ids, *dense.ids]))
-    x = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
+    width = len(FEATURES) + (len(SHAPE_FEATURES) if shape else 0)
+    x = np.zeros((len(ids), width), dtype=np.float64)
     if not ids:
         return ids, x
     row = {t: i for i, t in enumerate(ids)}
@@ -312,7 +316,8 @@ def features(
         x[row[tid], 5] = w / sum(idf(t) for t in fields.name[tid])
     for tid, w in summarised.items():
         x[row[tid], 6] = w / total
-    _shape(x, q, weights, lex, dense, fields, idf, pool, row, parts)
+    if shape:
+        _shape(x, q, weights, lex, dense, fields, idf, pool, row, parts)
     return ids, x
 
 
@@ -328,7 +333,8 @@ def _shape(
     row: Mapping[str, int],
     parts: int,
 ) -> None:
-    """The request-shape columns of :data:`FEATURES` (9 on), whole columns at a time."""
+    """The :data:`SHAPE_FEATURES` columns (after :data:`FEATURES`), whole columns at a time."""
+    at = len(FEATURES)
     rare_at = RARE_IDF_SHARE * idf("\x00")  # a term no tool has: the largest idf
     hits: dict[str, int] = {}
     for t, w in weights.items():
@@ -339,21 +345,23 @@ def _shape(
                 hits[tid] = hits.get(tid, 0) + 1
     if hits:
         rows = np.fromiter((row[t] for t in hits), dtype=np.int64, count=len(hits))
-        x[rows, 9] = np.minimum(np.fromiter(hits.values(), dtype=np.float64), RARE_CAP) / RARE_CAP
+        x[rows, at] = np.minimum(np.fromiter(hits.values(), dtype=np.float64), RARE_CAP) / RARE_CAP
     long = min(len(q), LONG_TERMS) / LONG_TERMS
     top_lex, top_dense = set(lex.ids[:AGREE_AT]), set(dense.ids[:AGREE_AT])
     apart = 1.0 - len(top_lex & top_dense) / AGREE_AT
-    x[:, 10] = x[:, 0] * long
-    x[:, 11] = x[:, 1] * long
-    x[:, 12] = x[:, 3] * long
-    x[:, 13] = x[:, 0] * apart
-    x[:, 14] = x[:, 3] * apart
-    x[:, 15] = x[:, 0] * float(parts > 1)
+    x[:, at + 1] = x[:, 0] * long
+    x[:, at + 2] = x[:, 1] * long
+    x[:, at + 3] = x[:, 3] * long
+    x[:, at + 4] = x[:, 0] * apart
+    x[:, at + 5] = x[:, 3] * apart
+    x[:, at + 6] = x[:, 0] * float(parts > 1)
 
 
 def blended(weights: Sequence[float], blend: float) -> tuple[float, ...]:
-    """``weights`` plus ``blend`` times the fixed fusion's weights."""
-    return tuple(float(w) + blend * m for w, m in zip(weights, FIXED_MIX, strict=True))
+    """``weights`` plus ``blend`` times the fixed fusion's weights (none on the
+    :data:`SHAPE_FEATURES`, when ``weights`` holds them too)."""
+    mix = (*FIXED_MIX, *(0.0,) * (len(weights) - len(FIXED_MIX)))
+    return tuple(float(w) + blend * m for w, m in zip(weights, mix, strict=True))
 
 
 def scores(x: Matrix, weights: Sequence[float]) -> npt.NDArray[np.float64]:
@@ -536,7 +544,7 @@ def calibrate(
     examples: list[Example] = []
     singles: dict[str, list[float]] = {"bm25": [], "dense": [], "ranker": []}
     for p, (qterms, lex, dense) in zip(pseudo, runs, strict=True):
-        ids, x = features(qterms, lex, dense, fields, idf, len(request_parts(p.text)))
+        ids, x = features(qterms, lex, dense, fields, idf)
         target = ids.index(p.tool_id) if p.tool_id is not None and p.tool_id in ids else -1
         examples.append(Example(x, target))
     # hold out every 5th example to report the fitted ranker's pseudo recall honestly
@@ -585,6 +593,9 @@ class Ranker:
     blend: float = 0.0
     #: the weight of BM25 (relative to the query's best) added to the order (0: no lead)
     lead: float = 0.0
+    #: read :data:`SHAPE_FEATURES` too (``weights`` then holds one weight for each); off by
+    #: default: they did not win held out (docs/benchmarks.md)
+    shape: bool = False
 
     def rank(
         self, query_terms: Sequence[str], lex: Hits, dense: Hits, parts: int = 0
@@ -592,7 +603,7 @@ class Ranker:
         """(id, score relative to the best in (0, 1], lexical, cosine) best first, and the
         calibrated probability that the first is right (``parts``: how many parts the
         request is read in)."""
-        ids, x = features(query_terms, lex, dense, self.fields, self.idf, parts)
+        ids, x = features(query_terms, lex, dense, self.fields, self.idf, parts, shape=self.shape)
         if not ids:
             return [], 0.0
         s = scores(x, self.weights)

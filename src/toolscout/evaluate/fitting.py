@@ -32,7 +32,6 @@ from toolscout.discovery.calibrate import (
     top_probability,
 )
 from toolscout.discovery.catalog import Catalog
-from toolscout.discovery.parts import request_parts
 from toolscout.discovery.search import parse_query
 from toolscout.errors import QueryError
 from toolscout.evaluate.evalset import EvalQuery
@@ -56,9 +55,7 @@ def examples(catalog: Catalog, queries: Sequence[EvalQuery]) -> list[Example]:
     for q, (qterms, lex, dense) in zip(
         queries, retriever.pools(texts, vectors, allowed), strict=True
     ):
-        ids, x = features(
-            qterms, lex, dense, fields, retriever.phrases.idf, len(request_parts(q.query))
-        )
+        ids, x = features(qterms, lex, dense, fields, retriever.phrases.idf)
         rows = [ids.index(g) for g in q.gold if g in ids] or [-1]
         out += [Example(x, r) for r in rows]
     return out
