@@ -12,14 +12,20 @@ from toolscout.discovery.calibrate import (
     FEATURES,
     FIXED_MIX,
     LEAD,
+    LONG_TERMS,
     PRIOR,
     PRIOR_NONE,
+    RARE_CAP,
+    SHAPE_FEATURES,
     VERSION,
     Calibration,
     Example,
+    FieldTerms,
     Ranker,
     blended,
+    features,
     fit,
+    idf_of,
     leads_lexical,
     platt,
     pseudo_queries,
@@ -28,7 +34,7 @@ from toolscout.discovery.calibrate import (
     top_probability,
 )
 from toolscout.discovery.catalog import Catalog
-from toolscout.discovery.lexical import words
+from toolscout.discovery.lexical import terms, words
 from toolscout.discovery.search import CALIBRATION_META
 from toolscout.errors import ConfigError
 from toolscout.policy import Principal
@@ -170,6 +176,45 @@ def test_the_blend_adds_the_fixed_fusion_to_the_learned_score() -> None:
     assert int(np.argmax(scores(x, PRIOR))) == 0
     with pytest.raises(ConfigError, match="ranker_blend"):
         SearchSettings(ranker_blend=-1.0)
+
+
+def test_the_request_shape_columns_read_length_rare_terms_agreement_and_parts() -> None:
+    cards = [
+        spec("zephyr_forecast", "Zephyr weather forecast for a city").card,
+        spec("quasar_quote", "Quasar stock quote for a ticker").card,
+        *(spec(f"tool_{i}", f"Weather report number {i} for a city").card for i in range(40)),
+    ]
+    fields = FieldTerms.of(cards)
+    df: dict[str, int] = {}
+    for c in cards:
+        for t in set(terms(c.name)) | set(terms(c.summary)):
+            df[t] = df.get(t, 0) + 1
+    idf = idf_of(df, len(cards))
+    col = {f: i for i, f in enumerate((*FEATURES, *SHAPE_FEATURES))}
+    lex = Hits(["zephyr_forecast", "tool_1"], [4.0, 2.0])
+    dense = Hits(["quasar_quote", "tool_1", "tool_2"], [0.6, 0.5, 0.4])
+    q = terms("zephyr forecast and quasar quote for the city weather")
+    ids, x = features(q, lex, dense, fields, idf, shape=True)
+    row = {t: i for i, t in enumerate(ids)}
+    assert x.shape == (4, len(FEATURES) + len(SHAPE_FEATURES))
+    assert features(q, lex, dense, fields, idf)[1] == pytest.approx(x[:, : len(FEATURES)])
+    # rare: zephyr+forecast+quasar+quote are rare; weather, city are in every card
+    assert x[row["zephyr_forecast"], col["rare"]] == pytest.approx(2 / RARE_CAP)
+    assert x[row["quasar_quote"], col["rare"]] == pytest.approx(2 / RARE_CAP)
+    assert x[row["tool_2"], col["rare"]] == 0.0
+    long = len(set(q)) / LONG_TERMS
+    lexical = x[:, col["lexical"]]
+    assert x[:, col["lexical_long"]] == pytest.approx(lexical * long)
+    assert x[:, col["cosine_long"]] == pytest.approx(x[:, col["cosine_norm"]] * long)
+    # one id of ten shared by the two lists' first ten
+    assert x[:, col["lexical_disagree"]] == pytest.approx(lexical * 0.9)
+    assert x[:, col["lexical_parts"]] == pytest.approx(0.0)
+    _, in_parts = features(q, lex, dense, fields, idf, parts=2, shape=True)
+    assert in_parts[:, col["lexical_parts"]] == pytest.approx(lexical)
+    assert in_parts[:, : len(FEATURES)] == pytest.approx(x[:, : len(FEATURES)])
+    # the blend adds nothing to the shape columns' weights
+    w = (*PRIOR, *(1.0,) * len(SHAPE_FEATURES))
+    assert blended(w, 8.0)[len(FEATURES) :] == (1.0,) * len(SHAPE_FEATURES)
 
 
 def test_stale() -> None:

@@ -65,8 +65,31 @@ FEATURES: tuple[str, ...] = (
     "dense_rank",  # 1 / (1 + rank) in the dense pool, 0 when absent
     "both",  # lexical x normalised cosine: both signals agree
 )
+#: the request's shape, read per candidate (a constant of the query alone would cancel in
+#: the softmax over the pool: each is an interaction with a candidate's signal), appended
+#: after :data:`FEATURES` by ``features(shape=True)``. **Not used by the default**: fitted
+#: leave-one-set-out they did not raise held-out recall@5 on any set beyond noise and cost
+#: bfcl 0.007 (benchmarks/ranker_features.py, docs/benchmarks.md "This round: per-query
+#: features"), so the ranker reads :data:`FEATURES` only unless ``Ranker.shape``
+SHAPE_FEATURES: tuple[str, ...] = (
+    "rare",  # distinct rare query terms (RARE_IDF_SHARE) in the name or summary, /RARE_CAP
+    "lexical_long",  # lexical x the query's length (LONG_TERMS)
+    "lexical_rank_long",  # lexical_rank x the query's length
+    "cosine_long",  # cosine_norm x the query's length
+    "lexical_disagree",  # lexical x (1 - overlap of the two lists' first AGREE_AT)
+    "cosine_disagree",  # cosine_norm x (1 - that overlap)
+    "lexical_parts",  # lexical when the request reads in several parts (discovery/parts.py)
+)
 #: bump when features or pseudo-queries change: stored calibrations of another version refit
 VERSION = 4
+#: a query term is rare when its idf is at least this share of the catalog's largest idf
+RARE_IDF_SHARE = 0.5
+#: the rare-term count saturates here
+RARE_CAP = 3
+#: the query's length (distinct content terms) saturates here
+LONG_TERMS = 24
+#: the lexical and dense lists agree by the overlap of their first this many
+AGREE_AT = 10
 #: tools sampled for pseudo-queries (bounded: index time stays flat at 100k tools)
 SAMPLE_TOOLS = 200
 #: candidates per retriever in calibration (as many as the query-time pool)
@@ -248,10 +271,16 @@ def features(
     dense: Hits,
     fields: FieldTerms,
     idf: Callable[[str], float],
+    parts: int = 0,
+    *,
+    shape: bool = False,
 ) -> tuple[list[str], Matrix]:
-    """The candidate pool (lexical ∪ dense ids) and its feature matrix, one row a candidate."""
+    """The candidate pool (lexical ∪ dense ids) and its feature matrix, one row a candidate:
+    :data:`FEATURES`, then with ``shape`` :data:`SHAPE_FEATURES` (``parts``: how many parts
+    the request is read in, :func:`parts.request_parts`)."""
     ids = list(dict.fromkeys([*lex.ids, *dense.ids]))
-    x = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
+    width = len(FEATURES) + (len(SHAPE_FEATURES) if shape else 0)
+    x = np.zeros((len(ids), width), dtype=np.float64)
     if not ids:
         return ids, x
     row = {t: i for i, t in enumerate(ids)}
@@ -287,12 +316,52 @@ def features(
         x[row[tid], 5] = w / sum(idf(t) for t in fields.name[tid])
     for tid, w in summarised.items():
         x[row[tid], 6] = w / total
+    if shape:
+        _shape(x, q, weights, lex, dense, fields, idf, pool, row, parts)
     return ids, x
 
 
+def _shape(
+    x: Matrix,
+    q: Set[str],
+    weights: Mapping[str, float],
+    lex: Hits,
+    dense: Hits,
+    fields: FieldTerms,
+    idf: Callable[[str], float],
+    pool: Set[str],
+    row: Mapping[str, int],
+    parts: int,
+) -> None:
+    """The :data:`SHAPE_FEATURES` columns (after :data:`FEATURES`), whole columns at a time."""
+    at = len(FEATURES)
+    rare_at = RARE_IDF_SHARE * idf("\x00")  # a term no tool has: the largest idf
+    hits: dict[str, int] = {}
+    for t, w in weights.items():
+        if w >= rare_at:
+            for tid in (
+                fields.in_name.get(t, frozenset()) | fields.in_summary.get(t, frozenset())
+            ) & pool:
+                hits[tid] = hits.get(tid, 0) + 1
+    if hits:
+        rows = np.fromiter((row[t] for t in hits), dtype=np.int64, count=len(hits))
+        x[rows, at] = np.minimum(np.fromiter(hits.values(), dtype=np.float64), RARE_CAP) / RARE_CAP
+    long = min(len(q), LONG_TERMS) / LONG_TERMS
+    top_lex, top_dense = set(lex.ids[:AGREE_AT]), set(dense.ids[:AGREE_AT])
+    apart = 1.0 - len(top_lex & top_dense) / AGREE_AT
+    x[:, at + 1] = x[:, 0] * long
+    x[:, at + 2] = x[:, 1] * long
+    x[:, at + 3] = x[:, 3] * long
+    x[:, at + 4] = x[:, 0] * apart
+    x[:, at + 5] = x[:, 3] * apart
+    x[:, at + 6] = x[:, 0] * float(parts > 1)
+
+
 def blended(weights: Sequence[float], blend: float) -> tuple[float, ...]:
-    """``weights`` plus ``blend`` times the fixed fusion's weights."""
-    return tuple(float(w) + blend * m for w, m in zip(weights, FIXED_MIX, strict=True))
+    """``weights`` plus ``blend`` times the fixed fusion's weights (none on the
+    :data:`SHAPE_FEATURES`, when ``weights`` holds them too)."""
+    mix = (*FIXED_MIX, *(0.0,) * (len(weights) - len(FIXED_MIX)))
+    return tuple(float(w) + blend * m for w, m in zip(weights, mix, strict=True))
 
 
 def scores(x: Matrix, weights: Sequence[float]) -> npt.NDArray[np.float64]:
@@ -524,13 +593,17 @@ class Ranker:
     blend: float = 0.0
     #: the weight of BM25 (relative to the query's best) added to the order (0: no lead)
     lead: float = 0.0
+    #: read :data:`SHAPE_FEATURES` too (``weights`` then holds one weight for each); off by
+    #: default: they did not win held out (docs/benchmarks.md)
+    shape: bool = False
 
     def rank(
-        self, query_terms: Sequence[str], lex: Hits, dense: Hits
+        self, query_terms: Sequence[str], lex: Hits, dense: Hits, parts: int = 0
     ) -> tuple[list[tuple[str, float, float, float]], float]:
         """(id, score relative to the best in (0, 1], lexical, cosine) best first, and the
-        calibrated probability that the first is right."""
-        ids, x = features(query_terms, lex, dense, self.fields, self.idf)
+        calibrated probability that the first is right (``parts``: how many parts the
+        request is read in)."""
+        ids, x = features(query_terms, lex, dense, self.fields, self.idf, parts, shape=self.shape)
         if not ids:
             return [], 0.0
         s = scores(x, self.weights)

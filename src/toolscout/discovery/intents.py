@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-from toolscout.discovery.lexical import terms
+from toolscout.discovery.lexical import sentences, terms
 
 #: the most intents one request is split into
 MAX_INTENTS = 6
@@ -29,7 +29,6 @@ MIN_TERMS = 2
 #: ... and a part split at a bare "and" or comma, on each side
 MIN_TERMS_AND = 2
 
-_SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
 _SEQUENCE = re.compile(
     r",?\s+(?:and\s+)?(?:then|after\s+that|afterwards|next|finally|also|as\s+well\s+as)\s+"
     r"|,?\s+and\s+(?:also\s+)?(?=(?:please\s+)?[a-z]+\s)",
@@ -59,7 +58,7 @@ def split_intents(text: str, splitter: IntentSplitter | None = None) -> list[str
     if not _CUE.search(text):  # no sequencing word: one task, however many sentences
         return [text]
     parts = []
-    for sentence in _SENTENCES.split(text):
+    for sentence in sentences(text):
         for piece in _split_on(_SEQUENCE, sentence, MIN_TERMS_AND):
             parts += _split_on(_COMMA, piece, MIN_TERMS_AND)
     parts = _merge_short([p.strip(" ,.;") for p in parts if p.strip(" ,.;")])

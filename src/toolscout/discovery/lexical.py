@@ -175,3 +175,13 @@ def encoder_text(text: str, max_words: int | None = None) -> str:
     if max_words is not None and _UNSPACED_RE.search(kept):
         kept = kept[: max_words * 4]
     return kept if _UNICODE_WORD_RE.search(kept) else ""
+
+
+#: sentence ends (Latin, and CJK ones that need no space after them) and line breaks
+_SENTENCE_RE = re.compile(r"(?<=[.!?;。！？])\s+|(?<=[。！？])|\n+")
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut at sentence ends and line breaks (pieces may be empty: callers strip);
+    the one splitter the request's parts and intents share (their clause rules differ)."""
+    return _SENTENCE_RE.split(text)

@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolscout.discovery.lexical import terms
+from toolscout.discovery.lexical import sentences, terms
 
 #: a request is read in parts from this many distinct content terms on
 MIN_TERMS = 12
@@ -36,8 +36,6 @@ MAX_PARTS = 6
 #: a part's best tool is placed early only when the part's ranker probability is at least this
 COVER_CONFIDENCE = 0.3
 
-#: sentence ends (Latin and CJK) and line breaks
-_SENTENCES = re.compile(r"(?<=[.!?;。！？])\s+|(?<=[。！？])|\n+")
 #: clause boundaries inside a sentence: a sequencing word, or "and"/"also" after a comma
 _CLAUSES = re.compile(
     r",?\s+(?:and\s+)?(?:then|after\s+that|afterwards|additionally|finally|also)\s+"
@@ -53,7 +51,7 @@ def request_parts(text: str) -> list[str]:
         return []
     pieces = [
         clause.strip(" ,;")
-        for sentence in _SENTENCES.split(text)
+        for sentence in sentences(text)
         for clause in _CLAUSES.split(sentence)
         if clause and clause.strip(" ,;")
     ]

@@ -1,7 +1,7 @@
 """Discovery as a pipeline of plain functions: entitle → retrieve → select → inject.
 
 Each stage takes what the previous one returned. Only :func:`entitle` reads the
-policy and it never reads the query; :func:`retrieve` and :func:`select` work on
+policy and it never reads the query; :func:`retrieve_or_skip` and :func:`select` work on
 ids and scores and never touch schemas; :func:`inject` renders the schemas of
 the selected ids only.
 """
@@ -69,18 +69,6 @@ def entitle(catalog: Catalog, principal: Principal) -> Entitlement:
     return catalog.entitle(principal)
 
 
-def retrieve(
-    catalog: Catalog,
-    query: Query,
-    ent: Entitlement,
-    settings: SearchSettings,
-    tenant: str = "",
-    exact: Mapping[str, str] | None = None,
-) -> Retrieval:
-    """Stage 2: hybrid ranking over the entitled ids only (the tenant's learned usage)."""
-    return retrieve_or_skip(catalog, query, ent, settings, tenant, exact)[0]
-
-
 def retrieve_or_skip(
     catalog: Catalog,
     query: Query,
@@ -89,9 +77,9 @@ def retrieve_or_skip(
     tenant: str = "",
     exact: Mapping[str, str] | None = None,
 ) -> tuple[Retrieval, str]:
-    """:func:`retrieve`, lexical only when the lexical answer is decisive (an ``exact``
-    mention, a clear BM25 winner: discovery/skip.py), with the reason it skipped the
-    encoder ("" when it ran)."""
+    """Stage 2: hybrid ranking over the entitled ids only (the tenant's learned usage),
+    lexical only when the lexical answer is decisive (an ``exact`` mention, a clear BM25
+    winner: discovery/skip.py), with the reason it skipped the encoder ("" when it ran)."""
     retriever = catalog.retriever(settings, tenant=tenant)
     if not skip.applies(settings):
         return retriever.run(query, ent.ids), ""

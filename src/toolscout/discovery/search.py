@@ -482,66 +482,50 @@ class Retriever:
         else:
             lex = self._lex(query.terms, allowed)
         vector = vectors[0] if vectors is not None else None
-        out = self._once(query, query.terms, vector, allowed, lex)
+        shape = len(parts) or len(pieces)
+        out = self._once(query, query.terms, vector, allowed, lex, shape)
         if self.settings.reformulate and out.low_confidence:
-            out = self._reformulate(query, vector, allowed, out, lex)
-        if parts:
-            out = self._per_intent(query, parts, vectors, allowed, out)
-        elif pieces:
-            out = self._per_part(query, pieces, vectors, allowed, out)
+            out = self._reformulate(query, vector, allowed, out, lex, shape)
+        if parts or pieces:
+            out = self._per_piece(query, parts or pieces, vectors, allowed, out, joint=not parts)
         return out
 
-    def _per_part(
+    def _per_piece(
         self,
         query: Query,
         pieces: Sequence[str],
         vectors: Sequence[Vector] | None,
         allowed: Set[str],
         whole: Retrieval,
+        *,
+        joint: bool,
     ) -> Retrieval:
-        """Rank each part of a long request on its own; one joint order covers them all."""
-        kept = set(query.terms)  # frequent-term pruning as decided for the whole request
+        """Rank each piece of the request on its own, with the terms the whole request kept
+        (frequent-term pruning as decided for it), then merge: ``joint``, the parts of a
+        long request (:func:`joint_order`, every sure part covered); else the tasks of a
+        multi-intent request (:func:`interleave`, every task represented early)."""
+        kept = set(query.terms)
         by_id = {c.id: c for c in whole.candidates}
         rankings: list[PartRanking] = []
         for i, piece in enumerate(pieces):
             sub = Query(piece, tuple(t for t in terms(piece) if t in kept), (), ())
             vec = vectors[i + 1] if vectors is not None else None
             got = self._once(sub, sub.terms, vec, allowed)
-            cands = got.candidates[: self.settings.candidate_pool]
+            cands = got.candidates[: self.settings.candidate_pool] if joint else got.candidates
             rankings.append(
                 PartRanking([c.id for c in cands], [c.fused for c in cands], got.confidence)
             )
             for c in cands:
                 by_id.setdefault(c.id, c)
-        order, joint = joint_order(
-            [c.id for c in whole.candidates], [c.fused for c in whole.candidates], rankings
-        )
-        whole.candidates = [replace(by_id[t], fused=joint[t]) for t in order]
-        whole.parts = list(pieces)
-        return whole
-
-    def _per_intent(
-        self,
-        query: Query,
-        parts: Sequence[str],
-        vectors: Sequence[Vector] | None,
-        allowed: Set[str],
-        whole: Retrieval,
-    ) -> Retrieval:
-        """Rank each task on its own, then merge so every task is represented early."""
-        kept = set(query.terms)  # frequent-term pruning as decided for the whole request
-        rankings: list[list[str]] = []
-        by_id = {c.id: c for c in whole.candidates}
-        for i, part in enumerate(parts):
-            sub = Query(part, tuple(t for t in terms(part) if t in kept), (), ())
-            vec = vectors[i + 1] if vectors is not None else None
-            got = self._once(sub, sub.terms, vec, allowed)
-            rankings.append([c.id for c in got.candidates])
-            for c in got.candidates:
-                by_id.setdefault(c.id, c)
-        order = interleave([c.id for c in whole.candidates], rankings)
-        whole.candidates = [by_id[t] for t in order]
-        whole.intents = list(parts)
+        whole_ids = [c.id for c in whole.candidates]
+        if joint:
+            order, score = joint_order(whole_ids, [c.fused for c in whole.candidates], rankings)
+            whole.candidates = [replace(by_id[t], fused=score[t]) for t in order]
+            whole.parts = list(pieces)
+        else:
+            order = interleave(whole_ids, [r.ids for r in rankings])
+            whole.candidates = [by_id[t] for t in order]
+            whole.intents = list(pieces)
         return whole
 
     def _cached(self, keys: Sequence[str]) -> list[Vector] | None:
@@ -569,7 +553,10 @@ class Retriever:
         vector: Vector | None,
         allowed: Set[str],
         lex: Hits | None = None,
+        parts: int = 0,
     ) -> Retrieval:
+        """One ranking of ``query_terms`` and ``vector`` (``parts``: how many parts the
+        request is read in, a feature of the learned ranker)."""
         if lex is None:
             lex = self._lex(query_terms, allowed)
         dense = self._dense(vector, allowed, lex.ids)
@@ -580,7 +567,7 @@ class Retriever:
             weight = _dense_weight(query, lex, self.settings)
         ranker = self.learned_ranker()
         if ranker is not None:
-            ranked, conf = ranker.rank(query_terms, lex, dense)
+            ranked, conf = ranker.rank(query_terms, lex, dense, parts)
             cands = [Candidate(t, lexical=lx, dense=d, fused=f) for t, f, lx, d in ranked]
         else:
             cands = _fuse(lex, dense, weight, self.settings)
@@ -602,6 +589,7 @@ class Retriever:
         allowed: Set[str],
         first: Retrieval,
         lex: Hits | None = None,
+        parts: int = 0,
     ) -> Retrieval:
         notes: list[str] = []
         extra_terms: list[str] = []
@@ -628,7 +616,9 @@ class Retriever:
         merged_terms = list(dict.fromkeys([*query.terms, *extra_terms]))
         # no rewrite added a term: the first pass's BM25 hits are the second's too
         same_terms = merged_terms == list(query.terms)
-        second = self._once(query, merged_terms, new_vec, allowed, lex if same_terms else None)
+        second = self._once(
+            query, merged_terms, new_vec, allowed, lex if same_terms else None, parts
+        )
         # keep the better-supported of the two passes' scores per tool
         best: dict[str, Candidate] = {c.id: c for c in first.candidates}
         for c in second.candidates:

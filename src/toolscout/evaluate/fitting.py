@@ -171,7 +171,7 @@ def recall_grid(
                 for y in yields:
                     got[y].append(0.0)  # refused: nothing found
                 continue
-            retrieval = pipeline.retrieve(catalog, parsed, ent, run)
+            retrieval, _ = pipeline.retrieve_or_skip(catalog, parsed, ent, run)
             exact = pipeline.exact_mentions(catalog, parsed, ent, run)
             for y, chosen_by in selections.items():
                 chosen = pipeline.top_k(catalog, parsed, ent, retrieval, exact, DEPTH, chosen_by)
