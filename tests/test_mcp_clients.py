@@ -116,3 +116,38 @@ def test_search_results_carry_confidence(tmp_path: Path, monkeypatch: pytest.Mon
         gateway.close()
     assert 0.0 <= payload["confidence"] <= 1.0 and isinstance(payload["low_confidence"], bool)
     assert payload["tools"][0]["name"] == "echo"
+
+
+def test_inspector_one_shot_call_waits_for_a_server_still_starting(tmp_path: Path) -> None:
+    """The published Inspector CLI's one-shot ``tools/call`` over stdio, on a gateway whose
+    stored catalog answers ``tools/list`` at once while its upstream (3 s to start) is still
+    connecting: the call waits for the server (within ``connect_timeout_s``) instead of
+    answering ``upstream_unavailable``. (The shared session here; each caller's own
+    session waits for its first connection the same way.)"""
+    from _mcp_kit import inspector_cli
+
+    config = tmp_path / "servers.json"
+    servers = {"app": {"command": sys.executable, "args": [str(APP), "--stdio", "--delay", "3"]}}
+    gateway = {"db": str(tmp_path / "catalog.db"), "connect_timeout_s": 120,
+               "upstream_sessions": "shared"}  # fmt: skip
+    config.write_text(json.dumps({"mcpServers": servers, "toolscout": gateway}))
+    env = {**__import__("os").environ, "PYTHONPATH": SRC, "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    first = MCPGateway(load_config(config))  # a first start stores the catalog
+
+    async def index() -> None:
+        async with first.running(wait_s=60):
+            pass
+
+    try:
+        asyncio.run(index())
+    finally:
+        first.close()
+    cmd, cwd = inspector_cli()
+    called = subprocess.run(
+        [*cmd, sys.executable, "-m", "toolscout", "mcp", "serve", "-c", str(config),
+         "--method", "tools/call", "--tool-name", "echo", "--tool-arg", "text=hello"],
+        cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert called.returncode == 0, called.stderr[-2000:]
+    out = json.loads(called.stdout)
+    assert not out.get("isError") and out["content"][0]["text"] == "hello", out

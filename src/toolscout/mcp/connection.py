@@ -124,6 +124,8 @@ class Upstream:
         self._broken = asyncio.Event()
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: monotonic time the supervisor started (the start-up window runs from here)
+        self._started = 0.0
         #: server-to-client traffic (sampling, elicitation, roots, logs) to the caller served
         self.relay = Relay(capabilities)
 
@@ -179,6 +181,7 @@ class Upstream:
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> None:
         if self._task is None or self._task.done():
+            self._started = time.monotonic()
             self._task = asyncio.get_running_loop().create_task(
                 self._supervise(), name=f"toolscout-upstream-{self.name}"
             )
@@ -194,6 +197,19 @@ class Upstream:
                 async with asyncio.timeout(CONNECT_ATTEMPT_S):
                     await self.tried.wait()
         return self.listed.is_set()
+
+    async def until_up(self) -> None:
+        """Within ``connect_timeout_s`` of this session's start, wait for its first
+        connection: a request right after start-up (when the stored catalog answered the
+        lists at once) waits for the server, retries of a failed first attempt included,
+        instead of failing. Later, a server that is down fails a request at once."""
+        if self.listed.is_set() or self._task is None:
+            return
+        left = self._started + self.connect_timeout_s - time.monotonic()
+        if left > 0:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await self.listed.wait()
 
     async def aclose(self) -> None:
         task, self._task = self._task, None
@@ -291,19 +307,9 @@ class Upstream:
         """The upstream's tools in wire form (every page); none from a server without tools
         (one that offers only prompts or resources)."""
         client = self._client
-        wires: list[dict[str, Any]] = []
         if client.server_capabilities.tools is None:
-            return wires
-        cursor = None
-        for _ in range(100):
-            page = await client.list_tools(cursor=cursor)
-            wires += [
-                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools
-            ]
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return wires
+            return []
+        return await pages(client.list_tools, "tools")
 
     async def _fetch_extras(self) -> None:
         """Resources, templates and prompts (every page), when offered (failures are logged)."""
@@ -431,6 +437,8 @@ class Upstream:
         from mcp_types import CONNECTION_CLOSED
         from pydantic import ValidationError
 
+        if self.state != "up":
+            await self.until_up()  # a request right after start-up waits for the server
         client = self._client
         if client is None or self.state != "up":
             raise self.unavailable(what_id, self.last_error or self.state)

@@ -1,7 +1,8 @@
 """Input-required rounds: an upstream's questions put to a 2026-07-28 caller.
 
 On a 2026-07-28 connection a server cannot send the client a request; it answers the
-client's request with an ``InputRequiredResult`` (the questions: sampling,
+client's ``tools/call``, ``prompts/get`` or ``resources/read`` (the only requests that
+revision lets carry them) with an ``InputRequiredResult`` (the questions: sampling,
 elicitation, roots) and the client retries it with the answers and the echoed
 ``requestState``. An upstream on a handshake-era connection asks the gateway
 mid-call, and waits. :class:`Rounds` joins the two: the call runs in the background;
