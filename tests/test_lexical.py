@@ -1,6 +1,13 @@
 from __future__ import annotations
 
-from toolscout.discovery.lexical import encoder_text, identifiers, phrase_key, terms, words
+from toolscout.discovery.lexical import (
+    encoder_text,
+    identifiers,
+    phrase_key,
+    sentences,
+    terms,
+    words,
+)
 
 
 def test_identifiers_split_like_words() -> None:
@@ -79,3 +86,19 @@ def test_lexical_terms_agree_with_fts5_unicode61() -> None:
     vocab = {row[0] for row in db.execute("SELECT term FROM v")}
     assert vocab == {t for text in texts for t in terms(text)}
     db.close()
+
+
+def test_sentences_cut_at_latin_and_cjk_ends_and_line_breaks_only() -> None:
+    pieces = [
+        p
+        for p in sentences("Book a flight. Then pay; done!\n明日の天気。東京の株価？ v1.2 ok")
+        if p
+    ]
+    assert pieces == [
+        "Book a flight.",
+        "Then pay;",
+        "done!",
+        "明日の天気。",
+        "東京の株価？",
+        "v1.2 ok",
+    ]
