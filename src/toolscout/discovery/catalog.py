@@ -10,6 +10,7 @@ pipeline in :mod:`toolscout.discovery.pipeline`.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import json
@@ -194,6 +195,22 @@ _PHRASE_FIELDS = {"fields", "calibration", "calibration_read", "phrases", "ident
 _CODE_DIGEST: str | None = None
 
 
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused while a large structure is built (100k cards,
+    a kept index of a million small containers): each of its full passes walks every
+    object built so far, which made reading the kept phrase index at 100k tools about
+    twice as slow. Only when collection is paused is anything it would find kept a
+    little longer; what is built is the same."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class _SafeUnpickler(pickle.Unpickler):
     """Reads kept derived state, resolving only plain containers, numpy arrays and
     toolscout's own classes: a catalog file someone else could write must not make
@@ -364,15 +381,16 @@ class Catalog:
             log=dlog,
             reformulator=reformulator,
         )
-        if prefetch and not catalog.counts_kept:  # kept counts may spare it the tokenizer
+        if prefetch and not catalog.counts_kept:  # kept counts may spare the tokenizer
             prefetch_models(None)
         return catalog
 
     @property
     def counts_kept(self) -> bool:
-        """Whether token counts an earlier process made over this store were read (then
-        the texts it counted are counted again without the tokenizer)."""
-        return self._tokens_kept > 0
+        """Whether token counts an earlier process made over this store were read, of as
+        many renderings as the catalog has tools: then a shortlist is likely counted
+        without the tokenizer (the texts it counted are; any other loads it)."""
+        return 0 < len(self.refresh().cards) <= self._tokens_kept
 
     def close(self) -> None:
         with suppress(Exception):  # a cache: a store that cannot keep it is no error
@@ -417,14 +435,15 @@ class Catalog:
             if state is not None and state.generation == self.store.generation():
                 return state
             gen = self.store.generation()
-            df, _ = self.store.document_frequency()
-            state = _State(
-                gen,
-                self.store.cards(),
-                self._stored_policy() or PolicyConfig(),
-                df,
-                ConfidenceShift.from_json(self.store.meta(SHIFT_META)),
-            )
+            with _no_gc():
+                df, _ = self.store.document_frequency()
+                state = _State(
+                    gen,
+                    self.store.cards(),
+                    self._stored_policy() or PolicyConfig(),
+                    df,
+                    ConfidenceShift.from_json(self.store.meta(SHIFT_META)),
+                )
             self._specs.clear()
             self._state = state
             if self._tokens_kept < 0:
@@ -552,7 +571,8 @@ class Catalog:
             if state.phrases is None:
                 # the index reads cards only: no schema is read or parsed for it (at 100k
                 # tools, reading every schema was most of a new process's first discovery)
-                state.phrases = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
+                with _no_gc():
+                    state.phrases = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
                 self._keep_phrases(state, state.phrases)
             return state.phrases
 
@@ -565,7 +585,8 @@ class Catalog:
         if kept is None or kept[0] != state.generation:
             return None
         try:
-            return _SafeUnpickler(io.BytesIO(kept[1])).load()
+            with _no_gc():
+                return _SafeUnpickler(io.BytesIO(kept[1])).load()
         except Exception:  # a damaged cache is rebuilt, never an error
             return None
 
@@ -776,7 +797,8 @@ class Catalog:
                 state.entitlements.move_to_end(key)
                 return ent
             if state.tenants is None:
-                state.tenants = TenantIndex(state.cards)
+                with _no_gc():
+                    state.tenants = TenantIndex(state.cards)
         ent = entitle(state.tenants, principal, state.policy)
         with state.lock:
             state.entitlements[key] = ent
