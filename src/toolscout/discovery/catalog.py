@@ -10,7 +10,6 @@ pipeline in :mod:`toolscout.discovery.pipeline`.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import io
 import json
@@ -34,6 +33,7 @@ from toolscout.discovery.calibrate import (
     idf_of,
     stale,
 )
+from toolscout.discovery.kept import no_gc, token_blob, token_key, token_parts
 from toolscout.discovery.lexical import encoder_text, terms, words
 from toolscout.discovery.prerequisites import FinderIndex
 from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Reformulator, Retriever
@@ -195,22 +195,6 @@ _PHRASE_FIELDS = {"fields", "calibration", "calibration_read", "phrases", "ident
 _CODE_DIGEST: str | None = None
 
 
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused while a large structure is built (100k cards,
-    a kept index of a million small containers): each of its full passes walks every
-    object built so far, which made reading the kept phrase index at 100k tools about
-    twice as slow. Only when collection is paused is anything it would find kept a
-    little longer; what is built is the same."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 class _SafeUnpickler(pickle.Unpickler):
     """Reads kept derived state, resolving only plain containers, numpy arrays and
     toolscout's own classes: a catalog file someone else could write must not make
@@ -249,46 +233,6 @@ def _kept_key(name: str) -> str:
             digest.update(Path(str(module.__file__)).read_bytes())
         _CODE_DIGEST = digest.hexdigest()[:16]
     return f"{name}:{_CODE_DIGEST}"
-
-
-def _token_key() -> str:
-    """The key counted token parts are kept under: a digest of the counting module's
-    source (its encoding, pattern and part rule), so another toolscout never reads them."""
-    digest = hashlib.sha256(Path(str(tokencount.__file__)).read_bytes()).hexdigest()[:16]
-    return f"token-parts:{digest}"
-
-
-def _token_blob(parts: Mapping[str, Any], joins: Mapping[str, int]) -> bytes:
-    return json.dumps({"parts": parts, "joins": joins}, separators=(",", ":")).encode()
-
-
-def _token_parts(blob: bytes) -> tuple[dict[str, Any], dict[str, int]] | None:
-    """Kept token parts, or None for anything not exactly their shape (rebuilt, not an
-    error: a damaged blob only means counting again)."""
-    try:
-        data = json.loads(blob)
-        parts, joins = data["parts"], data["joins"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(parts, dict) or not isinstance(joins, dict):
-        return None
-    out: dict[str, tuple[int, str, str] | None] = {}
-    for key, value in parts.items():
-        if value is None:
-            out[key] = None
-        elif (
-            isinstance(value, list)
-            and len(value) == 3
-            and type(value[0]) is int
-            and isinstance(value[1], str)
-            and isinstance(value[2], str)
-        ):
-            out[key] = (value[0], value[1], value[2])
-        else:
-            return None
-    if not all(isinstance(c, str) and type(n) is int for c, n in joins.items()):
-        return None
-    return out, joins
 
 
 class _State:
@@ -435,7 +379,7 @@ class Catalog:
             if state is not None and state.generation == self.store.generation():
                 return state
             gen = self.store.generation()
-            with _no_gc():
+            with no_gc():
                 df, _ = self.store.document_frequency()
                 state = _State(
                     gen,
@@ -571,7 +515,7 @@ class Catalog:
             if state.phrases is None:
                 # the index reads cards only: no schema is read or parsed for it (at 100k
                 # tools, reading every schema was most of a new process's first discovery)
-                with _no_gc():
+                with no_gc():
                     state.phrases = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
                 self._keep_phrases(state, state.phrases)
             return state.phrases
@@ -585,7 +529,7 @@ class Catalog:
         if kept is None or kept[0] != state.generation:
             return None
         try:
-            with _no_gc():
+            with no_gc():
                 return _SafeUnpickler(io.BytesIO(kept[1])).load()
         except Exception:  # a damaged cache is rebuilt, never an error
             return None
@@ -797,7 +741,7 @@ class Catalog:
                 state.entitlements.move_to_end(key)
                 return ent
             if state.tenants is None:
-                with _no_gc():
+                with no_gc():
                     state.tenants = TenantIndex(state.cards)
         ent = entitle(state.tenants, principal, state.policy)
         with state.lock:
@@ -813,8 +757,8 @@ class Catalog:
         discovery counts its shortlist without loading the tokenizer when they cover it."""
         self._tokens_kept = 0
         read = getattr(self.store, "derived", None)
-        kept = read(_token_key()) if read is not None else None
-        found = _token_parts(kept[1]) if kept is not None else None
+        kept = read(token_key()) if read is not None else None
+        found = token_parts(kept[1]) if kept is not None else None
         if found is not None:
             tokencount.preload(*found)
             self._tokens_kept = len(found[0])
@@ -830,7 +774,7 @@ class Catalog:
         parts, joins = tokencount.known_parts()
         if len(parts) <= max(self._tokens_kept, 0):
             return False
-        if write(_token_key(), self.store.generation(), _token_blob(parts, joins)):
+        if write(token_key(), self.store.generation(), token_blob(parts, joins)):
             self._tokens_kept = len(parts)
             return True
         return False
