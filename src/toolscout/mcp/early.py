@@ -187,9 +187,10 @@ class Early:
         if result is None:
             return
         reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
-        data = json.dumps(reply, separators=(",", ":"), ensure_ascii=False) + "\n"
+        data = (json.dumps(reply, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
         try:
-            os.write(1, data.encode())
+            while data:
+                data = data[os.write(1, data) :]
         except OSError:
             return
         self.sent = result
