@@ -1,7 +1,7 @@
 """Cold start: a NEW process opening a stored catalog and answering its first discovery.
 
     python benchmarks/coldstart.py [--size 100000] [--runs 3] [--db PATH] [--profile]
-        [--compare OTHER/src]
+        [--compare OTHER/src] [--new-queries]
 
 Builds (once, kept at ``--db``) the synthetic catalog of ``benchmarks/catalog_gen.py``
 in a SQLite file, embedding through the same text -> vector cache file as
@@ -44,6 +44,12 @@ ts = Toolscout.open(Settings(db=sys.argv[2], log=False))
 opened = time.time()
 tenants = ["t0001", "t0002", "t0003"]
 queries = ["list the open tickets", "refund the last invoice", "restart the staging server"]
+run = int(sys.argv[5])
+if run >= 0:  # --new-queries: requests no earlier process of this run asked
+    more = ["close a support ticket", "send the invoice to the customer", "scale the cluster up",
+            "reset a user's password", "export the sales report", "archive old log files",
+            "book a meeting room", "rotate the api keys", "translate the product page"]
+    queries = [(queries + more)[(3 * run + j) % (len(queries) + len(more))] for j in range(3)]
 times = []
 for i, (tenant, query) in enumerate(zip(tenants, queries)):
     who = Principal.of(f"cold{i}", tenant, scopes=scopes)
@@ -119,6 +125,12 @@ def main() -> None:
         help="another toolscout source tree (its src): each run is then one process of it and"
         " one of this tree, alternately, on the same file",
     )
+    ap.add_argument(
+        "--new-queries",
+        action="store_true",
+        help="each run asks requests no earlier run asked (both trees the same ones): a"
+        " process then cannot reuse what an earlier one derived for the same request",
+    )
     args = ap.parse_args()
     if args.runs < 1:
         raise SystemExit("error: --runs must be at least 1")
@@ -138,7 +150,8 @@ def main() -> None:
             t0 = time.time()
             profile = "1" if args.profile and i == 0 and tree == "this" else "0"
             proc = subprocess.run(
-                [sys.executable, "-c", CHILD, repr(t0), str(db), profile, str(ROOT / "benchmarks")],
+                [sys.executable, "-c", CHILD, repr(t0), str(db), profile, str(ROOT / "benchmarks"),
+                 str(i if args.new_queries else -1)],
                 capture_output=True, text=True, check=False, env=env,
             )  # fmt: skip
             if proc.returncode != 0:
@@ -157,7 +170,8 @@ def main() -> None:
                 f" {out['load_avg_after']}",
                 flush=True,
             )
-    result = {"size": args.size, "store": "sqlite", "cpus": os.cpu_count(), "runs": runs}
+    result = {"size": args.size, "store": "sqlite", "cpus": os.cpu_count(),
+              "new_queries": args.new_queries, "runs": runs}  # fmt: skip
     path = ROOT / "benchmarks" / "results" / "coldstart.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written {path.relative_to(ROOT)}")

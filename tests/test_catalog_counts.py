@@ -11,7 +11,8 @@ import pytest
 from support import embedder, spec
 from toolscout.cards import ToolSpec
 from toolscout.discovery import tokencount
-from toolscout.discovery.catalog import Catalog, _token_key, _token_parts
+from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.kept import token_key, token_parts
 from toolscout.policy import Principal
 
 WHO = Principal.of("p", scopes=["*"])
@@ -96,14 +97,14 @@ def test_kept_counts_equal_counting_afresh(tmp_path: Path, monkeypatch: pytest.M
 def test_damaged_kept_counts_are_counted_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blob: bytes
 ) -> None:
-    assert _token_parts(blob) is None
+    assert token_parts(blob) is None
     db = tmp_path / "c.db"
     _new_process(monkeypatch)
     with Catalog.open(db, embedder=embedder(), log=False, prefetch=False) as first:
         first.add(_tools())
         counted = _figures(first)
     with Catalog.open(db, embedder=embedder(), log=False, prefetch=False) as cat:
-        assert cat.store.set_derived(_token_key(), cat.generation, blob)  # type: ignore[attr-defined]
+        assert cat.store.set_derived(token_key(), cat.generation, blob)  # type: ignore[attr-defined]
     _new_process(monkeypatch)
     with Catalog.open(db, embedder=embedder(), log=False, prefetch=False) as second:
         assert not second.counts_kept

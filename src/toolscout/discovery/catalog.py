@@ -33,6 +33,7 @@ from toolscout.discovery.calibrate import (
     idf_of,
     stale,
 )
+from toolscout.discovery.kept import no_gc, token_blob, token_key, token_parts
 from toolscout.discovery.lexical import encoder_text, terms, words
 from toolscout.discovery.prerequisites import FinderIndex
 from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Reformulator, Retriever
@@ -234,46 +235,6 @@ def _kept_key(name: str) -> str:
     return f"{name}:{_CODE_DIGEST}"
 
 
-def _token_key() -> str:
-    """The key counted token parts are kept under: a digest of the counting module's
-    source (its encoding, pattern and part rule), so another toolscout never reads them."""
-    digest = hashlib.sha256(Path(str(tokencount.__file__)).read_bytes()).hexdigest()[:16]
-    return f"token-parts:{digest}"
-
-
-def _token_blob(parts: Mapping[str, Any], joins: Mapping[str, int]) -> bytes:
-    return json.dumps({"parts": parts, "joins": joins}, separators=(",", ":")).encode()
-
-
-def _token_parts(blob: bytes) -> tuple[dict[str, Any], dict[str, int]] | None:
-    """Kept token parts, or None for anything not exactly their shape (rebuilt, not an
-    error: a damaged blob only means counting again)."""
-    try:
-        data = json.loads(blob)
-        parts, joins = data["parts"], data["joins"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(parts, dict) or not isinstance(joins, dict):
-        return None
-    out: dict[str, tuple[int, str, str] | None] = {}
-    for key, value in parts.items():
-        if value is None:
-            out[key] = None
-        elif (
-            isinstance(value, list)
-            and len(value) == 3
-            and type(value[0]) is int
-            and isinstance(value[1], str)
-            and isinstance(value[2], str)
-        ):
-            out[key] = (value[0], value[1], value[2])
-        else:
-            return None
-    if not all(isinstance(c, str) and type(n) is int for c, n in joins.items()):
-        return None
-    return out, joins
-
-
 class _State:
     """What the catalog derives from one store generation; replaced whole, never patched."""
 
@@ -364,15 +325,16 @@ class Catalog:
             log=dlog,
             reformulator=reformulator,
         )
-        if prefetch and not catalog.counts_kept:  # kept counts may spare it the tokenizer
+        if prefetch and not catalog.counts_kept:  # kept counts may spare the tokenizer
             prefetch_models(None)
         return catalog
 
     @property
     def counts_kept(self) -> bool:
-        """Whether token counts an earlier process made over this store were read (then
-        the texts it counted are counted again without the tokenizer)."""
-        return self._tokens_kept > 0
+        """Whether token counts an earlier process made over this store were read, of as
+        many renderings as the catalog has tools: then a shortlist is likely counted
+        without the tokenizer (the texts it counted are; any other loads it)."""
+        return 0 < len(self.refresh().cards) <= self._tokens_kept
 
     def close(self) -> None:
         with suppress(Exception):  # a cache: a store that cannot keep it is no error
@@ -417,14 +379,15 @@ class Catalog:
             if state is not None and state.generation == self.store.generation():
                 return state
             gen = self.store.generation()
-            df, _ = self.store.document_frequency()
-            state = _State(
-                gen,
-                self.store.cards(),
-                self._stored_policy() or PolicyConfig(),
-                df,
-                ConfidenceShift.from_json(self.store.meta(SHIFT_META)),
-            )
+            with no_gc():
+                df, _ = self.store.document_frequency()
+                state = _State(
+                    gen,
+                    self.store.cards(),
+                    self._stored_policy() or PolicyConfig(),
+                    df,
+                    ConfidenceShift.from_json(self.store.meta(SHIFT_META)),
+                )
             self._specs.clear()
             self._state = state
             if self._tokens_kept < 0:
@@ -552,7 +515,8 @@ class Catalog:
             if state.phrases is None:
                 # the index reads cards only: no schema is read or parsed for it (at 100k
                 # tools, reading every schema was most of a new process's first discovery)
-                state.phrases = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
+                with no_gc():
+                    state.phrases = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
                 self._keep_phrases(state, state.phrases)
             return state.phrases
 
@@ -565,7 +529,8 @@ class Catalog:
         if kept is None or kept[0] != state.generation:
             return None
         try:
-            return _SafeUnpickler(io.BytesIO(kept[1])).load()
+            with no_gc():
+                return _SafeUnpickler(io.BytesIO(kept[1])).load()
         except Exception:  # a damaged cache is rebuilt, never an error
             return None
 
@@ -776,7 +741,8 @@ class Catalog:
                 state.entitlements.move_to_end(key)
                 return ent
             if state.tenants is None:
-                state.tenants = TenantIndex(state.cards)
+                with no_gc():
+                    state.tenants = TenantIndex(state.cards)
         ent = entitle(state.tenants, principal, state.policy)
         with state.lock:
             state.entitlements[key] = ent
@@ -791,8 +757,8 @@ class Catalog:
         discovery counts its shortlist without loading the tokenizer when they cover it."""
         self._tokens_kept = 0
         read = getattr(self.store, "derived", None)
-        kept = read(_token_key()) if read is not None else None
-        found = _token_parts(kept[1]) if kept is not None else None
+        kept = read(token_key()) if read is not None else None
+        found = token_parts(kept[1]) if kept is not None else None
         if found is not None:
             tokencount.preload(*found)
             self._tokens_kept = len(found[0])
@@ -808,7 +774,7 @@ class Catalog:
         parts, joins = tokencount.known_parts()
         if len(parts) <= max(self._tokens_kept, 0):
             return False
-        if write(_token_key(), self.store.generation(), _token_blob(parts, joins)):
+        if write(token_key(), self.store.generation(), token_blob(parts, joins)):
             self._tokens_kept = len(parts)
             return True
         return False

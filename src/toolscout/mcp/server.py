@@ -340,9 +340,19 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         """Serve one client over this process's stdin/stdout."""
         from mcp.server.stdio import stdio_server
 
+        from toolscout.mcp import early
+
         self.check("stdio")
-        async with self.running(), stdio_server() as (read, write):
-            await self.server.run(read, write, self.server.create_initialization_options())
+        started = early.take()  # `toolscout mcp serve` read (and maybe answered) initialize
+        async with self.running():
+            if started is None:
+                async with stdio_server() as (read, write):
+                    await self.server.run(read, write, self.server.create_initialization_options())
+                return
+            await asyncio.to_thread(started.wait)
+            async with stdio_server(stdin=started.stdin()) as (read, write):
+                kept = early.Recorder(write, started, self.errlog)
+                await self.server.run(read, kept, self.server.create_initialization_options())
 
     def http_app(self, *, host: str = "127.0.0.1", port: int = 8701) -> Any:
         """The Starlette app: ``/mcp`` behind bearer auth, plus protected-resource metadata."""

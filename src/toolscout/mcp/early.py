@@ -1,0 +1,306 @@
+"""Answering a stdio client's ``initialize`` while the gateway is still loading.
+
+A desktop client spawns ``toolscout mcp serve`` at every start and waits for the answer
+to ``initialize``; importing the MCP SDK (its pydantic models for every protocol version)
+and the library takes seconds on a loaded machine. The answer itself does not depend on
+any of that: it is the server's name, version, instructions and capabilities for the
+protocol version the client asked for, fixed by the config, toolscout and the SDK.
+
+So the gateway keeps the answer the SDK gave, beside its stored catalog, under a key made
+of the config file's bytes, the command's arguments, the interpreter and the sources that
+build the answer. When ``toolscout mcp serve`` starts over stdio (:func:`begin`, called by
+the command line before it imports anything heavy), a thread reads the client's first
+message; if it is ``initialize`` and an answer is kept for its protocol version under the
+same key, the thread writes that answer at once. The message is then handed to the SDK
+like any other (:meth:`Early.stdin`), so its session is initialised as usual, and the
+SDK's own answer is compared with the one sent and not sent twice (:class:`Recorder`): a
+difference is said on stderr and kept for the next start. Without a kept answer (a first
+start, another config, another toolscout) nothing is answered early: the SDK answers, and
+its answer is kept. Only the standard library is imported here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Early", "Recorder", "begin", "take"]
+
+#: the sources whose change can change the answer (besides the SDK's, stat-ed)
+_OWN_SOURCES = ("server.py", "tasks.py", "early.py")
+_SDK_SOURCES = ("server/runner.py", "server/lowlevel/server.py", "__init__.py")
+_started: Early | None = None
+
+
+def begin(argv: list[str]) -> Early | None:
+    """For ``toolscout mcp serve`` over stdio (``argv`` is ``sys.argv``): start reading the
+    client's first message and answer it if it is an ``initialize`` answered before.
+    Anything else returns None at once and changes nothing."""
+    global _started
+    args = argv[1:]
+    if args[:2] != ["mcp", "serve"] or _transport(args[2:]) != "stdio":
+        return None
+    config = _option(args[2:], "--config", "-c")
+    if config is None or sys.stdin is None or sys.stdin.isatty():
+        return None
+    try:
+        early = Early(Path(config), args[2:])
+    except OSError:  # an unreadable config: the command says so
+        return None
+    early.start()
+    _started = early
+    return early
+
+
+def take() -> Early | None:
+    """What :func:`begin` started in this process, once (the gateway serving stdio)."""
+    global _started
+    early, _started = _started, None
+    return early
+
+
+def _option(args: list[str], *names: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg in names and i + 1 < len(args):
+            return args[i + 1]
+        for name in names:
+            if name.startswith("--") and arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def _transport(args: list[str]) -> str:
+    return _option(args, "--transport", "-t") or "stdio"
+
+
+def answers_path(config: Path, args: list[str]) -> Path:
+    """Where the answers for ``config`` are kept: beside the catalog file it names (or
+    ``--db`` does), else beside the default stored catalogs under the user data dir."""
+    db = _option(args, "--db")
+    if db is None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            named = json.loads(config.read_bytes()).get("toolscout", {}).get("db")
+            if isinstance(named, str) and named:
+                db = str(config.parent / named) if not Path(named).is_absolute() else named
+    if db is not None and db != ":memory:" and "://" not in db:
+        return Path(db).with_name(Path(db).name + ".initialize.json")
+    from platformdirs import user_data_dir
+
+    digest = hashlib.sha256(str(config.resolve()).encode()).hexdigest()[:16]
+    return Path(user_data_dir("toolscout", appauthor=False)) / "mcp" / f"initialize-{digest}.json"
+
+
+def answer_key(config: Path, args: list[str]) -> str:
+    """A digest of everything the ``initialize`` answer is made from."""
+    digest = hashlib.sha256(config.read_bytes())
+    digest.update(json.dumps([args, sys.executable, sys.version]).encode())
+    here = Path(__file__).parent
+    for name in _OWN_SOURCES:
+        digest.update((here / name).read_bytes())
+    import importlib.util
+
+    found = importlib.util.find_spec("mcp")  # a top-level package: found, not imported
+    roots = list(found.submodule_search_locations or []) if found is not None else []
+    for root in roots:
+        for name in _SDK_SOURCES:
+            with contextlib.suppress(OSError):
+                st = (Path(root) / name).stat()
+                digest.update(f"{name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def _read_answers(path: Path, key: str) -> dict[str, dict[str, Any]]:
+    """The kept answers by requested protocol version (none if the key differs or the file
+    is not exactly their shape: answered by the SDK then, and kept again)."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("key") != key:
+        return {}
+    answers = data.get("answers")
+    if not isinstance(answers, dict):
+        return {}
+    return {v: r for v, r in answers.items() if isinstance(v, str) and _is_answer(r)}
+
+
+def _is_answer(result: Any) -> bool:
+    return (
+        isinstance(result, dict)
+        and isinstance(result.get("protocolVersion"), str)
+        and isinstance(result.get("capabilities"), dict)
+        and isinstance(result.get("serverInfo"), dict)
+    )
+
+
+class Early:
+    """The client's first message, read (and ``initialize`` answered from a kept answer)
+    on a thread while the rest of the gateway loads."""
+
+    def __init__(self, config: Path, args: list[str]) -> None:
+        self.path = answers_path(config, args)
+        self.key = answer_key(config, args)
+        self.answers = _read_answers(self.path, self.key)
+        self.read = b""  # every byte read from stdin (the first line, and what followed)
+        self.request: dict[str, Any] | None = None  # the first message, if initialize
+        self.sent: dict[str, Any] | None = None  # the result answered early, if any
+        self._thread = threading.Thread(target=self._first, name="toolscout-early", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Until the client's first message is read (and answered, when it can be)."""
+        self._thread.join()
+
+    def _first(self) -> None:
+        buf = b""
+        try:
+            while b"\n" not in buf:
+                chunk = os.read(0, 65536)
+                if not chunk:
+                    break
+                buf += chunk
+        except OSError:
+            pass
+        self.read = buf
+        line = buf.split(b"\n", 1)[0]
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(message, dict) or message.get("method") != "initialize":
+            return
+        if "id" not in message:
+            return
+        self.request = message
+        params = message.get("params")
+        version = params.get("protocolVersion") if isinstance(params, dict) else None
+        result = self.answers.get(version) if isinstance(version, str) else None
+        if result is None:
+            return
+        reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        data = (json.dumps(reply, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(1, data) :]
+        except OSError:
+            return
+        self.sent = result
+
+    def stdin(self) -> Any:
+        """The client's messages for the SDK, as an async text file: what the thread read,
+        then the rest of stdin (fd 0 is moved to a private descriptor and pointed at the
+        null device, as the SDK does with a stdin it claims itself)."""
+        import anyio
+
+        private = os.dup(0)
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
+        raw = _Prefixed(self.read, private)
+        text = io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="replace")
+        return anyio.wrap_file(text)
+
+    def keep(self, result: dict[str, Any]) -> None:
+        """Keep the SDK's answer to the first ``initialize`` for the next start."""
+        if self.request is None or not _is_answer(result):
+            return
+        params = self.request.get("params")
+        version = params.get("protocolVersion") if isinstance(params, dict) else None
+        if not isinstance(version, str) or self.answers.get(version) == result:
+            return
+        answers = {**self.answers, version: result}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"key": self.key, "answers": answers}))
+            os.replace(tmp, self.path)
+        except OSError:  # a cache: the next start answers through the SDK
+            return
+        self.answers = answers
+
+
+class _Prefixed(io.RawIOBase):
+    """Bytes already read, then a descriptor."""
+
+    def __init__(self, prefix: bytes, fd: int) -> None:
+        super().__init__()
+        self._prefix = prefix
+        self._fd = fd
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._prefix:
+            n = min(len(buffer), len(self._prefix))
+            buffer[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = os.read(self._fd, len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class Recorder:
+    """The SDK's write stream, with its answer to the first ``initialize`` kept for the
+    next start and, when the client was answered early, not sent a second time."""
+
+    def __init__(self, stream: Any, early: Early, errlog: Any = None) -> None:
+        self._stream = stream
+        self._early = early
+        self._errlog = errlog
+        self._pending = early.request is not None
+
+    async def send(self, item: Any, /) -> None:
+        if self._pending:
+            answer = self._initialize_answer(item)
+            if answer is not None:
+                self._pending = False
+                sent = self._early.sent
+                self._early.keep(answer)
+                if sent is not None:
+                    if sent != answer and self._errlog is not None:
+                        print(
+                            "toolscout: the initialize answer sent from the last start "
+                            "differs from this one's; kept for the next start",
+                            file=self._errlog,
+                        )
+                    return
+        await self._stream.send(item)
+
+    def _initialize_answer(self, item: Any) -> dict[str, Any] | None:
+        request = self._early.request
+        message = getattr(item, "message", None)
+        if request is None or message is None or not hasattr(message, "model_dump"):
+            return None
+        dumped = message.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        if not isinstance(dumped, dict) or "result" not in dumped:
+            return None
+        if dumped.get("id") != request.get("id"):
+            return None
+        result = dumped["result"]
+        return result if isinstance(result, dict) else None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Recorder:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._stream.__aexit__(*exc)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
