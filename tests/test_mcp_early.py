@@ -148,3 +148,26 @@ def test_only_mcp_serve_over_stdio_with_a_config_reads_ahead(tmp_path: Path) -> 
     assert key != answer_key(config, ["-c", str(config), "--mode", "meta"])
     config.write_text(config.read_text().replace('"t"]', '"u"]'))
     assert key != answer_key(config, ["-c", str(config)])
+
+
+def test_an_answer_telling_of_an_upstream_is_never_kept(tmp_path: Path) -> None:
+    """Upstream instructions depend on what the caller may see under the policy of the
+    moment: a kept answer would tell of them before the caller is known, so only an
+    answer carrying the gateway's own instructions is kept."""
+    config, db = _config(tmp_path), tmp_path / "c.db"
+    args = ["-c", str(config), "--db", str(db)]
+    from toolscout.mcp.early import Early
+
+    early = Early(config, args)
+    early.request = INITIALIZE
+    result = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": "toolscout", "version": "1"},
+        "instructions": "own\n\n[time] the time server's own words",
+    }
+    early.keep(result, own="own")
+    assert not answers_path(config, args).exists()
+    early.keep({**result, "instructions": "own"}, own="own")
+    kept = json.loads(answers_path(config, args).read_text())
+    assert kept["answers"]["2025-06-18"]["instructions"] == "own"

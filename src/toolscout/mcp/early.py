@@ -210,9 +210,15 @@ class Early:
         text = io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="replace")
         return anyio.wrap_file(text)
 
-    def keep(self, result: dict[str, Any]) -> None:
-        """Keep the SDK's answer to the first ``initialize`` for the next start."""
+    def keep(self, result: dict[str, Any], own: str | None = None) -> None:
+        """Keep the SDK's answer to the first ``initialize`` for the next start.
+
+        With ``own`` (the gateway's own instructions), an answer whose instructions say
+        more (an upstream's, which depend on what this caller may see under the policy
+        of the moment) is not kept: an early answer never tells of an upstream."""
         if self.request is None or not _is_answer(result):
+            return
+        if own is not None and result.get("instructions") not in (None, own):
             return
         params = self.request.get("params")
         version = params.get("protocolVersion") if isinstance(params, dict) else None
@@ -255,10 +261,13 @@ class Recorder:
     """The SDK's write stream, with its answer to the first ``initialize`` kept for the
     next start and, when the client was answered early, not sent a second time."""
 
-    def __init__(self, stream: Any, early: Early, errlog: Any = None) -> None:
+    def __init__(
+        self, stream: Any, early: Early, errlog: Any = None, own: str | None = None
+    ) -> None:
         self._stream = stream
         self._early = early
         self._errlog = errlog
+        self._own = own
         self._pending = early.request is not None
 
     async def send(self, item: Any, /) -> None:
@@ -267,7 +276,7 @@ class Recorder:
             if answer is not None:
                 self._pending = False
                 sent = self._early.sent
-                self._early.keep(answer)
+                self._early.keep(answer, self._own)
                 if sent is not None:
                     if sent != answer and self._errlog is not None:
                         print(

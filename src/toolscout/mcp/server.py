@@ -351,7 +351,7 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
                 return
             await asyncio.to_thread(started.wait)
             async with stdio_server(stdin=started.stdin()) as (read, write):
-                kept = early.Recorder(write, started, self.errlog)
+                kept = early.Recorder(write, started, self.errlog, own=self.instructions())
                 await self.server.run(read, kept, self.server.create_initialization_options())
 
     def http_app(self, *, host: str = "127.0.0.1", port: int = 8701) -> Any:
