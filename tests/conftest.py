@@ -39,11 +39,11 @@ MAX_WORKERS = 4
 #: modules (or ``module::test``) that take longest, started first in this order when the
 #: suite runs on several workers; a stale entry only changes the order, never what runs
 HEAVY = (
-    "test_soak.py",
+    "test_mcp_conformance.py",  # one harness run for both modes: the longest unit
     "test_cli.py::test_bfcl_index_then_search",
+    "test_soak.py",
     "test_readme.py",
     "test_console_browser.py",
-    "test_mcp_conformance.py",
     "test_http.py",
 )
 
