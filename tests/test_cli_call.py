@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from demo_fixture import demo_db_copy, demo_template  # noqa: F401  (fixture)
 from test_cli import run
 from toolscout.gateway.audit import AuditLog, audit_path_for
 from toolscout.gateway.auth import issue_token
@@ -19,10 +20,9 @@ KEY = "test-secret-0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("call") / "demo.db"
-    assert run("demo", db=db).returncode == 0
-    return db
+def demo_db(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -> Path:  # noqa: F811
+    """What ``toolscout demo`` leaves (one run's copy: tests/demo_fixture.py)."""
+    return demo_db_copy(demo_template, tmp_path_factory.mktemp("call"))
 
 
 def call(db: Path, tool: str, token: str, args: str = "{}") -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,7 @@ import pytest
 
 from support import embedder
 from toolscout.embed.minilm import MiniLMEmbedder, text_hash
-from toolscout.errors import ModelError
+from toolscout.errors import ConfigError, ModelError
 
 
 def test_vectors_are_unit_length_and_semantic() -> None:
@@ -62,6 +62,32 @@ def test_spin_wait_is_on_for_one_process_and_off_when_asked() -> None:
     assert _spinning(off) == "0"
     same = embedder().embed(["terminate a hung batch process"])
     assert np.allclose(off.embed(["terminate a hung batch process"]), same, atol=1e-6)
+
+
+def test_the_environment_turns_spin_wait_off_and_caps_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolscout.embed import SPIN_ENV, THREADS_ENV, default_embedder
+
+    monkeypatch.delenv(SPIN_ENV, raising=False)  # the suite sets it (tests/conftest.py)
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    plain = default_embedder()
+    assert isinstance(plain, MiniLMEmbedder) and _spinning(plain) == "1"
+    assert _spinning(default_embedder(spin_wait=False)) == "0"
+    monkeypatch.setenv(SPIN_ENV, "1")  # never turns it on against the caller
+    assert _spinning(default_embedder(spin_wait=False)) == "0"
+    monkeypatch.setenv(SPIN_ENV, "0")
+    monkeypatch.setenv(THREADS_ENV, "1")
+    capped = default_embedder()
+    assert isinstance(capped, MiniLMEmbedder) and _spinning(capped) == "0"
+    assert capped._session.get_session_options().intra_op_num_threads == 1
+    same = embedder().embed(["terminate a hung batch process"])
+    assert np.allclose(capped.embed(["terminate a hung batch process"]), same, atol=1e-6)
+    for name, bad in ((SPIN_ENV, "no"), (THREADS_ENV, "0"), (THREADS_ENV, "two")):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(ConfigError, match=rf"\${name} must be .*{bad!r}"):
+            default_embedder()
+        monkeypatch.setenv(name, "1")
 
 
 def test_the_server_encodes_without_spin_wait(tmp_path: Path) -> None:

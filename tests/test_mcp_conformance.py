@@ -2,8 +2,10 @@
 
 The harness runs ``@modelcontextprotocol/conformance`` 0.1.16 (``server --suite all``)
 against its reference server alone, then through ``toolscout mcp serve`` over
-streamable HTTP and over stdio (bridged to HTTP by supergateway), in the listing
-mode under test. It installs Node 22 and its npm packages itself (npm is needed).
+streamable HTTP and over stdio (bridged to HTTP by supergateway), in each listing
+mode. It installs Node 22 and its npm packages itself (npm is needed). It runs once for
+the module (``MODES="direct dynamic"``: one install, one baseline, the two modes side by
+side); each mode's test reads that mode's table.
 Every scenario the reference server passes alone must pass through the gateway,
 with one exception over stdio: ``dns-rebinding-protection`` POSTs ``initialize`` with
 ``Host: evil.example.com`` and expects a 4xx. Over stdio the HTTP endpoint is the
@@ -18,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -36,13 +39,26 @@ def _table(text: str) -> dict[str, dict[str, str]]:
     return rows
 
 
-@pytest.mark.parametrize("mode", ["direct", "dynamic"])
-def test_every_scenario_passes_through_the_gateway(tmp_path: Path, mode: str) -> None:
+MODES = ("direct", "dynamic")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the harness over every mode: its output directory and process."""
+
+    out: Path
+    done: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    tmp_path = tmp_path_factory.mktemp("conformance")
     exe = tmp_path / "toolscout"
     exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m toolscout "$@"\n')
     exe.chmod(0o755)
     out = tmp_path / "out"
-    env = {**os.environ, "MODE": mode, "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    env = {**os.environ, "MODES": " ".join(MODES), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    env.pop("MODE", None)
     done = subprocess.run(
         ["bash", str(HARNESS), str(exe), str(out)],
         env=env,
@@ -50,8 +66,13 @@ def test_every_scenario_passes_through_the_gateway(tmp_path: Path, mode: str) ->
         text=True,
         timeout=3600,
     )
-    table_file = out / "table.txt"
-    assert table_file.is_file(), done.stderr[-3000:]
+    return Run(out, done)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_scenario_passes_through_the_gateway(harness: Run, mode: str) -> None:
+    table_file = harness.out / f"table-{mode}.txt"
+    assert table_file.is_file(), harness.done.stderr[-3000:]
     rows = _table(table_file.read_text())
     assert len(rows) >= 30, table_file.read_text()
     passing_alone = {s for s, r in rows.items() if r["alone"] == "P"}

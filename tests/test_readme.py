@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from demo_fixture import demo_db_copy, demo_template  # noqa: F401  (fixture)
+
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)
 
@@ -67,10 +69,9 @@ def _exe() -> str:
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("readme") / "demo.db"
-    subprocess.run([_exe(), "demo", "--db", str(db)], check=True, capture_output=True)
-    return db
+def demo_db(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -> Path:  # noqa: F811
+    """What ``toolscout demo`` leaves (one run's copy: tests/demo_fixture.py)."""
+    return demo_db_copy(demo_template, tmp_path_factory.mktemp("readme"))
 
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "mcp"])

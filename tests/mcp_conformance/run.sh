@@ -13,7 +13,12 @@
 # Exit 0 only if H == A and S == A (and T > 0).
 # Everything listens and connects on 127.0.0.1/localhost only.
 # Env: KEEP_WORK=1 keeps the temp dir; CONF_TIMEOUT (s, per conformance run, default 900);
-#      MODE=direct|dynamic (the gateway's listing mode, default direct).
+#      MODE=direct|dynamic (the gateway's listing mode, default direct);
+#      MODES="direct dynamic": steps 2 and 3 for each mode, the modes side by side, after one
+#      install and one baseline; a table per mode in OUTDIR/table-MODE.txt (exit 0 only if
+#      every mode passes what the reference server passes alone);
+#      SG_IDLE_MS (default 30000): the stdio bridge closes a session (and its gateway process)
+#      that has had no request open for that long.
 set -u
 
 usage() { echo "usage: $0 TOOLSCOUT_EXECUTABLE [OUTDIR]" >&2; exit 2; }
@@ -30,7 +35,12 @@ mkdir -p "$OUT/logs" "$OUT/results"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcp-conformance.XXXXXX") || exit 2
 CONF_TIMEOUT=${CONF_TIMEOUT:-900}
+SG_IDLE_MS=${SG_IDLE_MS:-30000}   # supergateway closes a stdio session idle this long (ms)
 MODE=${MODE:-direct}   # the gateway's listing mode: direct or dynamic
+MODES=${MODES:-$MODE}  # several modes (MODES="direct dynamic"): one install, one baseline
+read -r -a MODE_LIST <<<"$MODES"
+for m in "${MODE_LIST[@]}"; do [[ $m == direct || $m == dynamic ]] || { echo "unknown mode: $m" >&2; exit 2; }; done
+[ "${#MODE_LIST[@]}" -gt 0 ] || usage
 JWT_KEY="mcp-conformance-test-secret-not-for-production-use"   # fixed test secret (>= 32 bytes)
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
 export NO_PROXY="127.0.0.1,localhost" no_proxy="127.0.0.1,localhost"
@@ -148,81 +158,122 @@ cat >"$CFG" <<EOF
   }
 }
 EOF
-
-# (2) toolscout over HTTP + authproxy
-P_GW=$(free_port)
-log "starting toolscout http gateway on 127.0.0.1:$P_GW"
-start_bg "$OUT/logs/gateway-http.log" "$TS" mcp serve --config "$CFG" --transport http --host 127.0.0.1 --port "$P_GW" --mode "$MODE"
-GW_PID=$LAST_PID
 TOKEN=$(timeout 60 "$TS" token issue --sub tester --scopes mcp:conf --ttl 2h --key "$JWT_KEY" 2>>"$OUT/logs/token.log" | tail -n 1)
 if [ -z "$TOKEN" ]; then
   log "WARNING: token issue failed (see $OUT/logs/token.log); gateway-http will fail"
 fi
-P_PX=$(free_port)
-start_bg "$OUT/logs/authproxy.log" env TOKEN="$TOKEN" node "$HERE/authproxy.mjs" "$P_PX" "$P_GW"
-PX_PID=$LAST_PID
-if wait_port "$P_GW" 120 "$GW_PID" && wait_port "$P_PX" 30 "$PX_PID"; then
-  run_conf gateway-http "http://localhost:$P_PX/mcp"
-else
-  log "WARNING: http gateway or authproxy did not come up (see $OUT/logs/gateway-http.log)"
-fi
-stop_bg "$PX_PID"; stop_bg "$GW_PID"
 
-# (3) toolscout over stdio, bridged by supergateway --stateful
-cat >"$WORK/gateway-stdio.sh" <<EOF
+# steps 2 and 3 in MODE; labels and logs carry SUFFIX ("" for a single mode, "-MODE" otherwise)
+run_gateways() {  # MODE SUFFIX PORT_GATEWAY PORT_PROXY PORT_BRIDGE
+  local mode=$1 sfx=$2 P_GW=$3 P_PX=$4 P_SG=$5
+  local GW_PID PX_PID SG_PID
+  # (2) toolscout over HTTP + authproxy
+  log "starting toolscout http gateway ($mode) on 127.0.0.1:$P_GW"
+  start_bg "$OUT/logs/gateway-http$sfx.log" "$TS" mcp serve --config "$CFG" --transport http --host 127.0.0.1 --port "$P_GW" --mode "$mode"
+  GW_PID=$LAST_PID
+  start_bg "$OUT/logs/authproxy$sfx.log" env TOKEN="$TOKEN" node "$HERE/authproxy.mjs" "$P_PX" "$P_GW"
+  PX_PID=$LAST_PID
+  if wait_port "$P_GW" 120 "$GW_PID" && wait_port "$P_PX" 30 "$PX_PID"; then
+    run_conf "gateway-http$sfx" "http://localhost:$P_PX/mcp"
+  else
+    log "WARNING: http gateway or authproxy did not come up (see $OUT/logs/gateway-http$sfx.log)"
+  fi
+  stop_bg "$PX_PID"; stop_bg "$GW_PID"
+
+  # (3) toolscout over stdio, bridged by supergateway --stateful
+  cat >"$WORK/gateway-stdio$sfx.sh" <<EOF
 #!/usr/bin/env bash
-exec "$TS" mcp serve --config "$CFG" --mode "$MODE" 2>>"$OUT/logs/gateway-stdio-stderr.log"
+exec "$TS" mcp serve --config "$CFG" --mode "$mode" 2>>"$OUT/logs/gateway-stdio-stderr$sfx.log"
 EOF
-chmod +x "$WORK/gateway-stdio.sh"
-P_SG=$(free_port)
-log "starting supergateway (stdio -> streamable HTTP) on 127.0.0.1:$P_SG"
-start_bg "$OUT/logs/supergateway.log" env NODE_OPTIONS="$BINDLOCAL" node "$SG_JS" --stdio "$WORK/gateway-stdio.sh" \
-  --outputTransport streamableHttp --stateful --port "$P_SG"
-SG_PID=$LAST_PID
-if wait_port "$P_SG" 60 "$SG_PID"; then
-  run_conf gateway-stdio "http://localhost:$P_SG/mcp"
+  chmod +x "$WORK/gateway-stdio$sfx.sh"
+  log "starting supergateway (stdio -> streamable HTTP, $mode) on 127.0.0.1:$P_SG"
+  # a session is a gateway process (~0.4 GB); the suite never deletes its session, so an idle
+  # one (no request open for SG_IDLE_MS) is closed, or 32 of them would be alive at the end
+  start_bg "$OUT/logs/supergateway$sfx.log" env NODE_OPTIONS="$BINDLOCAL" node "$SG_JS" --stdio "$WORK/gateway-stdio$sfx.sh" \
+    --outputTransport streamableHttp --stateful --sessionTimeout "$SG_IDLE_MS" --port "$P_SG"
+  SG_PID=$LAST_PID
+  if wait_port "$P_SG" 60 "$SG_PID"; then
+    run_conf "gateway-stdio$sfx" "http://localhost:$P_SG/mcp"
+  else
+    log "WARNING: supergateway did not come up (see $OUT/logs/supergateway$sfx.log)"
+  fi
+  stop_bg "$SG_PID"
+}
+
+# three ports a mode, taken here (not in the side-by-side subshells) and all different
+PORTS=()
+while [ "${#PORTS[@]}" -lt $((3 * ${#MODE_LIST[@]})) ]; do
+  p=$(free_port)
+  [[ " ${PORTS[*]-} $P_SRV " == *" $p "* ]] || PORTS+=("$p")
+done
+if [ "${#MODE_LIST[@]}" -eq 1 ]; then
+  run_gateways "${MODE_LIST[0]}" "" "${PORTS[@]:0:3}"
 else
-  log "WARNING: supergateway did not come up (see $OUT/logs/supergateway.log)"
+  # each mode in a subshell of its own, side by side; a subshell stops what it started
+  MODE_PIDS=()
+  i=0
+  for m in "${MODE_LIST[@]}"; do
+    ports=("${PORTS[@]:i:3}"); i=$((i + 3))
+    (
+      PGIDS=()
+      trap 'for p in "${PGIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done' EXIT
+      trap 'exit 130' INT TERM HUP
+      run_gateways "$m" "-$m" "${ports[@]}"
+    ) &
+    MODE_PIDS+=("$!")
+  done
+  for p in "${MODE_PIDS[@]}"; do wait "$p"; done
 fi
-stop_bg "$SG_PID"
 
 # ---- 4. table ----------------------------------------------------------------------------------
-declare -A R
-ORDER=()
-for label in alone gateway-http gateway-stdio; do
-  f="$OUT/logs/conformance-$label.txt"
-  [ -f "$f" ] || continue
-  while IFS= read -r line; do
-    if [[ $line =~ ^(✓|✗)\ ([^:[:space:]]+):\ [0-9]+\ passed ]]; then
-      s=${BASH_REMATCH[2]}
-      if [ "${BASH_REMATCH[1]}" = "✓" ]; then R[$label,$s]=P; else R[$label,$s]=F; fi
-      if [ "$label" = alone ] && [[ " ${ORDER[*]-} " != *" $s "* ]]; then ORDER+=("$s"); fi
-    fi
-  done <"$f"
-done
-# scenarios seen only in gateway runs (should not happen) go last
-for label in gateway-http gateway-stdio; do
-  for k in "${!R[@]}"; do
-    [[ $k == "$label,"* ]] || continue
-    s=${k#*,}
-    [[ " ${ORDER[*]-} " == *" $s "* ]] || ORDER+=("$s")
+# table of one mode: scenario, alone, http, stdio (labels gateway-http$SFX, gateway-stdio$SFX)
+write_table() {  # SFX TABLE_FILE; sets A H S T
+  local sfx=$1 file=$2 label f line s k a h st
+  declare -A R=()
+  local ORDER=()
+  for label in alone "gateway-http$sfx" "gateway-stdio$sfx"; do
+    f="$OUT/logs/conformance-$label.txt"
+    [ -f "$f" ] || continue
+    while IFS= read -r line; do
+      if [[ $line =~ ^(✓|✗)\ ([^:[:space:]]+):\ [0-9]+\ passed ]]; then
+        s=${BASH_REMATCH[2]}
+        if [ "${BASH_REMATCH[1]}" = "✓" ]; then R[$label,$s]=P; else R[$label,$s]=F; fi
+        if [ "$label" = alone ] && [[ " ${ORDER[*]-} " != *" $s "* ]]; then ORDER+=("$s"); fi
+      fi
+    done <"$f"
   done
-done
+  # scenarios seen only in gateway runs (should not happen) go last
+  for label in "gateway-http$sfx" "gateway-stdio$sfx"; do
+    for k in "${!R[@]}"; do
+      [[ $k == "$label,"* ]] || continue
+      s=${k#*,}
+      [[ " ${ORDER[*]-} " == *" $s "* ]] || ORDER+=("$s")
+    done
+  done
+  A=0; H=0; S=0; T=0
+  {
+    printf '%-32s %6s %6s %6s\n' scenario alone http stdio
+    for s in "${ORDER[@]}"; do
+      a=${R[alone,$s]:--}; h=${R[gateway-http$sfx,$s]:--}; st=${R[gateway-stdio$sfx,$s]:--}
+      printf '%-32s %6s %6s %6s\n' "$s" "$a" "$h" "$st"
+      [ "${R[alone,$s]+x}" ] && T=$((T + 1))
+      [ "$a" = P ] && A=$((A + 1)); [ "$h" = P ] && H=$((H + 1)); [ "$st" = P ] && S=$((S + 1))
+    done
+    printf '%-32s %6s %6s %6s\n' "PASS total" "$A" "$H" "$S"
+  } >"$file"
+}
 
-A=0; H=0; S=0; T=0
-{
-  printf '%-32s %6s %6s %6s\n' scenario alone http stdio
-  for s in "${ORDER[@]}"; do
-    a=${R[alone,$s]:--}; h=${R[gateway-http,$s]:--}; st=${R[gateway-stdio,$s]:--}
-    printf '%-32s %6s %6s %6s\n' "$s" "$a" "$h" "$st"
-    [ "${R[alone,$s]+x}" ] && T=$((T + 1))
-    [ "$a" = P ] && A=$((A + 1)); [ "$h" = P ] && H=$((H + 1)); [ "$st" = P ] && S=$((S + 1))
-  done
-  printf '%-32s %6s %6s %6s\n' "PASS total" "$A" "$H" "$S"
-} >"$OUT/table.txt"
-cat "$OUT/table.txt"
+OK=1
+for m in "${MODE_LIST[@]}"; do
+  if [ "${#MODE_LIST[@]}" -eq 1 ]; then sfx=""; file="$OUT/table.txt"; else sfx="-$m"; file="$OUT/table-$m.txt"; fi
+  write_table "$sfx" "$file"
+  [ "${#MODE_LIST[@]}" -eq 1 ] || echo "mode: $m"
+  cat "$file"
+  LAST="conformance: alone $A/$T, gateway-http $H/$T, gateway-stdio $S/$T"
+  [ "${#MODE_LIST[@]}" -eq 1 ] || LAST="$LAST ($m)"
+  echo "$LAST" >>"$file"
+  echo "$LAST"
+  [ "$T" -gt 0 ] && [ "$H" -eq "$A" ] && [ "$S" -eq "$A" ] || OK=0
+done
 log "logs and raw results (checks.json per scenario) in $OUT; took $(( $(date +%s) - START ))s"
-LAST="conformance: alone $A/$T, gateway-http $H/$T, gateway-stdio $S/$T"
-echo "$LAST" >>"$OUT/table.txt"
-echo "$LAST"
-[ "$T" -gt 0 ] && [ "$H" -eq "$A" ] && [ "$S" -eq "$A" ]
+[ "$OK" = 1 ]

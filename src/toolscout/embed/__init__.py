@@ -6,6 +6,8 @@ A model's module (and its runtime) is imported only when an embedder is made.
 
 from __future__ import annotations
 
+import os
+
 from toolscout.embed.base import Embedder
 from toolscout.errors import ConfigError
 
@@ -18,14 +20,37 @@ EMBEDDERS = {
 }
 
 
+#: ONNX Runtime threads of the default model (default: one per core)
+THREADS_ENV = "TOOLSCOUT_EMBED_THREADS"
+#: ``0`` turns ONNX Runtime's spin-waiting off in every process (a batch job, a test run or
+#: any machine whose cores are shared); ``1`` (the default) leaves it to the caller
+SPIN_ENV = "TOOLSCOUT_EMBED_SPIN"
+
+
+def _runtime_options() -> tuple[int | None, bool]:
+    """(threads, spin allowed) from :data:`THREADS_ENV` and :data:`SPIN_ENV`."""
+    threads_text = os.environ.get(THREADS_ENV, "").strip()
+    spin_text = os.environ.get(SPIN_ENV, "").strip()
+    if threads_text and not (threads_text.isdigit() and 1 <= int(threads_text) <= 256):
+        raise ConfigError(
+            f"${THREADS_ENV} must be a number of threads (1-256), not {threads_text!r}"
+        )
+    if spin_text not in ("", "0", "1"):
+        raise ConfigError(f"${SPIN_ENV} must be 0 or 1, not {spin_text!r}")
+    return (int(threads_text) if threads_text else None), spin_text != "0"
+
+
 def default_embedder(*, spin_wait: bool = True) -> Embedder:
     """all-MiniLM-L6-v2 int8 (from a PyPI package; nothing downloaded), loaded on first use.
 
     ``spin_wait=False`` for a process that encodes several requests at once (a server):
-    see :class:`~toolscout.embed.minilm.MiniLMEmbedder`."""
+    see :class:`~toolscout.embed.minilm.MiniLMEmbedder`. ``$TOOLSCOUT_EMBED_SPIN=0`` turns
+    it off whatever the caller asks, ``$TOOLSCOUT_EMBED_THREADS`` caps the model's threads
+    (the vectors are the same)."""
     from toolscout.embed.minilm import MiniLMEmbedder
 
-    return MiniLMEmbedder(spin_wait=spin_wait)
+    threads, spin_allowed = _runtime_options()
+    return MiniLMEmbedder(spin_wait=spin_wait and spin_allowed, threads=threads)
 
 
 def embedder_name(name_or_model_id: str) -> str:
@@ -51,4 +76,12 @@ def make_embedder(name: str | None = None, *, spin_wait: bool = True) -> Embedde
     return default_embedder(spin_wait=spin_wait)
 
 
-__all__ = ["DEFAULT_EMBEDDER", "EMBEDDERS", "Embedder", "default_embedder", "make_embedder"]
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "EMBEDDERS",
+    "SPIN_ENV",
+    "THREADS_ENV",
+    "Embedder",
+    "default_embedder",
+    "make_embedder",
+]

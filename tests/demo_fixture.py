@@ -1,0 +1,72 @@
+"""The catalog ``toolscout demo`` leaves, made once per test run and copied for each user.
+
+``toolscout demo`` indexes the bundled 205-tool catalog (embedding every card and fitting
+its calibration, most of a minute of CPU) and runs its scripted requests. The tests that
+start from what it leaves (the shell's ``call``, the README's search-then-call) get a copy
+of one such catalog instead of running it each: :func:`demo_db_copy`. The copy is the
+files the command wrote (the catalog, its derived state, an audit log if any), so a test
+sees what it saw when it ran the command itself. ``test_cli.py::test_demo_runs`` still runs
+the command (and checks its output) on its own.
+
+Under pytest-xdist the workers share the one copy: the first to need it builds it under
+a file lock in the run's common temporary directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _run_root(factory: pytest.TempPathFactory) -> Path:
+    """The directory every worker of this run shares (the worker's own base otherwise)."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _build(db: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolscout", "demo", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "filtered by policy" in proc.stdout, proc.stdout
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``demo.db`` as ``toolscout demo`` left it (read-only: copy it with :func:`demo_db_copy`)."""
+    where = _run_root(tmp_path_factory) / "demo-template"
+    where.mkdir(exist_ok=True)
+    done = where / "done"
+    with (where / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            for left in where.glob("demo.*"):  # what a failed build left
+                left.unlink()
+            _build(where / "demo.db")
+            done.write_text("ok\n")
+    return where / "demo.db"
+
+
+def demo_db_copy(template: Path, into: Path) -> Path:
+    """A private copy of the demo catalog (every file ``toolscout demo`` wrote beside it)
+    in directory ``into``."""
+    into.mkdir(parents=True, exist_ok=True)
+    files = sorted(template.parent.glob(f"{template.stem}.*"))
+    names = {f.name for f in files}
+    assert template.name in names, f"toolscout demo left no {template.name}"
+    # SQLite files a process left open would be copied half-written; the command closes them
+    assert not [n for n in names if n.endswith(("-wal", "-shm", "-journal"))], names
+    for source in files:
+        shutil.copy2(source, into / source.name)
+    return into / template.name
