@@ -12,7 +12,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -173,3 +175,19 @@ server.experimental.tasks.registerToolTask("work", {
 });
 server.connect(new StdioServerTransport());
 """
+
+
+def local_gateway(servers: dict[str, Any], tmp_path: Path) -> Iterator[Any]:
+    """An in-process gateway in direct mode over ``servers``, for the local user ``dev``
+    with no scopes, its catalog in ``tmp_path`` (a fixture's body: yields, then closes)."""
+    from toolscout.mcp.config import parse_config
+    from toolscout.mcp.server import MCPGateway
+
+    cfg = parse_config({
+        "mcpServers": servers,
+        "toolscout": {"mode": "direct", "connect_timeout_s": 60,
+                      "principal": {"subject": "dev"}, "db": str(tmp_path / "g.db")},
+    })  # fmt: skip
+    gw = MCPGateway(cfg)
+    yield gw
+    gw.close()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from _mcp_kit import APP
+from _mcp_kit import APP, local_gateway
 from toolscout.mcp.config import parse_config
 from toolscout.mcp.server import MCPGateway
 
@@ -21,16 +21,10 @@ from toolscout.mcp.server import MCPGateway
 @pytest.fixture
 def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    cfg = parse_config({
-        "mcpServers": {"app": {"command": sys.executable, "args": [str(APP), "--stdio"],
-                               "toolscout": {"scopes": [], "tools": {
-                                   "progress": {"timeout_s": 1}, "slow": {"timeout_s": 1}}}}},
-        "toolscout": {"mode": "direct", "connect_timeout_s": 60,
-                      "principal": {"subject": "dev"}, "db": str(tmp_path / "g.db")},
-    })  # fmt: skip
-    gw = MCPGateway(cfg)
-    yield gw
-    gw.close()
+    servers = {"app": {"command": sys.executable, "args": [str(APP), "--stdio"],
+                       "toolscout": {"scopes": [], "tools": {
+                           "progress": {"timeout_s": 1}, "slow": {"timeout_s": 1}}}}}  # fmt: skip
+    yield from local_gateway(servers, tmp_path)
 
 
 def _text(result: Any) -> str:

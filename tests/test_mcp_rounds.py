@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from _mcp_kit import node_env, node_script
-from toolscout.mcp.config import parse_config
+from _mcp_kit import local_gateway, node_env, node_script
 from toolscout.mcp.server import MCPGateway
 
 ASKER = r"""
@@ -66,15 +65,9 @@ server.connect(new StdioServerTransport());
 def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     cmd = node_script(tmp_path / "asker.cjs", ASKER)
-    cfg = parse_config({
-        "mcpServers": {"asker": {"command": cmd[0], "args": cmd[1:], "env": node_env(),
-                                 "toolscout": {"scopes": []}}},
-        "toolscout": {"mode": "direct", "connect_timeout_s": 60,
-                      "principal": {"subject": "dev"}, "db": str(tmp_path / "g.db")},
-    })  # fmt: skip
-    gw = MCPGateway(cfg)
-    yield gw
-    gw.close()
+    servers = {"asker": {"command": cmd[0], "args": cmd[1:], "env": node_env(),
+                         "toolscout": {"scopes": []}}}  # fmt: skip
+    yield from local_gateway(servers, tmp_path)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from _mcp_kit import TASKER, StatusWatch, node_env, node_script
-from toolscout.mcp.config import parse_config
+from _mcp_kit import TASKER, StatusWatch, local_gateway, node_env, node_script
 from toolscout.mcp.server import MCPGateway
 from toolscout.mcp.wire import raw_request
 
@@ -33,14 +32,7 @@ def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
                "toolscout": {"scopes": []}}
         for name in ("a", "b")
     }  # fmt: skip
-    cfg = parse_config({
-        "mcpServers": servers,
-        "toolscout": {"mode": "direct", "connect_timeout_s": 60,
-                      "principal": {"subject": "dev"}, "db": str(tmp_path / "g.db")},
-    })  # fmt: skip
-    gw = MCPGateway(cfg)
-    yield gw
-    gw.close()
+    yield from local_gateway(servers, tmp_path)
 
 
 def _text(result: dict[str, Any]) -> str:
