@@ -1,5 +1,5 @@
 """``python -m toolscout`` runs the command line."""
 
-from toolscout.cli.app import main
+from toolscout.cli import main
 
 main()
