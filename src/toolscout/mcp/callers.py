@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from toolscout.gateway.limits import RateLimiter
     from toolscout.service import Toolscout
 
-__all__ = ["GatewayBase", "connection_of"]
+__all__ = ["GatewayBase", "caller_key", "connection_of"]
 
 #: callers whose per-caller state (dynamic list, recent searches) is kept
 MAX_CALLERS = 4096
@@ -114,7 +114,7 @@ class GatewayBase:
         return self.config.principal
 
     def _state(self, principal: Principal) -> _Caller:
-        key = f"{principal.tenant}\x00{principal.subject}"
+        key = caller_key(principal)
         state = self._callers.get(key)
         if state is None:
             state = self._callers[key] = _Caller()
@@ -158,7 +158,7 @@ class GatewayBase:
         request = getattr(ctx, "request", None)
         if self.config.upstream_sessions == "shared" or request is None:
             return None
-        return f"{principal.tenant}\x00{principal.subject}"
+        return caller_key(principal)
 
     def _link(self, ctx: Any, principal: Principal) -> Link:
         """The link of a request: where its progress, logs and the upstream's questions go."""
@@ -193,6 +193,12 @@ class GatewayBase:
                 await session.send_tool_list_changed()
             except Exception:  # a gone client: forget it
                 self._sessions.pop(key, None)
+
+
+def caller_key(principal: Principal) -> str:
+    """One caller (tenant and subject) as a key: its state, its upstream sessions, its
+    tasks and its input-required rounds are kept under it."""
+    return f"{principal.tenant}\x00{principal.subject}"
 
 
 def connection_of(ctx: Any) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 from toolscout.errors import GatewayError, TokenError
 from toolscout.mcp import passthrough
-from toolscout.mcp.callers import GatewayBase, connection_of
+from toolscout.mcp.callers import GatewayBase, caller_key, connection_of
 from toolscout.mcp.relay import LINK, Link
 from toolscout.mcp.upstream import Upstream
 from toolscout.policy import Principal
@@ -130,7 +130,7 @@ class ResourceHandlers(GatewayBase):
         token = LINK.set(link)
         try:
             return await self._rounds.run(
-                f"{principal.tenant}\x00{principal.subject}\x00{ctx.method}",
+                f"{caller_key(principal)}\x00{ctx.method}",
                 link,
                 rounds,
                 lambda: self._checked(ctx, principal, link, what, run),

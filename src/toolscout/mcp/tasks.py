@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolscout.errors import TokenError, ToolscoutError
+from toolscout.mcp.callers import caller_key
 from toolscout.mcp.connection import TASK_STATUS, Upstream
 from toolscout.mcp.meta import CALL, SEARCH, text_result
 from toolscout.mcp.relay import LINK
@@ -158,7 +159,7 @@ class TaskHandlers(ToolHandlers):
         created = value.get("task")
         if isinstance(created, Mapping) and link.task_session is not None:
             task = await self._remember(
-                _key(principal), link.task_session, str(created.get("taskId")), ctx.session
+                caller_key(principal), link.task_session, str(created.get("taskId")), ctx.session
             )
             value = _renamed(value, task.gateway_id)
         return {k: v for k, v in value.items() if k != "resultType"}
@@ -220,7 +221,7 @@ class TaskHandlers(ToolHandlers):
         principal = self._caller(ctx)
         mine = {
             (t.session, t.upstream_id): t for (who, _), t in self._tasks.items()
-            if who == _key(principal)
+            if who == caller_key(principal)
         }  # fmt: skip
         sessions = {id(session): session for session, _ in mine}
         tasks: list[Any] = []
@@ -242,7 +243,7 @@ class TaskHandlers(ToolHandlers):
         from mcp.shared.exceptions import MCPError
         from mcp.types import INVALID_PARAMS
 
-        found = self._tasks.get((_key(principal), task_id))
+        found = self._tasks.get((caller_key(principal), task_id))
         if found is None:  # unknown and not-yours look alike
             raise MCPError(INVALID_PARAMS, f"unknown task {task_id}")
         return found
@@ -264,10 +265,6 @@ class TaskHandlers(ToolHandlers):
         finally:
             LINK.reset(token)
         return {k: v for k, v in answer.items() if k != "resultType"}
-
-
-def _key(principal: Principal) -> str:
-    return f"{principal.tenant}\x00{principal.subject}"
 
 
 def _renamed(value: Mapping[str, Any], gateway_id: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolscout.discovery import inject
 from toolscout.errors import ImportRefused, TokenError, ToolscoutError
-from toolscout.mcp.callers import RECENT, GatewayBase
+from toolscout.mcp.callers import RECENT, GatewayBase, caller_key
 from toolscout.mcp.meta import CALL, SEARCH, meta_tools, text_result
 from toolscout.mcp.relay import LINK, Link
 from toolscout.mcp.upstream import Upstream
@@ -141,7 +141,7 @@ class ToolHandlers(GatewayBase):
             if name != SEARCH and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 # the upstream's questions go back in input-required rounds (mcp/rounds.py)
                 return await self._rounds.run(
-                    f"{_key(principal)}\x00tools/call",
+                    f"{caller_key(principal)}\x00tools/call",
                     link,
                     params,
                     lambda: self._run_call(principal, name, args, link),
@@ -318,7 +318,3 @@ class ToolHandlers(GatewayBase):
                 log.warning("%s", warning)
         if changed or gone:
             await self._notify_tools_changed(None)
-
-
-def _key(principal: Principal) -> str:
-    return f"{principal.tenant}\x00{principal.subject}"
