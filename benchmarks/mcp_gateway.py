@@ -277,11 +277,16 @@ async def bench_search(n_queries: int) -> dict[str, Any]:
         gateway.close()
 
 
-async def spawn_once(config: Path, env: dict[str, str]) -> dict[str, float]:
+async def spawn_once(config: Path, env: dict[str, str], timeline: bool = False) -> dict[str, float]:
     """Spawn ``toolscout mcp serve`` with the SDK client: seconds to ``initialize`` answered,
-    to the tool list, and to the first ``search_tools`` answered."""
+    to the tool list, and to the first ``search_tools`` answered.
+
+    ``timeline``: the gateway prints its start-up timeline on stderr (``TOOLSCOUT_TIMELINE``
+    set to the spawn's wall-clock time, so its seconds count from the spawn)."""
     from mcp import Client, StdioServerParameters
 
+    if timeline:
+        env = {**env, "TOOLSCOUT_TIMELINE": repr(time.time())}
     params = StdioServerParameters(
         command=TOOLSCOUT, args=["mcp", "serve", "--config", str(config)], env=env
     )
@@ -305,7 +310,7 @@ async def spawn_once(config: Path, env: dict[str, str]) -> dict[str, float]:
     }
 
 
-def bench_startup(runs: int, compare: Path | None = None) -> dict[str, Any]:
+def bench_startup(runs: int, compare: Path | None = None, timeline: bool = False) -> dict[str, Any]:
     """Spawn → initialize and spawn → first search_tools against examples/servers.json:
     fresh (no stored catalog: a new data directory each run) and stored (second start).
 
@@ -328,9 +333,9 @@ def bench_startup(runs: int, compare: Path | None = None) -> dict[str, Any]:
                 for name, src in trees.items()
             }
             for name in trees:
-                fresh[name].append(asyncio.run(spawn_once(config, envs[name])))
+                fresh[name].append(asyncio.run(spawn_once(config, envs[name], timeline)))
             for name in trees:
-                stored[name].append(asyncio.run(spawn_once(config, envs[name])))
+                stored[name].append(asyncio.run(spawn_once(config, envs[name], timeline)))
 
     def med(rows: list[dict[str, float]], key: str) -> float:
         return round(percentile([r[key] for r in rows], 0.5), 3)
@@ -366,10 +371,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--compare", type=Path, help="start-up: alternate with the toolscout source tree at PATH"
     )
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="start-up: the gateway prints its timeline (seconds from spawn) on stderr",
+    )
     args = parser.parse_args(argv)
     if args.startup_runs < 1:
         parser.error("--startup-runs must be at least 1")
-    startup = bench_startup(args.startup_runs, args.compare)
+    startup = bench_startup(args.startup_runs, args.compare, args.timeline)
     print(f"{'start-up (median s)':<22}{'initialize':>12}{'tools/list':>12}{'1st search':>12}")
     for case in ("fresh", "stored"):
         r = startup[case]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from _mcp_kit import py_server
-from toolscout.mcp.early import _option, answer_key, answers_path, begin
+from toolscout.mcp.early import _option, answer_key, answers_path, begin, shared_key
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -43,8 +43,10 @@ def _config(tmp: Path, **gateway: Any) -> Path:
 
 def _session(config: Path, db: Path) -> tuple[list[dict[str, Any]], str]:
     """One client session: initialize, initialized, tools/list; every message the gateway
-    wrote until its stdout closed, and its stderr."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    wrote until its stdout closed, and its stderr. (Answers any start keeps are kept in a
+    cache dir of the test's own, beside the config.)"""
+    cache = str(config.parent / "cache")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "XDG_CACHE_HOME": cache}
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolscout", "mcp", "serve", "-c", str(config), "--db", str(db)],
         stdin=subprocess.PIPE,
@@ -171,3 +173,39 @@ def test_an_answer_telling_of_an_upstream_is_never_kept(tmp_path: Path) -> None:
     early.keep({**result, "instructions": "own"}, own="own")
     kept = json.loads(answers_path(config, args).read_text())
     assert kept["answers"]["2025-06-18"]["instructions"] == "own"
+
+
+def test_a_first_start_in_the_same_mode_answers_from_the_shared_answer(tmp_path: Path) -> None:
+    """A first start of a config (no catalog yet, so no answer beside it) is answered from
+    the answer any earlier start of this toolscout kept in the same listing mode, checked
+    against the SDK's the same way; another mode is answered by the SDK."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    (two / "cache").symlink_to(one / "cache", target_is_directory=True)  # one user's cache
+    config = _config(one)
+    (sdk,) = _answers(_session(config, one / "c.db")[0])  # kept beside c.db and shared
+    shared = list((one / "cache" / "toolscout" / "mcp").glob("initialize-*.json"))
+    assert len(shared) == 1 and json.loads(shared[0].read_text())["answers"] == {"2025-06-18": sdk}
+    # a planted shared answer proves a first start of another config answers from it
+    data = json.loads(shared[0].read_text())
+    planted = {**sdk, "instructions": "kept by another config's start"}
+    shared[0].write_text(json.dumps({**data, "answers": {"2025-06-18": planted}}))
+    other = _config(two, k=3)  # other bytes, the same mode (auto)
+    assert answer_key(other, ["-c", str(other)]) != answer_key(config, ["-c", str(config)])
+    assert shared_key(other, ["-c", str(other)]) == shared_key(config, ["-c", str(config)])
+    got, err = _session(other, two / "c.db")
+    assert _answers(got) == [planted]  # answered early, once
+    assert any(m.get("id") == 2 and "tools" in m["result"] for m in got)
+    assert "differs from this one's" in err
+    assert json.loads(shared[0].read_text())["answers"] == {"2025-06-18": sdk}  # corrected
+    # another mode: its own key, answered by the SDK (and kept under that key)
+    meta = _config(two, mode="meta")
+    assert shared_key(meta, ["-c", str(meta)]) != shared_key(config, ["-c", str(config)])
+    assert shared_key(config, ["-c", str(config), "--mode", "meta"]) == shared_key(
+        meta, ["-c", str(meta)]
+    )
+    (answered,) = _answers(_session(meta, two / "m.db")[0])
+    assert answered["instructions"] != sdk["instructions"]
+    assert len(list((one / "cache" / "toolscout" / "mcp").glob("initialize-*.json"))) == 2
+    assert shared_key(tmp_path / "missing.json", []) is None  # the command says what is wrong

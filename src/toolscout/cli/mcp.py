@@ -27,7 +27,15 @@ mcp_app = typer.Typer(
     help="The MCP gateway: one MCP server in front of many.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
 )
+
+
+def run_mcp(args: list[str]) -> None:
+    """``toolscout mcp ARGS``: these commands alone (``toolscout.cli.main`` calls this
+    rather than building the whole command line, for the gateway's start-up)."""
+    mcp_app(args=args, prog_name="toolscout mcp")
+
 
 #: the environment variable holding the audit chain's HMAC key (as for `toolscout audit`)
 AUDIT_KEY_ENV = "TOOLSCOUT_AUDIT_KEY"
@@ -92,6 +100,9 @@ def serve(
     ``npx @modelcontextprotocol/inspector --cli -- toolscout mcp serve --config FILE``."""
     from toolscout.mcp.config import MODES, load_config, local_principal
     from toolscout.mcp.server import MCPGateway, check_transport
+    from toolscout.mcp.timeline import mark
+
+    mark("gateway modules imported")
 
     if transport not in ("stdio", "http"):
         _fail(f"--transport must be stdio or http, got {transport!r}")
@@ -131,6 +142,7 @@ def serve(
             )
         check_transport(cfg, transport)
         gateway = MCPGateway(cfg, errlog=sys.stderr)
+        mark("gateway built")
     except ToolscoutError as exc:
         _fail(str(exc))
     keyed = "keyed" if cfg.audit_key else f"unkeyed: set {AUDIT_KEY_ENV} to key it"

@@ -65,6 +65,12 @@ class GatewayBase:
     #: prefixes of the servers the stored catalog already has tools of
     _stored: frozenset[str]
     _listed_once: asyncio.Event
+    #: the warm-up ended (models loaded, the caller's state derived), either way
+    _warmed: asyncio.Event
+    #: one warm-up at a time (and whether another was asked for meanwhile)
+    _warming: asyncio.Lock
+    _warm_again: bool
+    _rewarm_task: asyncio.Task[None] | None
     _names: dict[str, str]
     _by_name: dict[str, str]
     _names_key: frozenset[str] | None
@@ -79,6 +85,10 @@ class GatewayBase:
         self._index_lock = asyncio.Lock()
         self._stored = frozenset()
         self._listed_once = asyncio.Event()
+        self._warmed = asyncio.Event()
+        self._warming = asyncio.Lock()
+        self._warm_again = False
+        self._rewarm_task = None
         self._names, self._by_name, self._names_key = {}, {}, None
         self.index_log = []  # (server, changed, removed, embedded)
         self._rounds = Rounds()

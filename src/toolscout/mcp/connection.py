@@ -32,6 +32,7 @@ from toolscout.mcp.cards import UpstreamTool, specs_from_tools
 from toolscout.mcp.config import ServerConfig
 from toolscout.mcp.processes import SPAWNED, leaders, resolve_command
 from toolscout.mcp.relay import LINK, Link, Relay
+from toolscout.mcp.timeline import mark
 from toolscout.mcp.wire import Notice, describe, observe, pages, raw_request, redacted, wire
 from toolscout.redact import redact
 
@@ -124,6 +125,7 @@ class Upstream:
         self._broken = asyncio.Event()
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
         #: monotonic time the supervisor started (the start-up window runs from here)
         self._started = 0.0
         #: server-to-client traffic (sampling, elicitation, roots, logs) to the caller served
@@ -186,6 +188,12 @@ class Upstream:
                 self._supervise(), name=f"toolscout-upstream-{self.name}"
             )
 
+    def wanted(self) -> None:
+        """A request needs this server: start its supervisor if it was never started (a
+        start put off while the stored catalog answers) and it is not closed."""
+        if self._task is None and not self._closed:
+            self.start()
+
     async def wait_listed(self, timeout_s: float) -> bool:
         """Wait until the first attempt ended (bounded by ``timeout_s``, unless the server is
         up and its tools are being indexed: that is our own work and is waited for)."""
@@ -212,6 +220,7 @@ class Upstream:
                     await self.listed.wait()
 
     async def aclose(self) -> None:
+        self._closed = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -237,6 +246,7 @@ class Upstream:
             delay = min(delay * BACKOFF[1], BACKOFF[2])
 
     async def _connected_session(self) -> None:
+        mark(f"upstream {self.name!r} connecting")
         self.state = "connecting"
         self._broken.clear()
         client = self._client_factory()

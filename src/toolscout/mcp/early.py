@@ -14,9 +14,17 @@ message; if it is ``initialize`` and an answer is kept for its protocol version 
 same key, the thread writes that answer at once. The message is then handed to the SDK
 like any other (:meth:`Early.stdin`), so its session is initialised as usual, and the
 SDK's own answer is compared with the one sent and not sent twice (:class:`Recorder`): a
-difference is said on stderr and kept for the next start. Without a kept answer (a first
-start, another config, another toolscout) nothing is answered early: the SDK answers, and
-its answer is kept. Only the standard library is imported here.
+difference is said on stderr and kept for the next start.
+
+A first start of a config (no stored catalog yet, so no answer beside it) is answered from
+the answer an earlier start of the same toolscout kept under the user cache dir
+(:func:`shared_path`, :func:`shared_key`) when what the answer is made of is the same: the
+listing mode, of the config (the gateway's own instructions are the mode's; its name and
+capabilities are fixed by its sources and the SDK's; an answer naming an upstream's
+instructions is never kept). It is checked against the SDK's answer the same way. Without
+either (the first start of this toolscout, SDK or interpreter in this mode) nothing is
+answered early: the SDK answers, and its answer is kept. Only the standard library (and
+``platformdirs``) is imported here.
 """
 
 from __future__ import annotations
@@ -31,11 +39,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from toolscout.mcp.timeline import mark
+
 __all__ = ["Early", "Recorder", "begin", "take"]
 
 #: the sources whose change can change the answer (besides the SDK's, stat-ed)
-_OWN_SOURCES = ("server.py", "tasks.py", "early.py")
+_OWN_SOURCES = ("server.py", "tasks.py", "early.py", "config.py")
 _SDK_SOURCES = ("server/runner.py", "server/lowlevel/server.py", "__init__.py")
+#: top-level packages of the SDK whose files are stat-ed into the keys
+_SDK_PACKAGES = ("mcp", "mcp_types")
 _started: Early | None = None
 
 
@@ -101,19 +113,58 @@ def answer_key(config: Path, args: list[str]) -> str:
     """A digest of everything the ``initialize`` answer is made from."""
     digest = hashlib.sha256(config.read_bytes())
     digest.update(json.dumps([args, sys.executable, sys.version]).encode())
+    digest.update(_software())
+    return digest.hexdigest()
+
+
+def shared_path(key: str) -> Path:
+    """Where the answers kept by any start under the shared ``key`` live (one file per key,
+    under the user cache dir)."""
+    from platformdirs import user_cache_dir
+
+    cache = Path(user_cache_dir("toolscout", appauthor=False))
+    return cache / "mcp" / f"initialize-{key[:24]}.json"
+
+
+def shared_key(config: Path, args: list[str]) -> str | None:
+    """A digest of what the answer is made from, but of the config only its listing mode
+    (``--mode``, else ``toolscout.mode``, else ``auto``); None when the config cannot be
+    read as a JSON object (the command says what is wrong with it)."""
+    mode = _option(args, "--mode")
+    if mode is None:
+        try:
+            data = json.loads(config.read_bytes())
+        except (OSError, ValueError):
+            return None
+        section = data.get("toolscout", {}) if isinstance(data, dict) else None
+        if not isinstance(section, dict):
+            return None
+        mode = section.get("mode", "auto")
+    if not isinstance(mode, str):
+        return None
+    digest = hashlib.sha256(b"shared-1")
+    digest.update(json.dumps([mode, sys.executable, sys.version]).encode())
+    digest.update(_software())
+    return digest.hexdigest()
+
+
+def _software() -> bytes:
+    """The gateway's sources that build the answer, and the SDK's files (stat-ed)."""
+    digest = hashlib.sha256()
     here = Path(__file__).parent
     for name in _OWN_SOURCES:
         digest.update((here / name).read_bytes())
     import importlib.util
 
-    found = importlib.util.find_spec("mcp")  # a top-level package: found, not imported
-    roots = list(found.submodule_search_locations or []) if found is not None else []
-    for root in roots:
-        for name in _SDK_SOURCES:
-            with contextlib.suppress(OSError):
-                st = (Path(root) / name).stat()
-                digest.update(f"{name}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return digest.hexdigest()
+    for package in _SDK_PACKAGES:
+        found = importlib.util.find_spec(package)  # a top-level package: found, not imported
+        roots = list(found.submodule_search_locations or []) if found is not None else []
+        for root in roots:
+            for name in _SDK_SOURCES:
+                with contextlib.suppress(OSError):
+                    st = (Path(root) / name).stat()
+                    digest.update(f"{package}/{name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return digest.digest()
 
 
 def _read_answers(path: Path, key: str) -> dict[str, dict[str, Any]]:
@@ -148,6 +199,14 @@ class Early:
         self.path = answers_path(config, args)
         self.key = answer_key(config, args)
         self.answers = _read_answers(self.path, self.key)
+        #: answers kept by any start of this toolscout in the same mode (a first start's)
+        self.shared_key = shared_key(config, args)
+        self.shared: dict[str, dict[str, Any]] = {}
+        if self.shared_key is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.shared = _read_answers(shared_path(self.shared_key), self.shared_key)
+        #: where the answer sent early came from: "kept" (this config's) or "shared"
+        self.source = ""
         self.read = b""  # every byte read from stdin (the first line, and what followed)
         self.request: dict[str, Any] | None = None  # the first message, if initialize
         self.sent: dict[str, Any] | None = None  # the result answered early, if any
@@ -171,6 +230,7 @@ class Early:
         except OSError:
             pass
         self.read = buf
+        mark("first message read")
         line = buf.split(b"\n", 1)[0]
         try:
             message = json.loads(line)
@@ -183,7 +243,11 @@ class Early:
         self.request = message
         params = message.get("params")
         version = params.get("protocolVersion") if isinstance(params, dict) else None
-        result = self.answers.get(version) if isinstance(version, str) else None
+        if not isinstance(version, str):
+            return
+        result, source = self.answers.get(version), "kept"
+        if result is None:
+            result, source = self.shared.get(version), "shared"
         if result is None:
             return
         reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
@@ -193,7 +257,8 @@ class Early:
                 data = data[os.write(1, data) :]
         except OSError:
             return
-        self.sent = result
+        self.sent, self.source = result, source
+        mark(f"initialize answered early ({source} answer)")
 
     def stdin(self) -> Any:
         """The client's messages for the SDK, as an async text file: what the thread read,
@@ -222,17 +287,30 @@ class Early:
             return
         params = self.request.get("params")
         version = params.get("protocolVersion") if isinstance(params, dict) else None
-        if not isinstance(version, str) or self.answers.get(version) == result:
+        if not isinstance(version, str):
             return
-        answers = {**self.answers, version: result}
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"key": self.key, "answers": answers}))
-            os.replace(tmp, self.path)
-        except OSError:  # a cache: the next start answers through the SDK
+        if self.answers.get(version) != result and _write(self.path, self.key, self.answers,
+                                                         version, result):  # fmt: skip
+            self.answers = {**self.answers, version: result}
+        if self.shared_key is None or self.shared.get(version) == result:
             return
-        self.answers = answers
+        with contextlib.suppress(OSError, ValueError):
+            if _write(shared_path(self.shared_key), self.shared_key, self.shared, version, result):
+                self.shared = {**self.shared, version: result}
+
+
+def _write(
+    path: Path, key: str, answers: dict[str, dict[str, Any]], version: str, result: Any
+) -> bool:
+    """Keep ``result`` for ``version`` (with ``answers``) under ``key`` in ``path``."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "answers": {**answers, version: result}}))
+        os.replace(tmp, path)
+    except OSError:  # a cache: the next start answers through the SDK
+        return False
+    return True
 
 
 class _Prefixed(io.RawIOBase):
@@ -275,6 +353,7 @@ class Recorder:
             answer = self._initialize_answer(item)
             if answer is not None:
                 self._pending = False
+                mark("initialize answered by the SDK")
                 sent = self._early.sent
                 self._early.keep(answer, self._own)
                 if sent is not None:

@@ -56,6 +56,7 @@ from toolscout.mcp.connection import POLL_S
 from toolscout.mcp.processes import kill_children
 from toolscout.mcp.resources import ResourceHandlers
 from toolscout.mcp.tasks import TaskHandlers, tasks_capability
+from toolscout.mcp.timeline import mark
 from toolscout.mcp.upstream import Upstreams
 from toolscout.policy import DEFAULT_ADMIN_SCOPE, PolicyConfig, Principal
 
@@ -72,6 +73,11 @@ log = logging.getLogger(__name__)
 WARM_AFTER_S = 2.0
 #: a stored catalog's query encoder starts loading as soon as the catalog is open
 EARLY_ENCODER = True
+#: servers the stored catalog has tools of are started once the warm-up is done (or a
+#: request needs one, or this many seconds after start-up): their processes do not compete
+#: with the first search for the cores
+STORED_AFTER_S = 5.0
+DEFER_STORED = True
 
 
 class MCPGateway(TaskHandlers, ResourceHandlers):
@@ -97,19 +103,23 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         )
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self.ts = toolscout if toolscout is not None else self._open_toolscout()
+        mark(f"catalog open ({len(self.ts.catalog)} tools)")
         if toolscout is None and EARLY_ENCODER and len(self.ts.catalog):
             # a stored catalog: the encoder loads while the MCP SDK is imported (most of it
             # is ONNX Runtime building its session, off the interpreter's lock)
             from toolscout.discovery.catalog import prefetch_models
 
-            prefetch_models(self.ts.catalog.embedder, tokens=False)
+            _marked("encoder loaded", prefetch_models(self.ts.catalog.embedder, tokens=False))
         from mcp.server.subscriptions import InMemorySubscriptionBus
+
+        mark("MCP SDK imported")
 
         from toolscout.gateway.limits import RateLimiter
 
         self._rate = RateLimiter.from_limits(self.ts.gateway.limits)
         self.bus = InMemorySubscriptionBus()
         self.server = self._build_server()
+        mark("MCP server built")
 
     # -- assembly --------------------------------------------------------------
     def _open_toolscout(self) -> Toolscout:
@@ -291,7 +301,7 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         if wait_s is not None:
             await self.upstreams.start(wait_s=wait_s)
         else:  # answer at once from the stored catalog; upstreams come up in the background
-            starting = asyncio.get_running_loop().create_task(self.upstreams.start())
+            starting = asyncio.get_running_loop().create_task(self._start_upstreams())
         try:
             yield self
         finally:
@@ -300,28 +310,69 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
             await self.upstreams.aclose()
             with contextlib.suppress(Exception):
                 await warming
+            if self._rewarm_task is not None:
+                with contextlib.suppress(Exception):
+                    await self._rewarm_task
+
+    async def _start_upstreams(self) -> None:
+        """Every upstream, in the background: those the stored catalog has nothing of at
+        once (a first start's lists wait for them); the others once the warm-up is done, a
+        request needs one (:meth:`Upstreams.route`) or ``STORED_AFTER_S`` passed, so their
+        processes starting do not hold the cores while the first search is answered from
+        the stored catalog."""
+        if not DEFER_STORED or not self._stored:
+            await self.upstreams.start()
+            return
+        first = asyncio.ensure_future(self.upstreams.start(skip=self._stored))
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(STORED_AFTER_S):
+                    await self._warmed.wait()
+            mark("starting the stored servers")
+            await asyncio.gather(first, self.upstreams.start())
+        finally:
+            first.cancel()
 
     async def _warm_later(self) -> None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(WARM_AFTER_S):
                 await self._listed_once.wait()
-        await asyncio.to_thread(self._warm)
+        try:
+            await self._rewarm()
+        finally:
+            self._warmed.set()
+
+    async def _rewarm(self) -> None:
+        """Warm up off the loop, one at a time; asked again while one runs, once more after
+        it (the catalog changed meanwhile)."""
+        if self._warming.locked():
+            self._warm_again = True
+            return
+        async with self._warming:
+            self._warm_again = True
+            while self._warm_again:
+                self._warm_again = False
+                await asyncio.to_thread(self._warm)
 
     def _warm(self) -> None:
-        """The embedder (and the token counter, unless an earlier process kept its counts
-        of this catalog's renderings) loaded side by side, then the caller's discovery state
-        derived by one unrecorded discovery, and the counts kept for the next start (best
-        effort)."""
+        """The embedder loaded, then the caller's discovery state derived by one unrecorded
+        discovery (which counts the tokens of what the caller may use: with the tokenizer
+        only when no earlier process kept the counts of these renderings), and the counts
+        kept for the next start (best effort). Run again after an upstream's tools changed,
+        so the next start finds the counts of every tool it will show."""
         from toolscout.discovery.catalog import prefetch_models
 
         catalog = self.ts.catalog
         try:
-            for thread in prefetch_models(catalog.embedder, tokens=not catalog.counts_kept):
+            mark("warm-up started")
+            for thread in prefetch_models(catalog.embedder, tokens=False):
                 thread.join()
+            mark("warm-up: models loaded")
             if self.config.principal is not None:
                 catalog.discover(
                     "find the right tool", self.config.principal, k=1, fmt="mcp", record=False
                 )
+                mark("warm-up: the caller's state derived")
             catalog.keep_token_counts()
         except Exception as exc:  # a warm-up fault shows again, clearly, on first use
             log.info("warm-up: %s", exc)
@@ -344,6 +395,7 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
 
         self.check("stdio")
         started = early.take()  # `toolscout mcp serve` read (and maybe answered) initialize
+        mark("serving stdio")
         async with self.running():
             if started is None:
                 async with stdio_server() as (read, write):
@@ -384,6 +436,21 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         async with self.running():
             await uvicorn.Server(config).serve()
+
+
+def _marked(what: str, threads: list[Any]) -> None:
+    """A timeline mark once ``threads`` end (only when the timeline is on)."""
+    from toolscout.mcp.timeline import enabled
+
+    if enabled() and threads:
+        import threading
+
+        def wait() -> None:
+            for thread in threads:
+                thread.join()
+            mark(what)
+
+        threading.Thread(target=wait, name="toolscout-timeline", daemon=True).start()
 
 
 def check_transport(config: GatewayConfig, transport: str) -> None:

@@ -24,6 +24,7 @@ from toolscout.errors import ImportRefused, TokenError, ToolscoutError
 from toolscout.mcp.callers import RECENT, GatewayBase, caller_key
 from toolscout.mcp.meta import CALL, SEARCH, meta_tools, text_result
 from toolscout.mcp.relay import LINK, Link
+from toolscout.mcp.timeline import mark
 from toolscout.mcp.upstream import Upstream
 from toolscout.policy import Principal
 
@@ -50,6 +51,9 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 class ToolHandlers(GatewayBase):
     """``tools/list`` and ``tools/call`` of the gateway, and the catalog kept in step."""
 
+    async def _rewarm(self) -> None:
+        """Warm up again after the catalog changed (:class:`~toolscout.mcp.server.MCPGateway`)."""
+
     # -- tools/list ----------------------------------------------------------------
     async def _list_tools(self, ctx: Any, params: Any) -> Any:
         from mcp.shared.exceptions import MCPError
@@ -75,6 +79,7 @@ class ToolHandlers(GatewayBase):
         else:
             ids = []
         tools += self.render(ids)
+        mark("first tools/list answered", once=True)
         self._listed_once.set()
         return ListToolsResult(tools=tools)
 
@@ -184,10 +189,13 @@ class ToolHandlers(GatewayBase):
             return text_result("search_tools needs 'query': what you want to do", error=True)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 10:
             return text_result("search_tools: 'k' must be an integer from 1 to 10", error=True)
+        mark("first search_tools received", once=True)
         await self.ready()  # a first start: the first listings (bounded by connect_timeout_s)
+        mark("first search_tools: upstreams waited for", once=True)
         shortlist = await self.ts.adiscover(
             principal, query, k=k, fmt="mcp", tier=inject.Tier.PROGRESSIVE
         )
+        mark("first search_tools: discovery done", once=True)
         state = self._state(principal)
         upstream = self.upstreams.tools()
         found = []
@@ -232,6 +240,7 @@ class ToolHandlers(GatewayBase):
                 f"still indexing {len(starting)} of {len(self.upstreams.servers)} servers "
                 f"({', '.join(starting)}); their tools appear as they come up"
             )
+        mark("first search_tools answered", once=True)
         if not found:
             payload["note"] = "no tool you may use matches; try other words"
         else:
@@ -309,6 +318,7 @@ class ToolHandlers(GatewayBase):
                     for tid in gone:
                         state.dynamic.pop(tid, None)
             self.index_log.append((up.name, len(changed), len(gone), embedded))
+            mark(f"upstream {up.name!r} listed and indexed ({len(changed)} changed)")
             up_now = sum(u.listed.is_set() or u is up for u in self.upstreams.servers.values())
             self._say(
                 f"indexed {up.name!r}: {len(up.tools)} tools ({len(changed)} changed, "
@@ -318,3 +328,5 @@ class ToolHandlers(GatewayBase):
                 log.warning("%s", warning)
         if changed or gone:
             await self._notify_tools_changed(None)
+            if self._warmed.is_set():  # derive the new state and count its tokens now
+                self._rewarm_task = asyncio.get_running_loop().create_task(self._rewarm())

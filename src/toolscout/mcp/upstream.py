@@ -66,13 +66,17 @@ class Upstreams:
                 on_notify=self.on_notify,
             )
 
-    async def start(self, *, wait_s: float | None = None) -> None:
-        """Start every supervisor; wait (bounded) for the first tool lists."""
-        for up in self.servers.values():
+    async def start(
+        self, *, wait_s: float | None = None, skip: frozenset[str] = frozenset()
+    ) -> None:
+        """Start the supervisors (of every server but those whose prefix is in ``skip``);
+        wait (bounded) for their first tool lists."""
+        started = [up for up in self.servers.values() if up.config.prefix not in skip]
+        for up in started:
             up.start()
         limit = self.config.connect_timeout_s if wait_s is None else wait_s
-        listed = await asyncio.gather(*(up.wait_listed(limit) for up in self.servers.values()))
-        for up, ok in zip(self.servers.values(), listed, strict=True):
+        listed = await asyncio.gather(*(up.wait_listed(limit) for up in started))
+        for up, ok in zip(started, listed, strict=True):
             if not ok and up.state == "connecting":
                 log.warning(
                     "%s: not up within connect_timeout_s=%gs; still connecting in the background "
@@ -105,6 +109,7 @@ class Upstreams:
         session does), else a session of its own that declares just what it has. The
         session remembers the caller it serves, for requests outside any call."""
         link = link if link is not None else LINK.get()
+        up.wanted()  # a server whose start was put off (the stored catalog answered): now
         key = self._key(up, link)
         if key is None:
             if link is not None and link.solo:
