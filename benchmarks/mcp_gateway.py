@@ -93,23 +93,39 @@ async def timed(call: Callable[[], Awaitable[Any]]) -> float:
 
 
 async def side_by_side(direct: Any, gateway: Any, calls: int) -> dict[str, Any]:
-    """Alternate direct and gateway calls of the same tool; warm both up first."""
+    """Alternate direct and gateway calls of the same tool; warm both up first.
+
+    The gateway's tool is called by the name it lists (the upstream's own ``echo`` when no
+    other tool has it): the SDK client re-lists the tools before every call of a name it was
+    not shown (to check the result against an output schema), which before 2026-12-02 made
+    each gateway call of ``app_echo`` two round trips."""
+    listed = [t.name for t in (await gateway.list_tools()).tools]
+    name = next(n for n in ("echo", "app_echo") if n in listed)
     d: list[float] = []
     g: list[float] = []
     for i in range(calls + 20):
         text = f"ping {i}"
         one = await timed(lambda t=text: direct.call_tool("echo", {"text": t}))  # type: ignore[misc]
-        two = await timed(lambda t=text: gateway.call_tool("app_echo", {"text": t}))  # type: ignore[misc]
+        two = await timed(lambda t=text: gateway.call_tool(name, {"text": t}))  # type: ignore[misc]
         if i >= 20:
             d.append(one)
             g.append(two)
     ds, gs = summary(d), summary(g)
-    return {
+    out: dict[str, Any] = {
         "direct": ds,
         "gateway": gs,
         "overhead_p50_ms": round(gs["p50_ms"] - ds["p50_ms"], 3),
         "overhead_p99_ms": round(gs["p99_ms"] - ds["p99_ms"], 3),
     }
+    extra = getattr(gateway, "extra", None)
+    if extra:  # the compared tree's gateway, called in the same turns
+        cs = summary(extra[20:])
+        out["compare"] = {
+            "gateway": cs,
+            "overhead_p50_ms": round(cs["p50_ms"] - ds["p50_ms"], 3),
+            "overhead_p99_ms": round(cs["p99_ms"] - ds["p99_ms"], 3),
+        }
+    return out
 
 
 def gateway_config(tmp: Path, servers: dict[str, Any], **extra: Any) -> Path:
@@ -124,18 +140,51 @@ def gateway_config(tmp: Path, servers: dict[str, Any], **extra: Any) -> Path:
     return path
 
 
-async def bench_stdio(tmp: Path, calls: int) -> dict[str, Any]:
+async def bench_stdio(tmp: Path, calls: int, compare: Path | None = None) -> dict[str, Any]:
+    """``compare``: a second gateway from another toolscout source tree, called in turn
+    with the direct call and this tree's gateway (the same load for all three)."""
     from mcp import Client, StdioServerParameters
 
     app = {"command": sys.executable, "args": [str(APP), "--stdio"], "toolscout": {"scopes": []}}
     config = gateway_config(tmp, {"app": app})
     upstream = StdioServerParameters(command=sys.executable, args=[str(APP), "--stdio"])
-    via = StdioServerParameters(command=TOOLSCOUT, args=["mcp", "serve", "--config", str(config)])
+    args = ["mcp", "serve", "--config", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    via = StdioServerParameters(command=TOOLSCOUT, args=args, env=env)
+    if compare is None:
+        async with (
+            Client(upstream, read_timeout_seconds=120) as direct,
+            Client(via, read_timeout_seconds=120) as gateway,
+        ):
+            return await side_by_side(direct, gateway, calls)
+    other = gateway_config(tmp, {"app": app})  # its own catalog and audit log
+    old_env = {**os.environ, "PYTHONPATH": str(compare.resolve())}
+    old = StdioServerParameters(
+        command=TOOLSCOUT, args=["mcp", "serve", "--config", str(other)], env=old_env
+    )
     async with (
         Client(upstream, read_timeout_seconds=120) as direct,
         Client(via, read_timeout_seconds=120) as gateway,
+        Client(old, read_timeout_seconds=120) as before,
     ):
-        return await side_by_side(direct, gateway, calls)
+        both = await side_by_side(direct, _Both(gateway, before), calls)
+    return both
+
+
+class _Both:
+    """Two gateways called one after the other for each call; the first one's answer is
+    the one timed by :func:`timed`, the second's times are kept apart (``extra``)."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first, self.second = first, second
+        self.extra: list[float] = []
+
+    async def list_tools(self) -> Any:
+        return await self.first.list_tools()
+
+    async def call_tool(self, name: str, args: dict[str, Any]) -> Any:
+        self.extra.append(await timed(lambda: self.second.call_tool(name, args)))
+        return await self.first.call_tool(name, args)
 
 
 async def bench_http(tmp: Path, calls: int) -> dict[str, Any]:
@@ -360,6 +409,31 @@ def bench_startup(runs: int, compare: Path | None = None, timeline: bool = False
     return out
 
 
+def forwarding(calls: int, compare: Path | None) -> None:
+    """Stdio (alternating with ``compare``'s gateway) and in process; prints and writes
+    ``benchmarks/results/mcp_forwarding.json``."""
+    load = [round(os.getloadavg()[0], 2)]
+    with tempfile.TemporaryDirectory() as tmpdir:
+        stdio = asyncio.run(bench_stdio(Path(tmpdir), calls, compare))
+    in_process = asyncio.run(bench_in_process(calls))
+    load.append(round(os.getloadavg()[0], 2))
+    result = {"benchmark": "mcp gateway forwarding", "load_1m": load, "stdio": stdio,
+              "in_process": in_process, "compare": str(compare) if compare else None}  # fmt: skip
+    out = RESULTS.with_name("mcp_forwarding.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    rows = [("stdio", stdio), ("in-proc", in_process)]
+    if "compare" in stdio:
+        rows.insert(1, ("stdio (compare)", {"direct": stdio["direct"], **stdio["compare"]}))
+    print(f"load {load}")
+    print(f"{'path':<16}{'direct p50':>12}{'gateway p50':>13}{'overhead p50':>14}"
+          f"{'overhead p99':>14}")  # fmt: skip
+    for name, r in rows:
+        print(f"{name:<16}{r['direct']['p50_ms']:>12.2f}{r['gateway']['p50_ms']:>13.2f}"
+              f"{r['overhead_p50_ms']:>14.2f}{r['overhead_p99_ms']:>14.2f}")  # fmt: skip
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=300, help="measured calls per transport")
@@ -372,6 +446,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--compare", type=Path, help="start-up: alternate with the toolscout source tree at PATH"
     )
     parser.add_argument(
+        "--only-forwarding",
+        action="store_true",
+        help="measure only the forwarding overhead over stdio and in process (with --compare:"
+        " stdio alternates this tree's gateway with the other tree's)",
+    )
+    parser.add_argument(
         "--timeline",
         action="store_true",
         help="start-up: the gateway prints its timeline (seconds from spawn) on stderr",
@@ -379,6 +459,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.startup_runs < 1:
         parser.error("--startup-runs must be at least 1")
+    if args.only_forwarding:
+        forwarding(args.calls, args.compare)
+        return
     startup = bench_startup(args.startup_runs, args.compare, args.timeline)
     print(f"{'start-up (median s)':<22}{'initialize':>12}{'tools/list':>12}{'1st search':>12}")
     for case in ("fresh", "stored"):

@@ -25,6 +25,7 @@ budget their attempts are counted, not recorded one by one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Coroutine, Iterable, Mapping
@@ -206,13 +207,16 @@ class Gateway:
         principal = token if isinstance(token, Principal) else self._verify(token, tool_id, client)
         who[0] = principal
         self._rate.check(principal, tool_id=tool_id)
-        spec = self.tools.spec(tool_id) if len(tool_id) <= MAX_TOOL_ID else None
-        if isinstance(self.tools, Authority):
-            # the catalog's current policy and state: never a copy taken at start-up
-            decision = self.tools.decide(principal, tool_id) if spec is not None else UNKNOWN
-        else:
-            policy = self.policy or PolicyConfig()
-            decision = decide(principal, spec.card if spec is not None else None, policy)
+        # the spec and the decision from one catalog state (one freshness read, not two)
+        pinned = getattr(self.tools, "pinned", None)
+        with pinned() if callable(pinned) else contextlib.nullcontext():
+            spec = self.tools.spec(tool_id) if len(tool_id) <= MAX_TOOL_ID else None
+            if isinstance(self.tools, Authority):
+                # the catalog's current policy and state: never a copy taken at start-up
+                decision = self.tools.decide(principal, tool_id) if spec is not None else UNKNOWN
+            else:
+                policy = self.policy or PolicyConfig()
+                decision = decide(principal, spec.card if spec is not None else None, policy)
         if not decision.allowed or spec is None:
             reason = decision.reason.value if decision.reason is not None else "unknown_tool"
             raise PolicyDenied(

@@ -73,7 +73,8 @@ class GatewayBase:
     _rewarm_task: asyncio.Task[None] | None
     _names: dict[str, str]
     _by_name: dict[str, str]
-    _names_key: frozenset[str] | None
+    #: the catalog generation the names were made of
+    _names_key: int | None
     index_log: list[tuple[str, int, int, int]]
     #: 2026-07-28 callers' calls waiting for answers (input-required rounds)
     _rounds: Rounds

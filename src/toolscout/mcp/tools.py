@@ -105,23 +105,24 @@ class ToolHandlers(GatewayBase):
     def names(self) -> dict[str, str]:
         """Tool id → the name clients see: the upstream's own name when no other upstream
         tool has it (and it is no meta-tool's), else the catalog's ``server_tool`` name.
-        Taken from the catalog, so names are the same before and after a server connects."""
-        specs = [s for s in self.ts.catalog.specs() if s.card.source.startswith("mcp:")]
-        key = frozenset(s.id for s in specs)
-        if self._names_key != key:
-            count: dict[str, int] = {}
-            for spec in specs:
-                count[spec.card.name] = count.get(spec.card.name, 0) + 1
-            self._names = {
-                spec.id: spec.card.name
-                for spec in specs
-                if count[spec.card.name] == 1
-                and spec.card.name not in (SEARCH, CALL)
-                and _NAME.match(spec.card.name)
-            }
-            self._by_name = {name: tid for tid, name in self._names.items()}
-            self._names_key = key
-        return self._names
+        Taken from the catalog, so names are the same before and after a server connects;
+        made again only when the catalog's generation moved (every call asks)."""
+        catalog = self.ts.catalog
+        with catalog.pinned() as state:  # one generation read; the cards of that generation
+            if self._names_key == state.generation:
+                return self._names
+            cards = [c for c in catalog.cards() if c.source.startswith("mcp:")]
+        count: dict[str, int] = {}
+        for card in cards:
+            count[card.name] = count.get(card.name, 0) + 1
+        names = {
+            card.id: card.name
+            for card in cards
+            if count[card.name] == 1 and card.name not in (SEARCH, CALL) and _NAME.match(card.name)
+        }
+        self._names, self._by_name = names, {name: tid for tid, name in names.items()}
+        self._names_key = state.generation
+        return names
 
     def resolve(self, name: str) -> str:
         """The catalog id of a name a client used (unknown names are left as they are)."""
