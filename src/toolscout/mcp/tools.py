@@ -237,9 +237,19 @@ class ToolHandlers(GatewayBase):
             payload["abstained"] = abstained
         starting = self.indexing()
         if starting:
+            stored = {
+                u.name for u in self.upstreams.servers.values() if u.config.prefix in self._stored
+            }
+            kept = [name for name in starting if name in stored]
             payload["indexing"] = (
                 f"still indexing {len(starting)} of {len(self.upstreams.servers)} servers "
                 f"({', '.join(starting)}); their tools appear as they come up"
+                + (
+                    f" (answered from the catalog stored at the last start for {', '.join(kept)}:"
+                    " their current tools replace the stored ones when they are up)"
+                    if kept
+                    else ""
+                )
             )
         mark("first search_tools answered", once=True)
         if not found:
