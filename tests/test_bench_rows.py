@@ -3,8 +3,8 @@
 Those queries are held-out data: a test that searches for one of them and expects its
 gold tool tunes the code to the benchmark (the repo's rules forbid it). Tests write their
 own requests. A query of four words or more may not appear anywhere under ``tests/`` (as
-a run of words: case, punctuation and line breaks ignored); a shorter one ("Get version",
-"Order me pizza") may not be a whole string literal of a test module.
+a run of words: case, punctuation and line breaks ignored); one of two or three words
+("Get version", "Order me pizza") may not be a whole string literal of a test module.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _words(text: str) -> tuple[str, ...]:
 
 
 def _queries() -> dict[tuple[str, ...], str]:
-    """Every evaluation query, by its words: ``set:id``."""
+    """Every evaluation query, by its words: its id."""
     files = sorted(BENCH.glob("*/queries.jsonl"))
     assert files, f"the evaluation sets are expected beside the repo at {BENCH}"
     found: dict[tuple[str, ...], str] = {}
@@ -35,7 +35,7 @@ def _queries() -> dict[tuple[str, ...], str]:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 row = json.loads(line)
-                found.setdefault(_words(row["query"]), f"{path.parent.name}:{row['id']}")
+                found.setdefault(_words(row["query"]), str(row["id"]))
     return found
 
 
@@ -63,7 +63,7 @@ def _label(path: Path) -> str:
 
 
 def copied_queries(texts: dict[Path, str], queries: dict[tuple[str, ...], str]) -> list[str]:
-    """``file: set:id`` for every evaluation query found in ``texts``."""
+    """``file: query id`` for every evaluation query found in ``texts``."""
     # every run of MIN_WORDS words in the texts, to the files holding it
     starts: dict[tuple[str, ...], set[Path]] = defaultdict(set)
     words = {path: _words(text) for path, text in texts.items()}
@@ -73,7 +73,7 @@ def copied_queries(texts: dict[Path, str], queries: dict[tuple[str, ...], str]) 
     literals = {p: _literals(t) for p, t in texts.items() if p.suffix == ".py"}
     found = []
     for query, where in queries.items():
-        if not query:
+        if len(query) < 2:  # one word ("version?") is not a request anyone copies
             continue
         if len(query) < MIN_WORDS:
             found += [f"{_label(p)}: {where}" for p, lits in literals.items() if query in lits]
