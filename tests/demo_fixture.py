@@ -8,6 +8,9 @@ files the command wrote (the catalog, its derived state, an audit log if any), s
 sees what it saw when it ran the command itself. ``test_cli.py::test_demo_runs`` still runs
 the command (and checks its output) on its own.
 
+The console tests start from the demo catalog indexed and nothing run yet:
+:func:`indexed_demo` (one per run as well), copied by each.
+
 Under pytest-xdist the workers share the one copy: the first to need it builds it under
 a file lock in the run's common temporary directory.
 """
@@ -19,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,10 +46,10 @@ def _build(db: Path) -> None:
     assert "filtered by policy" in proc.stdout, proc.stdout
 
 
-@pytest.fixture(scope="session")
-def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``demo.db`` as ``toolscout demo`` left it (read-only: copy it with :func:`demo_db_copy`)."""
-    where = _run_root(tmp_path_factory) / "demo-template"
+def _shared(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """``NAME/demo.db`` in the run's common directory, made by ``build`` once per run: the
+    first worker to get here builds it under the lock, the others wait for it."""
+    where = _run_root(factory) / name
     where.mkdir(exist_ok=True)
     done = where / "done"
     with (where / "lock").open("w") as lock:
@@ -53,9 +57,24 @@ def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if not done.exists():
             for left in where.glob("demo.*"):  # what a failed build left
                 left.unlink()
-            _build(where / "demo.db")
+            build(where / "demo.db")
             done.write_text("ok\n")
     return where / "demo.db"
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``demo.db`` as ``toolscout demo`` left it (read-only: copy it with :func:`demo_db_copy`)."""
+    return _shared(tmp_path_factory, "demo-template", _build)
+
+
+@pytest.fixture(scope="session")
+def indexed_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled demo catalog and its policy indexed, nothing else
+    (``console_kit.build_demo``; read-only: copy it with :func:`demo_db_copy`)."""
+    from console_kit import build_demo
+
+    return _shared(tmp_path_factory, "demo-indexed", build_demo)
 
 
 def demo_db_copy(template: Path, into: Path) -> Path:

@@ -13,7 +13,6 @@ import pytest
 
 from console_kit import (
     CLIENTS,
-    build_demo,
     close_clients,
     csrf,
     login,
@@ -24,6 +23,7 @@ from console_kit import (
     tool_ids,
     user,
 )
+from demo_fixture import demo_db_copy, indexed_demo  # noqa: F401  (fixture)
 from serve_fixture import KEY, auth, start_server, stop
 from toolscout.console.app import CSP
 
@@ -32,10 +32,8 @@ MISSED = "status of purchase 94218"
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("console") / "demo.db"
-    build_demo(db)
-    return db
+def demo_db(tmp_path_factory: pytest.TempPathFactory, indexed_demo: Path) -> Path:  # noqa: F811
+    return demo_db_copy(indexed_demo, tmp_path_factory.mktemp("console"))
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from console_kit import build_demo, only_for, platform_admin, privileged, tenant_admin, user
+from console_kit import only_for, platform_admin, privileged, tenant_admin, user
+from demo_fixture import demo_db_copy, indexed_demo  # noqa: F401  (fixture)
 from serve_fixture import auth, start_server, stop
 
 CHROMIUM = "/usr/bin/chromium"
@@ -32,10 +33,9 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory, indexed_demo: Path) -> Iterator[str]:  # noqa: F811
     where = tmp_path_factory.mktemp("console-browser")
-    db = where / "demo.db"
-    build_demo(db)
+    db = demo_db_copy(indexed_demo, where)
     proc, url = start_server("--db", str(db), "--audit", str(where / "audit.db"), "--dry-run")
     try:
         yield url

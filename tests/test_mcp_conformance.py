@@ -3,7 +3,8 @@
 The harness runs ``@modelcontextprotocol/conformance`` 0.1.16 (``server --suite all``)
 against its reference server alone, then through ``toolscout mcp serve`` over
 streamable HTTP and over stdio (bridged to HTTP by supergateway), in each listing
-mode. It installs Node 22 and its npm packages itself (npm is needed). It runs once for
+mode. It installs Node 22 and its npm packages itself (npm is needed), into
+``.ci/cache/conformance`` where later runs reuse them. It runs once for
 the module (``MODES="direct dynamic"``: one install, one baseline, the two modes side by
 side); each mode's test reads that mode's table.
 Every scenario the reference server passes alone must pass through the gateway,
@@ -26,6 +27,8 @@ from pathlib import Path
 import pytest
 
 HARNESS = Path(__file__).resolve().parent / "mcp_conformance" / "run.sh"
+#: where the harness keeps its npm installs between runs (git-ignored; $CONF_CACHE overrides)
+CACHE = Path(__file__).resolve().parents[1] / ".ci" / "cache" / "conformance"
 #: answered by the stdio bridge (supergateway 4.0.0), which has no Host check of its own
 BRIDGE_ONLY = {"dns-rebinding-protection"}
 
@@ -57,7 +60,12 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Run:
     exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m toolscout "$@"\n')
     exe.chmod(0o755)
     out = tmp_path / "out"
-    env = {**os.environ, "MODES": " ".join(MODES), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    env = {
+        **os.environ,
+        "MODES": " ".join(MODES),
+        "XDG_DATA_HOME": str(tmp_path / "xdg"),
+        "CONF_CACHE": os.environ.get("CONF_CACHE") or str(CACHE),
+    }
     env.pop("MODE", None)
     done = subprocess.run(
         ["bash", str(HARNESS), str(exe), str(out)],

@@ -18,7 +18,12 @@
 #      install and one baseline; a table per mode in OUTDIR/table-MODE.txt (exit 0 only if
 #      every mode passes what the reference server passes alone);
 #      SG_IDLE_MS (default 30000): the stdio bridge closes a session (and its gateway process)
-#      that has had no request open for that long.
+#      that has had no request open for that long;
+#      CONF_CACHE=DIR: keep the installs (Node 22 when the system's is older, the reference
+#      server's deps, the conformance CLI and supergateway) in DIR, under a key made of what
+#      is installed, and reuse them on later runs (without it they go in the temp dir).
+# The baseline (1) runs beside the gateway runs (2, 3), and each mode's HTTP and stdio runs
+# side by side: every run has its own client, and the reference server serves them all.
 set -u
 
 usage() { echo "usage: $0 TOOLSCOUT_EXECUTABLE [OUTDIR]" >&2; exit 2; }
@@ -36,6 +41,8 @@ mkdir -p "$OUT/logs" "$OUT/results"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcp-conformance.XXXXXX") || exit 2
 CONF_TIMEOUT=${CONF_TIMEOUT:-900}
 SG_IDLE_MS=${SG_IDLE_MS:-30000}   # supergateway closes a stdio session idle this long (ms)
+STDIO_DB=${STDIO_DB:-stored}      # the stdio gateways' catalog: stored (indexed once) or memory (each indexes)
+CONF_JOBS=${CONF_JOBS:-1}         # stdio: scenarios run at once (1: the suite's own run, in order)
 MODE=${MODE:-direct}   # the gateway's listing mode: direct or dynamic
 MODES=${MODES:-$MODE}  # several modes (MODES="direct dynamic"): one install, one baseline
 read -r -a MODE_LIST <<<"$MODES"
@@ -80,38 +87,62 @@ wait_port() {  # PORT SECONDS PID
   return 1
 }
 
-# ---- 1. Node >= 22 ---------------------------------------------------------------------------
+# ---- 1. where the installs go -------------------------------------------------------------------
+TOOL_PKGS=(@modelcontextprotocol/conformance@0.1.16 supergateway@4.0.0)
+if [ -n "${CONF_CACHE:-}" ]; then
+  # one directory per set of installs: the reference server's package files and the tools
+  KEY=$( { cat "$HERE/package.json" "$HERE/package-lock.json" 2>/dev/null; echo "${TOOL_PKGS[*]} node@22"; } \
+    | sha256sum | cut -c1-16)
+  BASE="$CONF_CACHE/$KEY"
+  mkdir -p "$BASE" || die "cannot create $BASE"
+  # another run installing into the same directory: wait for it (released after step 3)
+  exec 9>"$BASE/.lock" && flock 9 || die "cannot lock $BASE/.lock"
+  log "installs kept in $BASE"
+else
+  BASE="$WORK"
+fi
+# run INSTALL_STEP NAME CMD...: unless BASE has it complete from an earlier run
+install_step() {
+  local name=$1; shift
+  [ -f "$BASE/.$name.done" ] && return 0
+  "$@" && touch "$BASE/.$name.done"
+}
+
+# ---- 2. Node >= 22 ---------------------------------------------------------------------------
 node_ok() { command -v node >/dev/null && node -e 'process.exit(+process.versions.node.split(".")[0]>=22?0:1)' 2>/dev/null; }
 command -v npm >/dev/null || die "npm is required"
 if ! node_ok; then
-  log "Node >= 22 not found (have: $(node --version 2>/dev/null || echo none)); installing node@22 via npm"
-  mkdir -p "$WORK/node22"
-  run_step 600 "$OUT/logs/npm-node22.log" npm install --prefix "$WORK/node22" --no-audit --no-fund node@22 \
+  log "Node >= 22 not found (have: $(node --version 2>/dev/null || echo none)); node@22 from npm"
+  mkdir -p "$BASE/node22"
+  install_step node22 run_step 600 "$OUT/logs/npm-node22.log" npm install --prefix "$BASE/node22" --no-audit --no-fund node@22 \
     || die "npm install node@22 failed (see $OUT/logs/npm-node22.log)"
-  export PATH="$WORK/node22/node_modules/node/bin:$PATH"
+  export PATH="$BASE/node22/node_modules/node/bin:$PATH"
   node_ok || die "node@22 install did not provide Node >= 22"
 fi
 log "node $(node --version)"
 
-# ---- 2. npm installs ---------------------------------------------------------------------------
-SRV="$WORK/server"; TOOLS="$WORK/tools"
+# ---- 3. npm installs ---------------------------------------------------------------------------
+SRV="$BASE/server"; TOOLS="$BASE/tools"
 mkdir -p "$SRV" "$TOOLS"
-cp "$HERE/everything-server.ts" "$HERE/package.json" "$SRV/"
+cp "$HERE/package.json" "$SRV/"
 [ -f "$HERE/package-lock.json" ] && cp "$HERE/package-lock.json" "$SRV/"
 log "npm install: reference server deps"
 if [ -f "$SRV/package-lock.json" ]; then NPMCMD=(npm ci); else NPMCMD=(npm install); fi
 cd "$SRV" || die "cd $SRV"
-run_step 600 "$OUT/logs/npm-server.log" "${NPMCMD[@]}" --no-audit --no-fund \
+install_step server run_step 600 "$OUT/logs/npm-server.log" "${NPMCMD[@]}" --no-audit --no-fund \
   || die "npm install of the reference server failed (see $OUT/logs/npm-server.log)"
-log "npm install: @modelcontextprotocol/conformance@0.1.16 supergateway@4.0.0"
+log "npm install: ${TOOL_PKGS[*]}"
 echo '{"name":"mcp-conformance-tools","private":true}' >"$TOOLS/package.json"
 cd "$TOOLS" || die "cd $TOOLS"
-run_step 600 "$OUT/logs/npm-tools.log" npm install --no-audit --no-fund \
-  @modelcontextprotocol/conformance@0.1.16 supergateway@4.0.0 \
+install_step tools run_step 600 "$OUT/logs/npm-tools.log" npm install --no-audit --no-fund "${TOOL_PKGS[@]}" \
   || die "npm install of conformance/supergateway failed (see $OUT/logs/npm-tools.log)"
 CONF_JS="$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 SG_JS="$TOOLS/node_modules/supergateway/dist/index.js"
 [ -f "$CONF_JS" ] && [ -f "$SG_JS" ] || die "conformance CLI or supergateway missing after install"
+exec 9>&-  # the installs are done: another run may use (or make) them
+# the reference server runs from this run's directory, on the installed modules
+mkdir -p "$WORK/srv" && cp "$HERE/everything-server.ts" "$HERE/package.json" "$WORK/srv/" \
+  && ln -s "$SRV/node_modules" "$WORK/srv/node_modules" || die "cannot set up $WORK/srv"
 
 # Preload that makes node servers started without a host bind 127.0.0.1 instead of all interfaces
 # (the reference server and supergateway call app.listen(port)).
@@ -125,10 +156,10 @@ net.Server.prototype.listen = function (...a) {
 EOF
 BINDLOCAL="--import=file://$WORK/bindlocal.mjs"
 
-# ---- 3. reference server -------------------------------------------------------------------------
+# ---- 4. reference server -------------------------------------------------------------------------
 P_SRV=$(free_port)
 log "starting reference server on 127.0.0.1:$P_SRV"
-cd "$SRV" || die "cd $SRV"
+cd "$WORK/srv" || die "cd $WORK/srv"
 start_bg "$OUT/logs/reference-server.log" env PORT="$P_SRV" NODE_OPTIONS="$BINDLOCAL" node_modules/.bin/tsx everything-server.ts
 SRV_PID=$LAST_PID
 cd "$WORK" || die "cd $WORK"
@@ -141,8 +172,54 @@ run_conf() {  # LABEL URL
   echo "rc=$?" >>"$OUT/logs/conformance-$1.txt"
 }
 
-# (1) alone
-run_conf alone "http://localhost:$P_SRV/mcp"
+# LABEL URL: every scenario of the suite in a conformance run of its own, CONF_JOBS at once
+# (each is a session of its own: over stdio, a gateway process of its own); the log ends with
+# the summary lines the suite's own run prints ("✓ NAME: P passed, F failed")
+run_conf_jobs() {
+  local label=$1 url=$2 s f line pids=() n
+  log "conformance: $label ($url), $CONF_JOBS scenarios at once"
+  rm -rf "$OUT/results/$label" "$OUT/logs/$label"; mkdir -p "$OUT/results/$label" "$OUT/logs/$label"
+  for s in "${SCENARIOS[@]}"; do
+    while n=0; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done; [ "$n" -ge "$CONF_JOBS" ]; do
+      wait -n "${pids[@]}" 2>/dev/null || sleep 0.2
+    done
+    setsid timeout "$CONF_TIMEOUT" node "$CONF_JS" server --url "$url" --scenario "$s" -o "$OUT/results/$label" \
+      >"$OUT/logs/$label/$s.txt" 2>&1 &
+    pids+=("$!"); PGIDS+=("$!")
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  {
+    for s in "${SCENARIOS[@]}"; do
+      f="$OUT/logs/$label/$s.txt"; cat "$f"
+    done
+    echo "=== SUMMARY ==="
+    for s in "${SCENARIOS[@]}"; do
+      line=$(grep -m1 -E '^Passed: [0-9]+/[0-9]+, [0-9]+ failed' "$OUT/logs/$label/$s.txt")
+      if [[ $line =~ ^Passed:\ ([0-9]+)/[0-9]+,\ ([0-9]+)\ failed ]] && [ "${BASH_REMATCH[2]}" = 0 ]; then
+        echo "✓ $s: ${BASH_REMATCH[1]} passed, 0 failed"
+      elif [[ $line =~ ^Passed:\ ([0-9]+)/[0-9]+,\ ([0-9]+)\ failed ]]; then
+        echo "✗ $s: ${BASH_REMATCH[1]} passed, ${BASH_REMATCH[2]} failed"
+      else
+        echo "✗ $s: 0 passed, 1 failed (no result: see $OUT/logs/$label/$s.txt)"
+      fi
+    done
+  } >"$OUT/logs/conformance-$label.txt"
+}
+
+# run each command in a subshell of its own, side by side; a subshell stops what it started
+side_by_side() {  # 'CMD ARGS' ...
+  local c pids=()
+  for c in "$@"; do
+    (
+      PGIDS=()
+      trap 'for p in "${PGIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done' EXIT
+      trap 'exit 130' INT TERM HUP
+      eval "$c"
+    ) &
+    pids+=("$!")
+  done
+  for c in "${pids[@]}"; do wait "$c"; done
+}
 
 # gateway config (upstream = reference server over HTTP)
 CFG="$WORK/gateway.json"
@@ -164,9 +241,9 @@ if [ -z "$TOKEN" ]; then
 fi
 
 # steps 2 and 3 in MODE; labels and logs carry SUFFIX ("" for a single mode, "-MODE" otherwise)
-run_gateways() {  # MODE SUFFIX PORT_GATEWAY PORT_PROXY PORT_BRIDGE
-  local mode=$1 sfx=$2 P_GW=$3 P_PX=$4 P_SG=$5
-  local GW_PID PX_PID SG_PID
+gateway_http() {  # MODE SUFFIX PORT_GATEWAY PORT_PROXY
+  local mode=$1 sfx=$2 P_GW=$3 P_PX=$4
+  local GW_PID PX_PID
   # (2) toolscout over HTTP + authproxy
   log "starting toolscout http gateway ($mode) on 127.0.0.1:$P_GW"
   start_bg "$OUT/logs/gateway-http$sfx.log" "$TS" mcp serve --config "$CFG" --transport http --host 127.0.0.1 --port "$P_GW" --mode "$mode"
@@ -179,11 +256,33 @@ run_gateways() {  # MODE SUFFIX PORT_GATEWAY PORT_PROXY PORT_BRIDGE
     log "WARNING: http gateway or authproxy did not come up (see $OUT/logs/gateway-http$sfx.log)"
   fi
   stop_bg "$PX_PID"; stop_bg "$GW_PID"
+}
 
+# one stdio gateway indexes the upstream into its config's catalog file, and exits
+prime_catalog() {  # CONFIG MODE LOG
+  local i
+  : >"$3"
+  { for ((i = 0; i < 900; i++)); do grep -q "indexed 'conf'" "$3" && break; sleep 0.2; done; } \
+    | timeout 200 "$TS" mcp serve --config "$1" --mode "$2" >/dev/null 2>>"$3"
+  grep -q "indexed 'conf'" "$3"
+}
+
+gateway_stdio() {  # MODE SUFFIX PORT_BRIDGE
+  local mode=$1 sfx=$2 P_SG=$3
+  local SG_PID cfg=$CFG
   # (3) toolscout over stdio, bridged by supergateway --stateful
+  if [ "$STDIO_DB" = stored ]; then
+    # every session's gateway starts from a stored catalog, as a desktop client's does after
+    # its first start: one gateway indexes it first
+    cfg="$WORK/gateway-stdio$sfx.json"
+    sed "s|\"db\": \":memory:\"|\"db\": \"$WORK/catalog-stdio$sfx.db\"|" "$CFG" >"$cfg"
+    log "stdio ($mode): indexing the stored catalog"
+    prime_catalog "$cfg" "$mode" "$OUT/logs/gateway-stdio-prime$sfx.log" \
+      || log "WARNING: the stored catalog was not indexed (see $OUT/logs/gateway-stdio-prime$sfx.log)"
+  fi
   cat >"$WORK/gateway-stdio$sfx.sh" <<EOF
 #!/usr/bin/env bash
-exec "$TS" mcp serve --config "$CFG" --mode "$mode" 2>>"$OUT/logs/gateway-stdio-stderr$sfx.log"
+exec "$TS" mcp serve --config "$cfg" --mode "$mode" 2>>"$OUT/logs/gateway-stdio-stderr$sfx.log"
 EOF
   chmod +x "$WORK/gateway-stdio$sfx.sh"
   log "starting supergateway (stdio -> streamable HTTP, $mode) on 127.0.0.1:$P_SG"
@@ -193,7 +292,11 @@ EOF
     --outputTransport streamableHttp --stateful --sessionTimeout "$SG_IDLE_MS" --port "$P_SG"
   SG_PID=$LAST_PID
   if wait_port "$P_SG" 60 "$SG_PID"; then
-    run_conf "gateway-stdio$sfx" "http://localhost:$P_SG/mcp"
+    if [ "$CONF_JOBS" -gt 1 ]; then
+      run_conf_jobs "gateway-stdio$sfx" "http://localhost:$P_SG/mcp"
+    else
+      run_conf "gateway-stdio$sfx" "http://localhost:$P_SG/mcp"
+    fi
   else
     log "WARNING: supergateway did not come up (see $OUT/logs/supergateway$sfx.log)"
   fi
@@ -206,26 +309,24 @@ while [ "${#PORTS[@]}" -lt $((3 * ${#MODE_LIST[@]})) ]; do
   p=$(free_port)
   [[ " ${PORTS[*]-} $P_SRV " == *" $p "* ]] || PORTS+=("$p")
 done
-if [ "${#MODE_LIST[@]}" -eq 1 ]; then
-  run_gateways "${MODE_LIST[0]}" "" "${PORTS[@]:0:3}"
-else
-  # each mode in a subshell of its own, side by side; a subshell stops what it started
-  MODE_PIDS=()
-  i=0
-  for m in "${MODE_LIST[@]}"; do
-    ports=("${PORTS[@]:i:3}"); i=$((i + 3))
-    (
-      PGIDS=()
-      trap 'for p in "${PGIDS[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done' EXIT
-      trap 'exit 130' INT TERM HUP
-      run_gateways "$m" "-$m" "${ports[@]}"
-    ) &
-    MODE_PIDS+=("$!")
-  done
-  for p in "${MODE_PIDS[@]}"; do wait "$p"; done
+# (1) the baseline, and (2) and (3) of every mode, side by side
+RUNS=("run_conf alone http://localhost:$P_SRV/mcp")
+if [ "$CONF_JOBS" -gt 1 ]; then
+  # the stdio runs take the baseline's scenarios one by one: the baseline first
+  run_conf alone "http://localhost:$P_SRV/mcp"
+  mapfile -t SCENARIOS < <(sed -nE 's/^(✓|✗) ([^:[:space:]]+): [0-9]+ passed.*/\2/p' "$OUT/logs/conformance-alone.txt")
+  [ "${#SCENARIOS[@]}" -gt 0 ] || die "the baseline ran no scenario (see $OUT/logs/conformance-alone.txt)"
+  RUNS=()
 fi
+i=0
+for m in "${MODE_LIST[@]}"; do
+  if [ "${#MODE_LIST[@]}" -eq 1 ]; then sfx=""; else sfx="-$m"; fi
+  RUNS+=("gateway_http $m '$sfx' ${PORTS[i]} ${PORTS[i + 1]}" "gateway_stdio $m '$sfx' ${PORTS[i + 2]}")
+  i=$((i + 3))
+done
+side_by_side "${RUNS[@]}"
 
-# ---- 4. table ----------------------------------------------------------------------------------
+# ---- 5. table ----------------------------------------------------------------------------------
 # table of one mode: scenario, alone, http, stdio (labels gateway-http$SFX, gateway-stdio$SFX)
 write_table() {  # SFX TABLE_FILE; sets A H S T
   local sfx=$1 file=$2 label f line s k a h st
