@@ -37,6 +37,7 @@ from toolscout.discovery.lexical import (
     terms,
     words,
 )
+from toolscout.discovery.orders import ORDER_MARGIN, SHAPES, choose
 from toolscout.discovery.parts import PartRanking, joint_order, request_parts
 from toolscout.embed.base import Embedder, normalise
 from toolscout.errors import QueryError
@@ -342,6 +343,19 @@ def _embed_keys(texts: Sequence[str]) -> list[str]:
     return [encoder_text(t, QUERY_EMBED_WORDS) or t[:QUERY_EMBED_WORDS] for t in texts]
 
 
+def chosen_orders(cal: Calibration, settings: SearchSettings) -> tuple[str, str] | None:
+    """The orders (whole, in parts) the learned ranker uses on this catalog: forced by
+    ``settings.ranker_order``, else chosen from the calibration (discovery/orders.py) when
+    the choice is on; None when it is off (the ranker's order and the lexical lead)."""
+    if settings.ranker_order is not None:
+        return settings.ranker_order, settings.ranker_order
+    margin = ORDER_MARGIN if settings.order_margin is None else settings.order_margin
+    if margin is None or not cal.fitted:
+        return None
+    single, multi = (choose(cal.orders, shape, margin) for shape in SHAPES)
+    return single, multi
+
+
 def _pool() -> ThreadPoolExecutor:
     """The threads BM25 runs on beside the query encoder, created on first use (no side
     effect on import)."""
@@ -424,6 +438,8 @@ class Retriever:
         cal = index.calibration or Calibration()
         weights, none_bias = cal.weights_over(self.settings.ranker_prior)
         blend = self.settings.ranker_blend
+        chosen = chosen_orders(cal, self.settings)
+        lead = chosen is None and cal.leads_lexical(self.settings.lexical_lead_margin)
         self.ranker = Ranker(
             weights,
             none_bias,
@@ -431,7 +447,8 @@ class Retriever:
             index.idf,
             self.settings.confidence_platt or PLATT,
             BLEND if blend is None else blend,
-            LEAD if cal.leads_lexical(self.settings.lexical_lead_margin) else 0.0,
+            LEAD if lead else 0.0,
+            orders=chosen or ("ranker", "ranker"),
         )
         return self.ranker
 
@@ -460,6 +477,7 @@ class Retriever:
             self.phrases.idf,
             embed=lambda texts: self._embed_all(_embed_keys(texts), cache=False),
             start=self.settings.ranker_prior,
+            blend=BLEND if self.settings.ranker_blend is None else self.settings.ranker_blend,
         )
 
     def run(self, query: Query, allowed: Set[str], lex: Hits | None = None) -> Retrieval:
