@@ -117,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             todo: dict[str, Any] = {p: STRATEGIES[p] for p in PARTS}
             todo["default held-out"] = held
             todo.update({f"order {o}": held.but(ranker_order=o) for o in ORDERS})
+            # BM25 orders a request in parts unless its sure parts agree on one tool
+            todo["order ranker/bm25"] = held.but(ranker_order="ranker/bm25")
             with confidence_model(fits[d.name]["confidence"]):
                 runs[d.name] = {k: per_query(cat, scored, s) for k, s in todo.items()}
         took = time.perf_counter() - began

@@ -20,6 +20,7 @@ from toolscout.discovery.calibrate import (
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.lexical import words
 from toolscout.discovery.orders import _JOINERS, ORDERS, choose, describe, multi_queries
+from toolscout.discovery.parts import request_parts
 from toolscout.errors import ConfigError
 from toolscout.settings import SearchSettings
 from toolscout.stores.base import Hits
@@ -51,8 +52,10 @@ def _specs() -> list:  # type: ignore[type-arg]
 def test_the_settings_spell_the_same_orders() -> None:
     assert settings_module._ORDERS == ORDERS
     assert SearchSettings(ranker_order="bm25").ranker_order == "bm25"
-    with pytest.raises(ConfigError, match="ranker_order must be one of"):
-        SearchSettings(ranker_order="cosine")
+    assert SearchSettings(ranker_order="ranker/bm25").ranker_order == "ranker/bm25"
+    for bad in ("cosine", "ranker/cosine", "ranker/bm25/lead"):
+        with pytest.raises(ConfigError, match="ranker_order must be one of"):
+            SearchSettings(ranker_order=bad)
     with pytest.raises(ConfigError, match="order_margin must be within"):
         SearchSettings(order_margin=2.0)
 
@@ -146,3 +149,30 @@ def test_a_request_in_parts_takes_the_multi_order() -> None:
     several, p = r.rank(["send"], lex, dense, parts=3)
     assert whole[0][0] == "files.upload" and several[0][0] == "mail.send"
     assert 0.0 < p < 1.0
+
+
+def test_a_request_in_parts_on_one_task_keeps_the_one_part_order(tmp_path: Path) -> None:
+    """The parts of a long request that all point at one tool (a task told at length) do
+    not switch it to the several-part order; parts that find different tools do."""
+    from toolscout.evaluate.harness import eval_principal
+
+    one_task = (
+        "My parcel from the online shop has still not arrived after two weeks. I would like "
+        "my money back for the order, and a full refund of the payment to my card please."
+    )
+    several = (
+        "Send an email message to my team about the launch. Then upload the slides document "
+        "to cloud storage and get a share link, and then book a taxi ride to the airport."
+    )
+    assert len(request_parts(one_task)) > 1 and len(request_parts(several)) > 1
+    with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
+        cat.add(_specs())
+        who = eval_principal(cat)
+
+        def ids(query: str, order: str) -> list[str]:
+            plain = SearchSettings(ranker_order=order, exact_hits=False, prerequisites=False)
+            return list(cat.discover(query, who, k=5, settings=plain).ids)
+
+        assert ids(one_task, "bm25/bm25") != ids(one_task, "ranker")  # the orders differ here
+        assert ids(one_task, "ranker/bm25") == ids(one_task, "ranker")
+        assert ids(several, "ranker/bm25") == ids(several, "bm25/bm25")

@@ -89,8 +89,9 @@ class SearchSettings:
     #: (discovery/orders.py): another order than the ranker's is taken when it beats it by
     #: more than this (None: the shipped orders.ORDER_MARGIN, which keeps the ranker's)
     order_margin: float | None = None
-    #: put every request in this order (discovery/orders.py ORDERS; None: as chosen);
-    #: evaluation forces each in turn to choose the margin above
+    #: put every request in this order (discovery/orders.py ORDERS; "a/b": a request read
+    #: whole in a, one in several parts in b; None: as chosen); evaluation forces each in
+    #: turn to choose the margin above
     ranker_order: str | None = None
     #: the learned ranker's prior: one weight per feature, then the none option's bias
     #: (None: the shipped one); evaluation passes the one fitted with the evaluated set held out
@@ -112,8 +113,13 @@ class SearchSettings:
             raise ConfigError(f"dedupe_yield must be within [0, 1], got {self.dedupe_yield}")
         if self.ranker_blend is not None and not 0.0 <= self.ranker_blend <= 1000.0:
             raise ConfigError(f"ranker_blend must be within [0, 1000], got {self.ranker_blend}")
-        if self.ranker_order is not None and self.ranker_order not in _ORDERS:
-            raise ConfigError(f"ranker_order must be one of {_ORDERS}, got {self.ranker_order!r}")
+        if self.ranker_order is not None:
+            got = self.ranker_order.split("/")
+            if len(got) > 2 or any(o not in _ORDERS for o in got):
+                raise ConfigError(
+                    f"ranker_order must be one of {_ORDERS} or two of them as 'a/b', "
+                    f"got {self.ranker_order!r}"
+                )
         if self.order_margin is not None and not -1.0 <= self.order_margin <= 1.0:
             raise ConfigError(f"order_margin must be within [-1, 1], got {self.order_margin}")
         if not 0.0 <= self.abstain_below <= 1.0:
