@@ -17,9 +17,13 @@ texts of two or three of its tools (:func:`multi_queries`, every one of them gol
 request read in several parts (:func:`~toolscout.discovery.parts.request_parts`) is
 ordered by the order that did best on the multi-tool pseudo-queries, any other by the one
 that did best on the single-tool ones; another order than ``ranker`` is taken only when it
-beats the ranker by more than a margin (:func:`choose`). The margin is chosen
-leave-one-set-out over the six dev sets (``benchmarks/orders.py``); ``None`` (the
-shipped :data:`ORDER_MARGIN`) keeps the ranker's order everywhere.
+beats the ranker by more than a margin (:func:`choose`). A request in parts whose sure
+parts all point at one tool is one task told at length and keeps the one-part order
+(``search.Retriever.run``). The margin is chosen
+leave-one-set-out over the six dev sets (``benchmarks/orders.py``,
+``benchmarks/orders_gate.py``); ``None`` (the shipped :data:`ORDER_MARGIN`) keeps the
+ranker's order everywhere: held out, the choice did not win (the catalog's pseudo-queries
+cannot tell long multi-tool requests from long single-tool ones; docs/benchmarks.md).
 """
 
 from __future__ import annotations
