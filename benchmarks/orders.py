@@ -99,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from toolscout.discovery.search import CALIBRATION_META
     from toolscout.embed.minilm import MiniLMEmbedder
     from toolscout.evaluate.harness import STRATEGIES
+    from toolscout.settings import SearchSettings
 
     fits = json.loads(args.fits.read_text(encoding="utf-8"))["fits"]
     wanted = {s for s in args.sets.split(",") if s}
@@ -110,8 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for d in sets:
         began = time.perf_counter()
         held = held_settings(fits[d.name])
-        with opened_set(d, args.cache, args.limit, embedder, index=True) as (cat, scored):
+        # the choice on (a margin no order passes): the calibration measures the orders
+        measuring = SearchSettings(order_margin=1.0)
+        with opened_set(d, args.cache, args.limit, embedder, index=True, settings=measuring) as (
+            cat,
+            scored,
+        ):
             cal = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
+            if cal is None or not cal.orders:  # fitted before, without the choice
+                cal = cat.calibrate()
             evidence[d.name] = cal.orders if cal is not None else {}
             multi[d.name] = [bool(held.parts and request_parts(q.query)) for q in scored]
             todo: dict[str, Any] = {p: STRATEGIES[p] for p in PARTS}
@@ -148,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         def score(m: float, others: Sequence[str] = others) -> tuple[float, float, float]:
             gaps = [at(n, m) - best_part(n, "recall") for n in others]
-            return round(min(gaps), 6), round(mean(gaps), 6), m
+            return round(min(gaps, default=0.0), 6), round(mean(gaps), 6), m
 
         chosen[name or "all"] = max(MARGINS, key=score)
     # the figures: the held-out default with the choice on at its held-out margin

@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         def score(m: float, others: Sequence[str] = others) -> tuple[float, float, float]:
             gaps = [gap(n, m) for n in others]
-            return round(min(gaps), 6), round(mean(gaps), 6), m
+            return round(min(gaps, default=0.0), 6), round(mean(gaps), 6), m
 
         chosen[name or "all"] = max(MARGINS, key=score)
     table: dict[str, Any] = {}

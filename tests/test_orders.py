@@ -114,6 +114,12 @@ def test_the_calibration_measures_every_order_and_the_retriever_applies_the_choi
     tmp_path: Path,
 ) -> None:
     with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
+        cat.add(_specs())  # the choice off: the orders are not measured (index time)
+        assert cat.calibrate().fitted and cat.calibrate().orders == {}
+    on_settings = SearchSettings(order_margin=1.0)
+    with Catalog.open(
+        tmp_path / "o.db", embedder=embedder(), log=False, settings=on_settings
+    ) as cat:
         cat.add(_specs())
         cal = cat.calibrate()
         assert cal.fitted and set(cal.orders) >= {"single", "multi", "multi_complete"}

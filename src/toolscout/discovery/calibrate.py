@@ -82,8 +82,7 @@ SHAPE_FEATURES: tuple[str, ...] = (
     "lexical_parts",  # lexical when the request reads in several parts (discovery/parts.py)
 )
 #: bump when features or pseudo-queries change: stored calibrations of another version refit
-#: (5: every order of discovery/orders.py measured on single- and multi-tool pseudo-queries)
-VERSION = 5
+VERSION = 4
 #: a query term is rare when its idf is at least this share of the catalog's largest idf
 RARE_IDF_SHARE = 0.5
 #: the rare-term count saturates here
@@ -161,7 +160,8 @@ class Calibration:
     fitted: bool = False
     #: each order of :data:`orders.ORDERS` on the held-out single-tool pseudo-queries
     #: ("single": recall@5) and on the multi-tool ones ("multi": the mean of recall@5 and
-    #: complete@5; "multi_recall", "multi_complete"): what :func:`orders.choose` reads
+    #: complete@5; "multi_recall", "multi_complete"): what :func:`orders.choose` reads.
+    #: Measured only when the catalog's settings turn the choice on (empty: the ranker orders)
     orders: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -569,13 +569,16 @@ def calibrate(
     seed: int = SEED,
     start: Sequence[float] | None = None,
     blend: float = BLEND,
+    measure_orders: bool = False,
 ) -> Calibration:
     """Fit the ranker for this catalog from its own pseudo-queries.
 
     ``retrieve(texts, vectors)`` runs each pseudo-query through the product's
     lexical and dense retrievers and returns (query terms, lexical hits, dense hits).
     ``start`` is the prior (one weight per feature, then the none bias; default: shipped);
-    ``blend`` the fixed fusion's share of the order the orders are measured with.
+    ``blend`` the fixed fusion's share of the order the orders are measured with, when
+    ``measure_orders`` (the choice of discovery/orders.py is on: the multi-tool
+    pseudo-queries cost index time, about a third of the calibration's on bfcl).
     """
     began = time.perf_counter()
     prior = PRIOR if start is None else tuple(float(w) for w in start[: len(FEATURES)])
@@ -585,7 +588,7 @@ def calibrate(
             prior, prior_none, prior, prior_none, n_tools=len(specs), fingerprint=fingerprint(specs)
         )
     pseudo = pseudo_queries(specs, seed)
-    multis = order_choice.multi_queries(specs, seed)
+    multis = order_choice.multi_queries(specs, seed) if measure_orders else []
     texts = [p.text for p in pseudo] + [m.text for m in multis]
     every = retrieve(texts, embed(texts))
     runs, multi_runs = every[: len(pseudo)], every[len(pseudo) :]
@@ -611,7 +614,7 @@ def calibrate(
         if i % 5 == 0 and p.tool_id is not None
     ]
     multi = [(q, lex, dense, m.gold) for m, (q, lex, dense) in zip(multis, multi_runs, strict=True)]
-    measured = _measure_orders(held, multi, fields, idf, weights, blend)
+    measured = _measure_orders(held, multi, fields, idf, weights, blend) if measure_orders else {}
     weights, none_bias = fit(
         examples, prior=prior, prior_none=prior_none, start=weights, start_none=none_bias,
         steps=STEPS // 3,

@@ -479,6 +479,7 @@ class Retriever:
             embed=lambda texts: self._embed_all(_embed_keys(texts), cache=False),
             start=self.settings.ranker_prior,
             blend=BLEND if self.settings.ranker_blend is None else self.settings.ranker_blend,
+            measure_orders=self.settings.order_margin is not None or ORDER_MARGIN is not None,
         )
 
     def run(self, query: Query, allowed: Set[str], lex: Hits | None = None) -> Retrieval:
