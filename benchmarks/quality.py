@@ -387,15 +387,24 @@ def plot_recall(reports: Mapping[str, Mapping[str, Any]], path: Path) -> None:
 
 @contextmanager
 def opened_set(
-    d: Path, workdir: Path, limit: int | None, embedder: Any, *, index: bool = False
+    d: Path,
+    workdir: Path,
+    limit: int | None,
+    embedder: Any,
+    *,
+    index: bool = False,
+    settings: Any = None,
 ) -> Iterator[tuple[Any, list[Any]]]:
-    """A set's catalog (indexed first when ``index``) and its seeded, scorable queries."""
+    """A set's catalog (indexed first when ``index``; ``settings``: the catalog's own, which
+    its calibration is fitted with) and its seeded, scorable queries."""
     from toolscout.discovery.catalog import Catalog
     from toolscout.evaluate.evalset import read_queries, read_tools, sample
     from toolscout.evaluate.harness import _scorable
 
     specs, renamed = read_tools(d / "tools.jsonl")
-    with Catalog.open(workdir / f"{d.name}.db", embedder=embedder, log=False) as cat:
+    with Catalog.open(
+        workdir / f"{d.name}.db", embedder=embedder, log=False, settings=settings
+    ) as cat:
         if index:
             cat.add(specs, replace_all=True)
         scored, _ = _scorable(cat, sample(read_queries(d / "queries.jsonl"), limit), renamed)

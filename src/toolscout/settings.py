@@ -14,6 +14,9 @@ from toolscout.errors import ConfigError
 from toolscout.stores.dsn import is_dsn
 
 DB_ENV = "TOOLSCOUT_DB"
+#: the learned ranker's orders (discovery.orders.ORDERS, spelled here: settings import no
+#: discovery module; tests/test_orders.py pins the two equal)
+_ORDERS = ("ranker", "lead", "fixed", "bm25")
 
 
 def default_db_path() -> Path:
@@ -82,6 +85,14 @@ class SearchSettings:
     #: when the catalog's own pseudo-queries show the learned ranker below BM25 by more
     #: than this recall@5, the default leans lexical (calibrate.LEAD_MARGIN; None: shipped)
     lexical_lead_margin: float | None = None
+    #: choose the learned ranker's order per catalog from its own pseudo-queries
+    #: (discovery/orders.py): another order than the ranker's is taken when it beats it by
+    #: more than this (None: the shipped orders.ORDER_MARGIN, which keeps the ranker's)
+    order_margin: float | None = None
+    #: put every request in this order (discovery/orders.py ORDERS; "a/b": a request read
+    #: whole in a, one in several parts in b; None: as chosen); evaluation forces each in
+    #: turn to choose the margin above
+    ranker_order: str | None = None
     #: the learned ranker's prior: one weight per feature, then the none option's bias
     #: (None: the shipped one); evaluation passes the one fitted with the evaluated set held out
     ranker_prior: tuple[float, ...] | None = None
@@ -102,6 +113,15 @@ class SearchSettings:
             raise ConfigError(f"dedupe_yield must be within [0, 1], got {self.dedupe_yield}")
         if self.ranker_blend is not None and not 0.0 <= self.ranker_blend <= 1000.0:
             raise ConfigError(f"ranker_blend must be within [0, 1000], got {self.ranker_blend}")
+        if self.ranker_order is not None:
+            got = self.ranker_order.split("/")
+            if len(got) > 2 or any(o not in _ORDERS for o in got):
+                raise ConfigError(
+                    f"ranker_order must be one of {_ORDERS} or two of them as 'a/b', "
+                    f"got {self.ranker_order!r}"
+                )
+        if self.order_margin is not None and not -1.0 <= self.order_margin <= 1.0:
+            raise ConfigError(f"order_margin must be within [-1, 1], got {self.order_margin}")
         if not 0.0 <= self.abstain_below <= 1.0:
             raise ConfigError(f"abstain_below must be within [0, 1], got {self.abstain_below}")
         if not 64 <= self.max_query_chars <= self.max_request_chars:

@@ -48,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from toolscout.cards import CapabilityCard, ToolSpec
+from toolscout.discovery import orders as order_choice
 from toolscout.discovery.lexical import identifiers, phrase_key, terms, words
 from toolscout.stores.base import Hits, Vector
 
@@ -157,6 +158,11 @@ class Calibration:
     #: pseudo-query recall@5 of each single signal and of the fitted ranker
     pseudo_recall: dict[str, float] = field(default_factory=dict)
     fitted: bool = False
+    #: each order of :data:`orders.ORDERS` on the held-out single-tool pseudo-queries
+    #: ("single": recall@5) and on the multi-tool ones ("multi": the mean of recall@5 and
+    #: complete@5; "multi_recall", "multi_complete"): what :func:`orders.choose` reads.
+    #: Measured only when the catalog's settings turn the choice on (empty: the ranker orders)
+    orders: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -170,18 +176,33 @@ class Calibration:
                 return None
             for key in ("weights", "prior"):
                 d[key] = tuple(float(w) for w in d[key])
+            d["orders"] = {
+                str(k): {str(o): float(v) for o, v in got.items()}
+                for k, got in d.get("orders", {}).items()
+            }
             if len(d["prior"]) != len(FEATURES):
                 return None
             return cls(**d)
         except (ValueError, TypeError, AttributeError):
             return None
 
-    def describe(self, margin: float | None = None) -> str:
+    def describe(self, margin: float | None = None, order_margin: float | None = None) -> str:
         """One line for the index report and ``eval``: what the default does with this
-        catalog (``margin``: the lexical lead's, None: :data:`LEAD_MARGIN`)."""
+        catalog (``margin``: the lexical lead's, None: :data:`LEAD_MARGIN`;
+        ``order_margin``: the order choice's, None: :data:`orders.ORDER_MARGIN`)."""
         if not self.fitted:
             return f"calibration: prior weights ({self.n_tools} tools, too few to fit)"
         recall = ", ".join(f"{k} {v:.2f}" for k, v in self.pseudo_recall.items())
+        om = order_choice.ORDER_MARGIN if order_margin is None else order_margin
+        chosen = order_choice.describe(self.orders, om)
+        if chosen:
+            multi = self.orders.get("multi", {})
+            seen = ", ".join(f"{k} {v:.2f}" for k, v in multi.items())
+            return (
+                f"calibration: {self.n_pseudo} pseudo-queries over {self.n_tools} tools in "
+                f"{self.seconds:.1f}s; {chosen}; pseudo recall@5 {recall}; "
+                f"multi-tool pseudo recall+complete@5 {seen}"
+            )
         if self.leads_lexical(margin):
             how = "leans lexical (BM25 leads the order: the ranker is below it here)"
         else:
@@ -369,6 +390,30 @@ def scores(x: Matrix, weights: Sequence[float]) -> npt.NDArray[np.float64]:
     return out
 
 
+#: the scale of the fixed fusion's and BM25's scores when one of them orders alone (the
+#: held-out fits' blend: the scores relative to the best then spread as the blend's do)
+ORDER_SCALE = 32.0
+
+
+def ordered(
+    x: Matrix, weights: Sequence[float], blend: float, order: str = "ranker"
+) -> npt.NDArray[np.float64]:
+    """The score each candidate is put in order by (:data:`orders.ORDERS`): the learned
+    score plus ``blend`` times the fixed fusion (``ranker``), that plus :data:`LEAD` times
+    BM25 (``lead``), the fixed fusion alone (``fixed``), or BM25 with the learned score
+    breaking its ties (``bm25``)."""
+    if order == "fixed":
+        return scores(x[:, : len(FIXED_MIX)], FIXED_MIX) * ORDER_SCALE
+    s = scores(x, blended(weights, blend) if blend else weights)
+    if order == "lead":
+        return s + LEAD * x[:, 0]
+    if order == "bm25":
+        return s + ORDER_SCALE * x[:, 0]
+    if order != "ranker":
+        raise ValueError(f"unknown order {order!r}; expected one of {order_choice.ORDERS}")
+    return s
+
+
 def top_probability(s: npt.NDArray[np.float64], none_bias: float, top: int | None = None) -> float:
     """P(candidate ``top`` is right) under the softmax with the none option (default: the
     best-scored candidate)."""
@@ -523,12 +568,17 @@ def calibrate(
     embed: Callable[[Sequence[str]], Sequence[Vector]],
     seed: int = SEED,
     start: Sequence[float] | None = None,
+    blend: float = BLEND,
+    measure_orders: bool = False,
 ) -> Calibration:
     """Fit the ranker for this catalog from its own pseudo-queries.
 
     ``retrieve(texts, vectors)`` runs each pseudo-query through the product's
     lexical and dense retrievers and returns (query terms, lexical hits, dense hits).
-    ``start`` is the prior (one weight per feature, then the none bias; default: shipped).
+    ``start`` is the prior (one weight per feature, then the none bias; default: shipped);
+    ``blend`` the fixed fusion's share of the order the orders are measured with, when
+    ``measure_orders`` (the choice of discovery/orders.py is on: the multi-tool
+    pseudo-queries cost index time, about a third of the calibration's on bfcl).
     """
     began = time.perf_counter()
     prior = PRIOR if start is None else tuple(float(w) for w in start[: len(FEATURES)])
@@ -538,9 +588,10 @@ def calibrate(
             prior, prior_none, prior, prior_none, n_tools=len(specs), fingerprint=fingerprint(specs)
         )
     pseudo = pseudo_queries(specs, seed)
-    texts = [p.text for p in pseudo]
-    vectors = embed(texts)
-    runs = retrieve(texts, vectors)
+    multis = order_choice.multi_queries(specs, seed) if measure_orders else []
+    texts = [p.text for p in pseudo] + [m.text for m in multis]
+    every = retrieve(texts, embed(texts))
+    runs, multi_runs = every[: len(pseudo)], every[len(pseudo) :]
     examples: list[Example] = []
     singles: dict[str, list[float]] = {"bm25": [], "dense": [], "ranker": []}
     for p, (qterms, lex, dense) in zip(pseudo, runs, strict=True):
@@ -557,6 +608,13 @@ def calibrate(
         singles["dense"].append(float(p.tool_id in dense.ids[:5]))
         hit = ex.target >= 0 and ex.target in np.argsort(-scores(ex.x, weights))[:5]
         singles["ranker"].append(float(hit))
+    held = [
+        (ex.x, (ex.target,) if ex.target >= 0 else ())
+        for i, (p, ex) in enumerate(zip(pseudo, examples, strict=True))
+        if i % 5 == 0 and p.tool_id is not None
+    ]
+    multi = [(q, lex, dense, m.gold) for m, (q, lex, dense) in zip(multis, multi_runs, strict=True)]
+    measured = _measure_orders(held, multi, fields, idf, weights, blend) if measure_orders else {}
     weights, none_bias = fit(
         examples, prior=prior, prior_none=prior_none, start=weights, start_none=none_bias,
         steps=STEPS // 3,
@@ -572,7 +630,45 @@ def calibrate(
         seconds=round(time.perf_counter() - began, 3),
         pseudo_recall={k: round(sum(v) / max(len(v), 1), 3) for k, v in singles.items()},
         fitted=True,
+        orders=measured,
     )
+
+
+def _top5(r: npt.NDArray[np.float64]) -> list[int]:
+    return [int(i) for i in np.argsort(-r, kind="stable")[:5]]
+
+
+def _measure_orders(
+    singles: Sequence[tuple[Matrix, tuple[int, ...]]],
+    multis: Sequence[tuple[Sequence[str], Hits, Hits, tuple[str, ...]]],
+    fields: FieldTerms,
+    idf: Callable[[str], float],
+    weights: Sequence[float],
+    blend: float,
+) -> dict[str, dict[str, float]]:
+    """Each order's recall@5 on the held-out single-tool pseudo-queries (``singles``: the
+    pool's features and the right row, none when retrieval missed it) and its recall@5 and
+    complete@5 on the multi-tool ones (``multis``: the runs and their gold ids)."""
+    out: dict[str, dict[str, float]] = {"single": {}, "multi": {}}
+    out.update(multi_recall={}, multi_complete={})
+    pools = [features(q, lex, dense, fields, idf) for q, lex, dense, _ in multis]
+    for order in order_choice.ORDERS:
+        hits = [
+            float(bool(t) and t[0] in _top5(ordered(x, weights, blend, order))) for x, t in singles
+        ]
+        out["single"][order] = round(sum(hits) / max(len(hits), 1), 3)
+        recall: list[float] = []
+        complete: list[float] = []
+        for (ids, x), (*_, gold) in zip(pools, multis, strict=True):
+            top = {ids[i] for i in _top5(ordered(x, weights, blend, order))} if ids else set()
+            found = sum(g in top for g in gold)
+            recall.append(found / len(gold))
+            complete.append(float(found == len(gold)))
+        if recall:
+            r, c = sum(recall) / len(recall), sum(complete) / len(complete)
+            out["multi_recall"][order], out["multi_complete"][order] = round(r, 3), round(c, 3)
+            out["multi"][order] = round((r + c) / 2, 3)
+    return out
 
 
 # -- the ranker discovery uses -------------------------------------------------------------
@@ -596,6 +692,8 @@ class Ranker:
     #: read :data:`SHAPE_FEATURES` too (``weights`` then holds one weight for each); off by
     #: default: they did not win held out (docs/benchmarks.md)
     shape: bool = False
+    #: the order (:func:`ordered`) of a request read whole, and of one read in several parts
+    orders: tuple[str, str] = ("ranker", "ranker")
 
     def rank(
         self, query_terms: Sequence[str], lex: Hits, dense: Hits, parts: int = 0
@@ -607,7 +705,7 @@ class Ranker:
         if not ids:
             return [], 0.0
         s = scores(x, self.weights)
-        r = scores(x, blended(self.weights, self.blend)) if self.blend else s
+        r = ordered(x, self.weights, self.blend, self.orders[1 if parts > 1 else 0])
         if self.lead:
             r = r + self.lead * x[:, 0]
         order = np.argsort(-r, kind="stable")

@@ -37,7 +37,8 @@ from toolscout.discovery.lexical import (
     terms,
     words,
 )
-from toolscout.discovery.parts import PartRanking, joint_order, request_parts
+from toolscout.discovery.orders import ORDER_MARGIN, SHAPES, choose
+from toolscout.discovery.parts import COVER_CONFIDENCE, PartRanking, joint_order, request_parts
 from toolscout.embed.base import Embedder, normalise
 from toolscout.errors import QueryError
 from toolscout.settings import SearchSettings
@@ -342,6 +343,20 @@ def _embed_keys(texts: Sequence[str]) -> list[str]:
     return [encoder_text(t, QUERY_EMBED_WORDS) or t[:QUERY_EMBED_WORDS] for t in texts]
 
 
+def chosen_orders(cal: Calibration, settings: SearchSettings) -> tuple[str, str] | None:
+    """The orders (whole, in parts) the learned ranker uses on this catalog: forced by
+    ``settings.ranker_order``, else chosen from the calibration (discovery/orders.py) when
+    the choice is on; None when it is off (the ranker's order and the lexical lead)."""
+    if settings.ranker_order is not None:
+        single, _, multi = settings.ranker_order.partition("/")
+        return single, multi or single
+    margin = ORDER_MARGIN if settings.order_margin is None else settings.order_margin
+    if margin is None or not cal.fitted:
+        return None
+    single, multi = (choose(cal.orders, shape, margin) for shape in SHAPES)
+    return single, multi
+
+
 def _pool() -> ThreadPoolExecutor:
     """The threads BM25 runs on beside the query encoder, created on first use (no side
     effect on import)."""
@@ -424,6 +439,8 @@ class Retriever:
         cal = index.calibration or Calibration()
         weights, none_bias = cal.weights_over(self.settings.ranker_prior)
         blend = self.settings.ranker_blend
+        chosen = chosen_orders(cal, self.settings)
+        lead = chosen is None and cal.leads_lexical(self.settings.lexical_lead_margin)
         self.ranker = Ranker(
             weights,
             none_bias,
@@ -431,7 +448,8 @@ class Retriever:
             index.idf,
             self.settings.confidence_platt or PLATT,
             BLEND if blend is None else blend,
-            LEAD if cal.leads_lexical(self.settings.lexical_lead_margin) else 0.0,
+            LEAD if lead else 0.0,
+            orders=chosen or ("ranker", "ranker"),
         )
         return self.ranker
 
@@ -460,6 +478,8 @@ class Retriever:
             self.phrases.idf,
             embed=lambda texts: self._embed_all(_embed_keys(texts), cache=False),
             start=self.settings.ranker_prior,
+            blend=BLEND if self.settings.ranker_blend is None else self.settings.ranker_blend,
+            measure_orders=self.settings.order_margin is not None or ORDER_MARGIN is not None,
         )
 
     def run(self, query: Query, allowed: Set[str], lex: Hits | None = None) -> Retrieval:
@@ -482,12 +502,23 @@ class Retriever:
         else:
             lex = self._lex(query.terms, allowed)
         vector = vectors[0] if vectors is not None else None
-        shape = len(parts) or len(pieces)
-        out = self._once(query, query.terms, vector, allowed, lex, shape)
-        if self.settings.reformulate and out.low_confidence:
-            out = self._reformulate(query, vector, allowed, out, lex, shape)
+
+        def whole(shape: int) -> Retrieval:
+            out = self._once(query, query.terms, vector, allowed, lex, shape)
+            if self.settings.reformulate and out.low_confidence:
+                out = self._reformulate(query, vector, allowed, out, lex, shape)
+            return out
+
+        out = whole(len(parts) or len(pieces))
         if parts or pieces:
-            out = self._per_piece(query, parts or pieces, vectors, allowed, out, joint=not parts)
+            ranker = self.learned_ranker()
+            # a request in parts whose sure parts all point at one tool is one task told at
+            # length: it takes the one-part order when that differs (discovery/orders.py)
+            again = ranker is not None and ranker.orders[0] != ranker.orders[1]
+            out = self._per_piece(
+                query, parts or pieces, vectors, allowed, out, joint=not parts,
+                one_task=(lambda: whole(0)) if again else None,
+            )  # fmt: skip
         return out
 
     def _per_piece(
@@ -499,6 +530,7 @@ class Retriever:
         whole: Retrieval,
         *,
         joint: bool,
+        one_task: Callable[[], Retrieval] | None = None,
     ) -> Retrieval:
         """Rank each piece of the request on its own, with the terms the whole request kept
         (frequent-term pruning as decided for it), then merge: ``joint``, the parts of a
@@ -517,6 +549,10 @@ class Retriever:
             )
             for c in cands:
                 by_id.setdefault(c.id, c)
+        sure = {r.ids[0] for r in rankings if r.ids and r.confidence >= COVER_CONFIDENCE}
+        if one_task is not None and len(sure) < 2:
+            whole = one_task()
+            by_id.update({c.id: c for c in whole.candidates})
         whole_ids = [c.id for c in whole.candidates]
         if joint:
             order, score = joint_order(whole_ids, [c.fused for c in whole.candidates], rankings)
