@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from support import embedder
-from toolscout.embed.minilm import MiniLMEmbedder, text_hash
+from toolscout.embed.coalesce import CoalescingEmbedder
+from toolscout.embed.minilm import MiniLMEmbedder, runs, text_hash
 from toolscout.errors import ConfigError, ModelError
 
 
@@ -95,7 +96,31 @@ def test_the_server_encodes_without_spin_wait(tmp_path: Path) -> None:
 
     service = build_service(str(tmp_path / "c.db"), jwt_key="k" * 32)
     try:
+        # concurrent requests' texts share encoder runs (embed/coalesce.py)
         emb = service.catalog.embedder
-        assert isinstance(emb, MiniLMEmbedder) and _spinning(emb) == "0"
+        assert isinstance(emb, CoalescingEmbedder) and emb.model_id == MiniLMEmbedder.model_id
+        assert isinstance(emb.inner, MiniLMEmbedder) and _spinning(emb.inner) == "0"
     finally:
         service.close()
+
+
+def test_runs_group_texts_of_similar_length_and_cover_each_text_once() -> None:
+    lengths = [40, 5, 6, 120, 7, 41, 5, 118]
+    got = runs(lengths, max_rows=32)
+    assert sorted(i for run in got for i in run) == list(range(len(lengths)))
+    widths = [sorted(lengths[i] for i in run) for run in got]
+    # the short texts are not padded to a long one's width, and like lengths share a run
+    assert widths == [[5, 5, 6, 7], [40, 41], [118, 120]]
+    # one run when padding costs less than another run would
+    assert runs([10, 12, 11], max_rows=32) == [[0, 2, 1]]
+    # never more than max_rows rows to a run
+    many = runs([8] * 70, max_rows=32)
+    assert max(len(r) for r in many) <= 32 and sum(len(r) for r in many) == 70
+    assert runs([], max_rows=32) == []
+
+
+def test_vectors_do_not_depend_on_how_texts_are_grouped_into_runs() -> None:
+    texts = ["refund", "kill the stuck job", "x " * 60 + "restart the payments pod", "page"]
+    alone = np.stack([embedder().embed([t])[0] for t in texts])
+    assert np.allclose(embedder().embed(texts), alone, atol=1e-5)
+    assert np.allclose(embedder().embed(texts[::-1])[::-1], alone, atol=1e-5)

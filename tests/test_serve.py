@@ -200,3 +200,12 @@ def test_without_access_log_a_request_prints_nothing(catalog: Path) -> None:
         text = server_log(proc)
         stop(proc)
     assert "POST /v1/discover" not in text and text.count(" ready on ") == 1
+
+
+def test_each_workers_encoder_gets_its_share_of_the_cores() -> None:
+    from toolscout.cli.serve import encoder_threads
+
+    # ONNX Runtime's default (a thread per core in every worker) oversubscribes the cores
+    assert [encoder_threads(w, cores=2) for w in (1, 2, 3, 8)] == [2, 1, 1, 1]
+    assert [encoder_threads(w, cores=8) for w in (1, 2, 3, 4)] == [8, 4, 2, 2]
+    assert encoder_threads(2) >= 1

@@ -56,6 +56,7 @@ def build_service(
     token key)."""
     from toolscout import DryRunExecutor, Settings, Toolscout
     from toolscout.discovery.catalog import stored_embedder
+    from toolscout.embed.coalesce import CoalescingEmbedder
     from toolscout.stores import open_store
 
     settings = Settings(
@@ -67,10 +68,11 @@ def build_service(
         audit_path=audit or None,
     )
     # the model the catalog was indexed with; a server encodes many requests at once: no
-    # ONNX Runtime spin-waiting (embed/minilm.py)
+    # ONNX Runtime spin-waiting (embed/minilm.py), and concurrent requests' texts share
+    # encoder runs (embed/coalesce.py)
     store = open_store(settings.catalog_target())
     try:
-        embedder = stored_embedder(store, spin_wait=False)
+        embedder = CoalescingEmbedder(stored_embedder(store, spin_wait=False))
     finally:
         store.close()
     return Toolscout.open(
@@ -211,6 +213,10 @@ def serve(
     os.environ[ENV_DRY_RUN] = "1" if dry_run else "0"
     os.environ[ENV_ACCESS_LOG] = "1" if access_log else "0"
     os.environ[ENV_URL] = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    # each worker's encoder on its share of the cores, unless the user chose
+    from toolscout.embed import THREADS_ENV
+
+    os.environ.setdefault(THREADS_ENV, str(encoder_threads(workers)))
     if audit_key is None:
         _warn(
             "the audit chain is unkeyed (anyone who can write its file can rewrite it"
@@ -235,6 +241,16 @@ def serve(
         return
     _announce_start(workers)
     uvicorn.run(APP, factory=True, host=host, port=port, workers=workers, **uvicorn_options())
+
+
+def encoder_threads(workers: int, cores: int | None = None) -> int:
+    """ONNX Runtime threads of each worker's encoder: the cores this process may use
+    shared among the workers (at least one). Its default, a thread per core in every
+    worker, puts ``workers`` times as many busy threads as cores under load."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        cores = cores or os.cpu_count() or 1
+    return max(1, cores // max(1, workers))
 
 
 def _announce_start(workers: int) -> None:
