@@ -332,13 +332,14 @@ def test_a_new_process_reads_the_phrase_index_kept_for_its_generation(tmp_path: 
         generation = first.generation
         asked = [first.discover(q, Principal.of("p")).ids for q in QUERIES_KEPT]
         first_names = dict(first.names())
+        built_idf = [built.idf(t) for t in ("find", "thing", "item", "absent")]
         assert first.store.derived(catalog_module._kept_key("phrase-index"))[0] == generation  # type: ignore[attr-defined]
     with Catalog.open(db, embedder=embedder()) as second:
         kept = second.phrases()
         assert kept is not built  # read back from the file, not this process's object
         assert kept.phrases == built.phrases and kept.identifiers == built.identifiers
         assert kept.starts == built.starts
-        assert all(kept.idf(t) == built.idf(t) for t in ("find", "thing", "item", "absent"))
+        assert [kept.idf(t) for t in ("find", "thing", "item", "absent")] == built_idf
         assert kept.fields == built.fields
         assert [second.discover(q, Principal.of("p")).ids for q in QUERIES_KEPT] == asked
         assert "svc.find_thing_3" in asked[0]  # an exact mention, from the kept index
@@ -370,8 +371,9 @@ def test_a_damaged_kept_phrase_index_is_rebuilt(tmp_path: Path) -> None:
 
 
 def test_kept_state_never_makes_pickle_call_anything_else(tmp_path: Path) -> None:
-    """Derived state kept in the catalog file is read with an unpickler that resolves only
-    containers, arrays and toolscout's classes: a planted payload is ignored, not run."""
+    """Derived state kept in the catalog file is JSON rows, never unpickled: a planted
+    pickle payload under the phrase index's key is not a header of ours, so the index is
+    built again and nothing in the payload runs."""
     import os
     import pickle
 
@@ -383,9 +385,10 @@ def test_kept_state_never_makes_pickle_call_anything_else(tmp_path: Path) -> Non
 
     with Catalog.open(str(tmp_path / "c.db"), embedder=embedder()) as cat:
         cat.add([spec("a.tool", "Does a thing.")])
-        state = cat.refresh()
+        generation = cat.generation
         key = _kept_key("phrase-index")
-        cat.store.set_derived(key, state.generation, pickle.dumps(Payload()))  # type: ignore[attr-defined]
-        assert cat._read_kept(state, key) is None
-        assert not (tmp_path / "pwned").exists()
+        cat.store.set_derived(key, generation, pickle.dumps(Payload()))  # type: ignore[attr-defined]
+    with Catalog.open(str(tmp_path / "c.db"), embedder=embedder()) as cat:
         assert cat.discover("does a thing", Principal.of("p", scopes=["*"])).ids == ["a.tool"]
+        assert "a.tool" in {t for e in cat.phrases().identifiers.values() for t, _ in e}
+        assert not (tmp_path / "pwned").exists()

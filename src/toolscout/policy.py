@@ -17,12 +17,13 @@ has two levels, each held only through its exact scope — no wildcard grants ei
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from functools import lru_cache
 
-from toolscout.cards import CapabilityCard
+from toolscout.cards import CapabilityCard, Risk
 from toolscout.errors import ConfigError
 
 DEFAULT_ADMIN_SCOPE = "toolscout:admin"
@@ -309,9 +310,8 @@ class Entitlement:
         return sum(self.denied.values())
 
 
-def _signature(card: CapabilityCard) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
-    """What a decision depends on besides the principal (cards sharing it share one)."""
-    return (card.tenants, card.scopes, card.risk.privileged)
+#: the risks :attr:`Risk.privileged` names (what a decision reads of a card's risk)
+_PRIVILEGED = frozenset(r for r in Risk if r.privileged)
 
 
 class TenantIndex:
@@ -322,25 +322,50 @@ class TenantIndex:
     ones plus those naming it: :func:`entitle` checks only those, and counts the rest
     as refused for :attr:`Reason.TENANT` without visiting them. On a catalog where
     hundreds of tenants register their own tools this is the difference between one
-    pass over every card and one over a tenant's share."""
+    pass over every card and one over a tenant's share.
 
-    def __init__(self, cards: Sequence[CapabilityCard]) -> None:
-        self.cards = tuple(cards)
-        self.signatures = [_signature(c) for c in self.cards]
+    Built lazily: the tenants' positions on the first question (one pass reading each
+    card's tenants, no more); or, given ``share`` (a store that can say which cards a
+    tenant is offered, and ``total`` cards in all), each tenant's share read when that
+    tenant is first asked about, so the other cards are never read at all."""
+
+    def __init__(
+        self,
+        cards: Sequence[CapabilityCard] = (),
+        *,
+        share: Callable[[str], Sequence[CapabilityCard]] | None = None,
+        total: int | None = None,
+    ) -> None:
+        if share is not None and total is None:
+            raise ValueError("TenantIndex(share=...) needs the catalog's total")
+        self.cards = cards
+        self._share = share
+        self._total = len(cards) if total is None else total
         self._shared: list[int] = []
-        self._by_tenant: dict[str, list[int]] = {}
-        for i, card in enumerate(self.cards):
-            if not card.tenants:
-                self._shared.append(i)
-            for tenant in dict.fromkeys(card.tenants):
-                self._by_tenant.setdefault(tenant, []).append(i)
+        self._by_tenant: dict[str, list[int]] | None = None
+        self._lock = threading.Lock()
 
-    def candidates(self, tenant: str) -> tuple[list[int], int]:
-        """The positions of the cards ``tenant`` may be offered (catalog order), and how
-        many it may not."""
-        own = self._by_tenant.get(tenant, [])
+    def _positions(self) -> dict[str, list[int]]:
+        with self._lock:
+            if self._by_tenant is None:
+                shared: list[int] = []
+                by_tenant: dict[str, list[int]] = {}
+                for i, card in enumerate(self.cards):
+                    if not card.tenants:
+                        shared.append(i)
+                    for tenant in dict.fromkeys(card.tenants):
+                        by_tenant.setdefault(tenant, []).append(i)
+                self._shared, self._by_tenant = shared, by_tenant
+            return self._by_tenant
+
+    def offered(self, tenant: str) -> tuple[Sequence[CapabilityCard], int]:
+        """The cards ``tenant`` may be offered (catalog order), and how many it may not."""
+        if self._share is not None:
+            share = self._share(tenant)
+            return share, self._total - len(share)
+        own = self._positions().get(tenant, [])
         positions = sorted(self._shared + own) if own else self._shared
-        return positions, len(self.cards) - len(positions)
+        return [self.cards[i] for i in positions], len(self.cards) - len(positions)
 
 
 def entitle(
@@ -357,13 +382,13 @@ def entitle(
     allowed: list[CapabilityCard] = []
     denied: dict[Reason, int] = {}
     if isinstance(cards, TenantIndex):
-        positions, elsewhere = cards.candidates(principal.tenant)
+        visit, elsewhere = cards.offered(principal.tenant)
         if elsewhere:
             denied[Reason.TENANT] = elsewhere
-        visit = [(cards.cards[i], cards.signatures[i]) for i in positions]
     else:
-        visit = [(c, _signature(c)) for c in cards]
-    for card, key in visit:
+        visit = cards
+    for card in visit:
+        key = (card.tenants, card.scopes, card.risk in _PRIVILEGED)
         decision = memo.get(key)
         if decision is None:
             decision = memo[key] = decide_scopes(

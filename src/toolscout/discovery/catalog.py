@@ -11,10 +11,8 @@ pipeline in :mod:`toolscout.discovery.pipeline`.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
-import pickle
 import threading
 import time
 from collections import OrderedDict
@@ -30,10 +28,25 @@ from toolscout.discovery.calibrate import (
     SHIFT_META,
     Calibration,
     ConfidenceShift,
+    FieldTerms,
     idf_of,
     stale,
 )
-from toolscout.discovery.kept import no_gc, token_blob, token_key, token_parts
+from toolscout.discovery.cardtable import CardTable
+from toolscout.discovery.kept import (
+    KIND_FLAG,
+    KIND_LIST,
+    KIND_PAIRS,
+    KIND_SET,
+    KIND_STR,
+    keep_maps,
+    no_gc,
+    read_maps,
+    row_store,
+    token_blob,
+    token_key,
+    token_parts,
+)
 from toolscout.discovery.lexical import encoder_text, terms, words
 from toolscout.discovery.prerequisites import FinderIndex
 from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Reformulator, Retriever
@@ -190,35 +203,14 @@ def _quietly(job: Callable[[], object]) -> None:
         job()
 
 
-#: what a kept phrase index holds: every attribute but ``idf`` (a function of the df)
-_PHRASE_FIELDS = {"fields", "calibration", "calibration_read", "phrases", "identifiers", "starts"}
+#: the parts of the kept phrase index (its ranker fields, phrase tables and first words),
+#: of the name table, and of the finder index, with the kind each part's values are
+_PHRASE_KINDS = {"name": KIND_SET, "summary": KIND_SET, "keys": KIND_SET, "in_name": KIND_SET,
+                 "in_summary": KIND_SET, "phrases": KIND_PAIRS, "identifiers": KIND_PAIRS,
+                 "starts": KIND_FLAG}  # fmt: skip
+_NAME_KINDS = {"names": KIND_STR, "rendered": KIND_STR}
+_FINDER_KINDS = {"name_terms": KIND_SET, "by_term": KIND_LIST}
 _CODE_DIGEST: str | None = None
-
-
-class _SafeUnpickler(pickle.Unpickler):
-    """Reads kept derived state, resolving only plain containers, numpy arrays and
-    toolscout's own classes: a catalog file someone else could write must not make
-    ``pickle`` call anything else (it would run their code in every process)."""
-
-    _BUILTINS = frozenset({"set", "frozenset", "list", "dict", "tuple", "complex", "bytearray"})
-    _NUMPY = frozenset({("numpy", "ndarray"), ("numpy", "dtype"),
-                        ("numpy.core.multiarray", "_reconstruct"),
-                        ("numpy._core.multiarray", "_reconstruct"),
-                        ("numpy.core.multiarray", "scalar"),
-                        ("numpy._core.multiarray", "scalar")})  # fmt: skip
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins" and name in self._BUILTINS:
-            return super().find_class(module, name)
-        if module == "copyreg" and name == "_reconstructor":
-            return super().find_class(module, name)
-        if (module, name) in self._NUMPY:
-            return super().find_class(module, name)
-        if module.split(".")[0] == "toolscout":
-            found = super().find_class(module, name)
-            if isinstance(found, type):
-                return found
-        raise pickle.UnpicklingError(f"kept state names {module}.{name}, which is not allowed")
 
 
 def _kept_key(name: str) -> str:
@@ -226,10 +218,10 @@ def _kept_key(name: str) -> str:
     the source of the modules that build it, so a changed toolscout never reads old state."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
-        from toolscout.discovery import calibrate, lexical, search
+        from toolscout.discovery import calibrate, kept, lexical, prerequisites, search
 
         digest = hashlib.sha256(str(INDEX_VERSION).encode())
-        for module in (search, lexical, calibrate, inject):
+        for module in (search, lexical, calibrate, inject, prerequisites, kept):
             digest.update(Path(str(module.__file__)).read_bytes())
         _CODE_DIGEST = digest.hexdigest()[:16]
     return f"{name}:{_CODE_DIGEST}"
@@ -238,23 +230,32 @@ def _kept_key(name: str) -> str:
 class _State:
     """What the catalog derives from one store generation; replaced whole, never patched."""
 
-    def __init__(self, generation: int, cards: Sequence[CapabilityCard], policy: PolicyConfig,
+    def __init__(self, generation: int, table: CardTable, policy: PolicyConfig,
                  df: Mapping[str, int], shift: ConfidenceShift | None = None) -> None:  # fmt: skip
         self.generation = generation
-        self.cards = tuple(cards)
-        self.by_id = {c.id: c for c in self.cards}
+        self.table = table
+        self.by_id = table.by_id  # id -> card, each read when first asked for
         self.policy = policy
         self.shift = shift or ConfidenceShift()
         self.phrases: PhraseIndex | None = None
         self.finders: FinderIndex | None = None
         self.df = df
-        self.names: dict[str, str] | None = None  # id -> rendered name
-        self.rendered: dict[str, str] | None = None  # rendered name -> id
+        self.names: Mapping[str, str] | None = None  # id -> rendered name
+        self.rendered: Mapping[str, str] | None = None  # rendered name -> id
         self.tenants: TenantIndex | None = None  # built on the first entitlement
         self.entitlements: OrderedDict[tuple[str, frozenset[str]], Entitlement] = OrderedDict()
         self.catalog_tokens: dict[tuple[str, frozenset[str], str], int] = {}
         self.tool_tokens: dict[tuple[str, str], int] = {}  # (id, format) -> tokens
         self.lock = threading.Lock()
+
+    @property
+    def cards(self) -> tuple[CapabilityCard, ...]:
+        """Every card, in catalog order (read whole only when first needed)."""
+        return self.table.all()
+
+    @property
+    def size(self) -> int:
+        return len(self.table)
 
 
 class Catalog:
@@ -334,7 +335,7 @@ class Catalog:
         """Whether token counts an earlier process made over this store were read, of as
         many renderings as the catalog has tools: then a shortlist is likely counted
         without the tokenizer (the texts it counted are; any other loads it)."""
-        return 0 < len(self.refresh().cards) <= self._tokens_kept
+        return 0 < self.refresh().size <= self._tokens_kept
 
     def close(self) -> None:
         with suppress(Exception):  # a cache: a store that cannot keep it is no error
@@ -383,7 +384,7 @@ class Catalog:
                 df, _ = self.store.document_frequency()
                 state = _State(
                     gen,
-                    self.store.cards(),
+                    CardTable(self.store),
                     self._stored_policy() or PolicyConfig(),
                     df,
                     ConfidenceShift.from_json(self.store.meta(SHIFT_META)),
@@ -443,7 +444,7 @@ class Catalog:
         return value
 
     def __len__(self) -> int:
-        return len(self.refresh().cards)
+        return self.refresh().size
 
     def cards(self) -> tuple[CapabilityCard, ...]:
         return self.refresh().cards
@@ -453,9 +454,9 @@ class Catalog:
 
     def specs(self) -> list[ToolSpec]:
         """Every tool with its schema (reads them all: for indexing and lint, not per request)."""
-        cards = self.refresh().cards
-        found = self.store.specs([c.id for c in cards])
-        return [found[c.id] for c in cards if c.id in found]
+        ids = self.refresh().table.ids
+        found = self.store.specs(list(ids))
+        return [found[t] for t in ids if t in found]
 
     def spec(self, tool_id: str) -> ToolSpec | None:
         """The tool's full spec, read from the store on first use (then cached)."""
@@ -508,74 +509,75 @@ class Catalog:
         return inject.render([self.get(tool_id)], fmt, self.names())[0]
 
     def phrases(self) -> PhraseIndex:
+        """The phrase index: read per key from the rows kept for this generation, else
+        built from the cards (every card's words tokenised) and kept."""
         state = self.refresh()
         with state.lock:
             if state.phrases is None:
-                state.phrases = self._stored_phrases(state)
-            if state.phrases is None:
-                # the index reads cards only: no schema is read or parsed for it (at 100k
-                # tools, reading every schema was most of a new process's first discovery)
-                with no_gc():
-                    state.phrases = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
-                self._keep_phrases(state, state.phrases)
+                parts = self._derived(state, "phrase-index", _PHRASE_KINDS, _phrase_parts)
+                index = PhraseIndex.__new__(PhraseIndex)
+                fields = FieldTerms(
+                    name=parts["name"],
+                    summary=parts["summary"],
+                    keys=parts["keys"],
+                    in_name=parts["in_name"],
+                    in_summary=parts["in_summary"],
+                )
+                vars(index).update(fields=fields, calibration=None, calibration_read=False,
+                                   phrases=parts["phrases"], identifiers=parts["identifiers"],
+                                   starts=parts["starts"])  # fmt: skip
+                index.idf = idf_of(state.df, state.size)  # a function: derived, not kept
+                state.phrases = index
             return state.phrases
 
-    def _read_kept(self, state: _State, key: str) -> Any:
-        """What a process kept in the store under ``key`` for this very generation (and
-        this code: the key names a digest of the modules that build it), if the store
-        keeps derived state; None when there is none, or it is for another generation."""
-        read = getattr(self.store, "derived", None)
-        kept = read(key) if read is not None else None
-        if kept is None or kept[0] != state.generation:
-            return None
-        try:
-            with no_gc():
-                return _SafeUnpickler(io.BytesIO(kept[1])).load()
-        except Exception:  # a damaged cache is rebuilt, never an error
-            return None
+    def _derived(self, state: _State, name: str, kinds: Mapping[str, str],
+                 build: Callable[[_State], Mapping[str, Any]]) -> Mapping[str, Any]:  # fmt: skip
+        """The parts ``name`` derives from ``state``: the rows a process kept in the store
+        for this generation (and this code: the key names a digest of the modules that
+        build them), read per key; else ``build(state)``, kept for the next process. A
+        damaged part is built again whole (:class:`~toolscout.discovery.kept.KeptMap`)."""
+        store = row_store(self.store)
+        built: list[Mapping[str, Any]] = []
+        lock = threading.Lock()
 
-    def _keep(self, state: _State, key: str, value: Any) -> None:
-        write = getattr(self.store, "set_derived", None)
-        if write is not None:
-            write(key, state.generation, pickle.dumps(value, protocol=5))
+        def whole() -> Mapping[str, Any]:
+            with lock:
+                if not built:
+                    with no_gc():
+                        built.append(build(state))
+                return built[0]
 
-    def _stored_phrases(self, state: _State) -> PhraseIndex | None:
-        """The kept phrase index: building it is most of a new process's first discovery
-        at scale (every card's words tokenised)."""
-        fields = self._read_kept(state, _kept_key("phrase-index"))
-        if not isinstance(fields, dict) or set(fields) != _PHRASE_FIELDS:
-            return None
-        index = PhraseIndex.__new__(PhraseIndex)
-        vars(index).update(fields)
-        index.idf = idf_of(state.df, len(state.cards))  # a function: derived, not kept
-        return index
-
-    def _keep_phrases(self, state: _State, index: PhraseIndex) -> None:
-        if index.calibration is None and not index.calibration_read:
-            fields = {k: v for k, v in vars(index).items() if k != "idf"}
-            self._keep(state, _kept_key("phrase-index"), fields)
+        key = _kept_key(name)
+        if store is not None:
+            found = read_maps(store, key, state.generation, kinds, lambda p: whole()[p])
+            if found is not None:
+                return found[0]
+        parts = whole()
+        if store is not None:
+            keep_maps(store, key, state.generation, {p: (kinds[p], parts[p]) for p in kinds})
+        return parts
 
     def finders(self) -> FinderIndex:
         """The tools named as finders (search, find, lookup, list), by their name words."""
         state = self.refresh()
-        names = self.phrases().fields.name  # outside the lock: phrases() takes it
+        fields = self.phrases().fields  # outside the lock: phrases() takes it
         with state.lock:
             if state.finders is None:
-                state.finders = FinderIndex(names)
+                parts = self._derived(
+                    state, "finder-index", _FINDER_KINDS, lambda _: _finder_parts(fields.name)
+                )
+                index = FinderIndex.__new__(FinderIndex)
+                vars(index).update(name_terms=parts["name_terms"], _by_term=parts["by_term"])
+                state.finders = index
             return state.finders
 
-    def names(self) -> dict[str, str]:
+    def names(self) -> Mapping[str, str]:
         """Tool id → the function name every rendering uses (unique over the catalog)."""
         state = self.refresh()
         with state.lock:
             if state.names is None:
-                kept = self._read_kept(state, _kept_key("name-table"))
-                if isinstance(kept, dict) and len(kept) == len(state.cards):
-                    state.names = kept
-                else:
-                    state.names = inject.name_table(state.cards)
-                    self._keep(state, _kept_key("name-table"), state.names)
-                state.rendered = {n: t for t, n in state.names.items()}
+                parts = self._derived(state, "name-table", _NAME_KINDS, _name_parts)
+                state.names, state.rendered = parts["names"], parts["rendered"]
             return state.names
 
     def resolve(self, name: str) -> str | None:
@@ -741,8 +743,12 @@ class Catalog:
                 state.entitlements.move_to_end(key)
                 return ent
             if state.tenants is None:
-                with no_gc():
-                    state.tenants = TenantIndex(state.cards)
+                share = state.table.share()
+                if share is None:
+                    with no_gc():
+                        state.tenants = TenantIndex(state.cards)
+                else:  # a tenant's share read when first asked: the other cards never
+                    state.tenants = TenantIndex(share=share, total=state.size)
         ent = entitle(state.tenants, principal, state.policy)
         with state.lock:
             state.entitlements[key] = ent
@@ -869,3 +875,30 @@ class Catalog:
         if self.log is not None:
             did = shortlist.discovery_id if shortlist is not None else None
             self.log.record_call(tool_id, discovery_id=did, ok=ok)
+
+
+def _phrase_parts(state: _State) -> dict[str, Any]:
+    """The kept parts of a phrase index built from ``state``'s cards (cards only: no schema
+    is read or parsed for it; at 100k tools that was most of a first discovery)."""
+    index = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
+    fields = index.fields
+    return {
+        "name": fields.name,
+        "summary": fields.summary,
+        "keys": fields.keys,
+        "in_name": fields.in_name,
+        "in_summary": fields.in_summary,
+        "phrases": index.phrases,
+        "identifiers": index.identifiers,
+        "starts": index.starts,
+    }
+
+
+def _name_parts(state: _State) -> dict[str, Any]:
+    names = inject.name_table(state.cards)
+    return {"names": names, "rendered": {n: t for t, n in names.items()}}
+
+
+def _finder_parts(name_terms: Mapping[str, frozenset[str]]) -> dict[str, Any]:
+    index = FinderIndex(name_terms)
+    return {"name_terms": index.name_terms, "by_term": vars(index)["_by_term"]}

@@ -11,14 +11,29 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 from toolscout.discovery import tokencount
 
-__all__ = ["no_gc", "token_blob", "token_key", "token_parts"]
+__all__ = [
+    "KeptMap",
+    "KeptSet",
+    "keep_maps",
+    "no_gc",
+    "read_maps",
+    "row_store",
+    "token_blob",
+    "token_key",
+    "token_parts",
+]
+
+V = TypeVar("V")
 
 
 @contextmanager
@@ -75,3 +90,232 @@ def token_parts(blob: bytes) -> tuple[dict[str, Any], dict[str, int]] | None:
     if not all(isinstance(c, str) and type(n) is int for c, n in joins.items()):
         return None
     return out, joins
+
+
+# -- maps kept as rows, read one key at a time ---------------------------------------
+#: a map's values as kept: JSON text, decoded by the map's kind
+KIND_STR = "str"  # a string
+KIND_SET = "set"  # a frozenset of strings
+KIND_LIST = "list"  # a list of strings
+KIND_PAIRS = "pairs"  # a list of (string, string) pairs
+KIND_FLAG = "flag"  # a member of a set (the value is 1)
+_MISSING: Any = object()
+
+
+class RowStore(Protocol):
+    """What a store offers to keep derived maps as indexed rows (SQLite does)."""
+
+    def derived(self, key: str) -> tuple[int, bytes] | None: ...
+
+    def derived_rows(self, token: str, part: str, names: Sequence[str]) -> dict[str, str]: ...
+
+    def derived_part(self, token: str, part: str) -> list[tuple[str, str]]: ...
+
+    def derived_count(self, token: str, part: str) -> int: ...
+
+    def set_derived_rows(
+        self,
+        key: str,
+        generation: int,
+        header: bytes,
+        token: str,
+        parts: Mapping[str, Iterable[tuple[str, str]]],
+    ) -> bool: ...
+
+
+def row_store(store: object) -> RowStore | None:
+    """``store`` if it can keep derived maps as rows, else None (they are built in memory)."""
+    names = ("derived", "derived_rows", "derived_part", "derived_count", "set_derived_rows")
+    ok = all(callable(getattr(store, n, None)) for n in names)
+    return cast(RowStore, store) if ok else None
+
+
+class Damaged(Exception):
+    """A kept row is not what its kind says: the map is rebuilt from the catalog."""
+
+
+def _decode(kind: str, raw: str) -> Any:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise Damaged(str(exc)) from exc
+    if kind == KIND_STR and isinstance(value, str):
+        return value
+    if kind == KIND_FLAG and value == 1:
+        return True
+    if isinstance(value, list):
+        if kind == KIND_SET and all(isinstance(v, str) for v in value):
+            return frozenset(value)
+        if kind == KIND_LIST and all(isinstance(v, str) for v in value):
+            return value
+        if kind == KIND_PAIRS and all(
+            isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v)
+            for v in value
+        ):
+            return [(a, b) for a, b in value]
+    raise Damaged(f"a kept {kind} value is {raw[:80]!r}")
+
+
+def encode(kind: str, value: Any) -> str:
+    """The kept text of one value of a map of ``kind``."""
+    if kind == KIND_SET:
+        return json.dumps(sorted(value), ensure_ascii=False, separators=(",", ":"))
+    if kind == KIND_FLAG:
+        return "1"
+    if kind == KIND_PAIRS:
+        return json.dumps([list(p) for p in value], ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class KeptMap(Mapping[str, V]):
+    """A derived map kept as rows of the store, each key read (and decoded) when first
+    asked for, then held: a new process answers its first discovery after reading the few
+    hundred keys it needs, not after unpickling a million objects.
+
+    On first use the number of kept rows is checked against the header's; a count that
+    differs, or a row that does not decode as its kind, means the map is not used: it is
+    ``rebuild()``-ed whole from the catalog instead (the same contents), never an error."""
+
+    def __init__(self, store: RowStore, token: str, part: str, kind: str, count: int,
+                 rebuild: Callable[[], Mapping[str, V]]) -> None:  # fmt: skip
+        self._store, self._token, self._part, self._kind = store, token, part, kind
+        self._count = count
+        self._rebuild = rebuild
+        self._held: dict[str, Any] = {}
+        self._whole: Mapping[str, V] | None = None
+        self._checked = False
+        self._lock = threading.Lock()
+
+    def _fallback(self) -> Mapping[str, V]:
+        with self._lock:
+            if self._whole is None:
+                self._whole = self._rebuild()
+            return self._whole
+
+    def _check(self) -> bool:
+        if not self._checked:
+            try:
+                same = self._store.derived_count(self._token, self._part) == self._count
+            except Exception:  # an unreadable table is a damaged one
+                same = False
+            if not same:
+                self._fallback()
+            self._checked = True
+        return self._whole is None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if self._whole is not None or not self._check():
+            return cast(Mapping[str, V], self._whole).get(key, default)
+        hit = self._held.get(key, _MISSING)
+        if hit is _MISSING:
+            try:
+                raw = self._store.derived_rows(self._token, self._part, [key]).get(key)
+                hit = None if raw is None else _decode(self._kind, raw)
+            except Exception:  # damaged or unreadable: the whole map is rebuilt
+                return self._fallback().get(key, default)
+            self._held[key] = hit
+        return default if hit is None else hit
+
+    def __getitem__(self, key: str) -> V:
+        hit = self.get(key, _MISSING)
+        if hit is _MISSING:
+            raise KeyError(key)
+        return cast(V, hit)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key, _MISSING) is not _MISSING
+
+    def _all(self) -> Mapping[str, V]:
+        if self._whole is not None or not self._check():
+            return cast(Mapping[str, V], self._whole)
+        try:
+            rows = self._store.derived_part(self._token, self._part)
+            whole = {k: _decode(self._kind, raw) for k, raw in rows}
+        except Exception:
+            return self._fallback()
+        if len(whole) != self._count:
+            return self._fallback()
+        with self._lock:
+            if self._whole is None:
+                self._whole = whole
+            return self._whole
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all()) if self._whole is not None or not self._check() else self._count
+
+
+class KeptSet(AbstractSet[str]):
+    """A kept set of strings, its membership read per element (a :class:`KeptMap` of flags)."""
+
+    def __init__(self, flags: KeptMap[bool]) -> None:
+        self._flags = flags
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._flags
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._flags)
+
+    def __len__(self) -> int:
+        return len(self._flags)
+
+
+def keep_maps(store: RowStore, key: str, generation: int,
+              maps: Mapping[str, tuple[str, Mapping[str, Any] | AbstractSet[str]]],
+              extra: Mapping[str, Any] | None = None) -> bool:  # fmt: skip
+    """Keep ``maps`` (part → (kind, map or set)) as rows under a fresh token, and a header
+    naming the token, each part's row count and ``extra`` (JSON) under ``key``, all for
+    ``generation`` (written only while it is current). True if written."""
+    token = secrets.token_hex(8)
+    counts = {part: len(m) for part, (_, m) in maps.items()}
+    header = json.dumps({"token": token, "counts": counts, "extra": dict(extra or {})})
+
+    def rows(kind: str, m: Mapping[str, Any] | AbstractSet[str]) -> Iterator[tuple[str, str]]:
+        if isinstance(m, Mapping):
+            return ((k, encode(kind, v)) for k, v in m.items())
+        return ((k, "1") for k in m)
+
+    parts = {part: rows(kind, m) for part, (kind, m) in maps.items()}
+    return store.set_derived_rows(key, generation, header.encode(), token, parts)
+
+
+def read_maps(
+    store: RowStore,
+    key: str,
+    generation: int,
+    kinds: Mapping[str, str],
+    rebuild: Callable[[str], Mapping[str, Any]],
+) -> tuple[dict[str, Any], Any] | None:
+    """The maps kept under ``key`` for ``generation`` (part → :class:`KeptMap`, or
+    :class:`KeptSet` for flags) and the header's extra, or None when there are none for
+    this generation or the header is not exactly one of ours. ``rebuild(part)`` is what a
+    damaged part is replaced with."""
+    kept = store.derived(key)
+    if kept is None or kept[0] != generation:
+        return None
+    try:
+        header = json.loads(kept[1])
+        token, counts, extra = header["token"], header["counts"], header["extra"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(token, str) or not isinstance(counts, dict) or set(counts) != set(kinds):
+        return None
+    if not all(type(n) is int and n >= 0 for n in counts.values()):
+        return None
+    out: dict[str, Any] = {}
+    for part, kind in kinds.items():
+        m: KeptMap[Any] = KeptMap(store, token, part, kind, counts[part], _part_of(rebuild, part))
+        out[part] = KeptSet(m) if kind == KIND_FLAG else m
+    return out, extra
+
+
+def _part_of(
+    rebuild: Callable[[str], Mapping[str, Any]], part: str
+) -> Callable[[], Mapping[str, Any]]:
+    def whole() -> Mapping[str, Any]:
+        return rebuild(part)
+
+    return whole

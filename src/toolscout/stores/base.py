@@ -232,7 +232,7 @@ class SearchIndex(Protocol):
         """The ``card`` vector of each id that has one."""
         ...
 
-    def document_frequency(self) -> tuple[dict[str, int], int]:
+    def document_frequency(self) -> tuple[Mapping[str, int], int]:
         """Per-term document counts of the lexical index, and the number of documents."""
         ...
 

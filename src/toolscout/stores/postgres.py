@@ -501,7 +501,7 @@ class PostgresStore:
         self._fresh()
         return self._mirror.lexical(terms, allowed, limit, weights=weights)
 
-    def document_frequency(self) -> tuple[dict[str, int], int]:
+    def document_frequency(self) -> tuple[Mapping[str, int], int]:
         self._fresh()
         return self._mirror.document_frequency()
 

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,57 @@ class _Scopes:
         return self._filters.put(allowed, " OR ".join(sorted(tokens)) if small and tokens else "")
 
 
+class _Vocabulary(Mapping[str, int]):
+    """Term -> how many tools' lexical fields hold it, read per term from ``tool_vocab``
+    (then held); iterating reads it whole. The scope column's tokens are not terms."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+        self._db, self._lock = db, lock
+        self._held: dict[str, int] = {}
+        self._whole: dict[str, int] | None = None
+
+    def get(self, term: str, default: Any = None) -> Any:
+        if self._whole is not None:
+            return self._whole.get(term, default)
+        n = self._held.get(term)
+        if n is None:
+            n = 0
+            if not term.startswith(SCOPE_PREFIX):
+                with self._lock:
+                    row = self._db.execute(
+                        "SELECT doc FROM tool_vocab WHERE term = ?", (term,)
+                    ).fetchone()
+                n = int(row[0]) if row else 0
+            self._held[term] = n
+        return n if n else default
+
+    def __getitem__(self, term: str) -> int:
+        n = self.get(term, 0)
+        if not n:
+            raise KeyError(term)
+        return int(n)
+
+    def __contains__(self, term: object) -> bool:
+        return isinstance(term, str) and bool(self.get(term, 0))
+
+    def _all(self) -> dict[str, int]:
+        if self._whole is None:
+            with self._lock:
+                self._whole = dict(
+                    self._db.execute(
+                        "SELECT term, doc FROM tool_vocab WHERE term NOT GLOB ?",
+                        (SCOPE_PREFIX + "*",),
+                    ).fetchall()
+                )
+        return self._whole
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 class SQLiteStore:
     """A :class:`~toolscout.stores.base.Store` in one SQLite file (WAL, one writer)."""
 
@@ -174,9 +226,10 @@ class SQLiteStore:
             raise StoreError(f"cannot open the store at {path}: {exc}") from exc
         self._dense: _DenseIndex | None = None
         self._ids_by_rid: dict[int, str] | None = None
+        self._id_rows: tuple[list[int], list[str]] | None = None  # (rids, ids) in rid order
         self._scopes: _Scopes | None = None
         self._dense_model: str | None = None
-        self._df: dict[str, int] | None = None
+        self._df: _Vocabulary | None = None
         self._n_docs = 0
         self._seen_generation = -1
 
@@ -355,6 +408,7 @@ class SQLiteStore:
 
     def _invalidate(self) -> None:
         self._ids_by_rid = None
+        self._id_rows = None
         self._scopes = None
         self._dense = None
         self._df = None
@@ -364,6 +418,46 @@ class SQLiteStore:
         with self._lock:
             rows = self._db.execute("SELECT card FROM tools ORDER BY rid").fetchall()
         return [_card_from_json(card) for (card,) in rows]
+
+    def card_ids(self) -> list[str]:
+        """Every tool id, in the order :meth:`cards` returns them (no card is parsed)."""
+        with self._lock:
+            return list(self._ids()[1])
+
+    def _ids(self) -> tuple[list[int], list[str]]:
+        """Every tool's rid and id in rid order, read once per generation (opening, the
+        lexical and the dense index all need them: at 100k tools one read is ~0.2 s)."""
+        with self._lock:
+            if self._id_rows is None:
+                rows = self._db.execute("SELECT rid, id FROM tools ORDER BY rid").fetchall()
+                self._id_rows = ([r for r, _ in rows], [t for _, t in rows])
+            return self._id_rows
+
+    def cards_of(self, ids: Sequence[str]) -> dict[str, CapabilityCard]:
+        """The cards of ``ids`` (unknown ids left out)."""
+        out: dict[str, CapabilityCard] = {}
+        with self._lock:
+            for chunk, marks in _chunks(ids):
+                for tid, card in self._db.execute(
+                    f"SELECT id, card FROM tools WHERE id IN ({marks})", chunk
+                ):
+                    out[tid] = _card_from_json(card)
+        return out
+
+    def tenant_share(self, tenant: str) -> list[str]:
+        """The ids of the tools offered to ``tenant`` or to every tenant, in catalog order:
+        read from the lexical index's scope column (:func:`scope_value`), not the cards."""
+        match = f'scope : ("{SHARED_SCOPE}" OR "{SCOPE_PREFIX}{tenant.encode().hex()}")'
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    "SELECT id FROM tools WHERE rid IN"
+                    " (SELECT rowid FROM tool_fts WHERE tool_fts MATCH ?) ORDER BY rid",
+                    (match,),
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"reading the tools offered to {tenant!r} failed: {exc}") from exc
+        return [r[0] for r in rows]
 
     def specs(self, ids: Sequence[str]) -> dict[str, ToolSpec]:
         out: dict[str, ToolSpec] = {}
@@ -425,16 +519,13 @@ class SQLiteStore:
                     out[th] = np.frombuffer(blob, dtype=np.float32)
         return out
 
-    def document_frequency(self) -> tuple[dict[str, int], int]:
-        """Per-term document counts of the lexical index, and the number of documents."""
+    def document_frequency(self) -> tuple[Mapping[str, int], int]:
+        """Per-term document counts of the lexical index (each term's read from the index
+        when first asked for: a 100k-tool vocabulary is not read whole for the few terms a
+        request has), and the number of documents."""
         with self._lock:
             if self._df is None:
-                self._df = dict(
-                    self._db.execute(
-                        "SELECT term, doc FROM tool_vocab WHERE term NOT GLOB ?",
-                        (SCOPE_PREFIX + "*",),
-                    ).fetchall()
-                )
+                self._df = _Vocabulary(self._db, self._lock)
                 self._n_docs = self._db.execute("SELECT count(*) FROM tools").fetchone()[0]
             return self._df, self._n_docs
 
@@ -456,7 +547,7 @@ class SQLiteStore:
         hits = Hits()
         with self._lock:
             if self._ids_by_rid is None:
-                self._ids_by_rid = dict(self._db.execute("SELECT rid, id FROM tools").fetchall())
+                self._ids_by_rid = dict(zip(*self._ids(), strict=True))
             ids_by_rid = self._ids_by_rid
             if self._scopes is None:
                 self._scopes = _Scopes(
@@ -494,7 +585,7 @@ class SQLiteStore:
         with self._lock:
             if self._dense is None or self._dense_model != model_id:
                 generation = self.generation()  # before reading: a later write is not kept
-                ids = [r[0] for r in self._db.execute("SELECT id FROM tools ORDER BY rid")]
+                ids = list(self._ids()[1])
                 index = self._kept_dense(model_id, generation, ids)
                 if index is None:
                     index = self._build_dense(model_id, ids)
@@ -578,6 +669,15 @@ class SQLiteStore:
         A cache beside the catalog (its table is created on first use, outside the
         numbered migrations): the generation does not move, and a failure to write
         (a read-only file, a busy writer) only means the next process derives again."""
+        return self._keep_derived(key, generation, blob)
+
+    def _keep_derived(
+        self,
+        key: str,
+        generation: int,
+        blob: bytes,
+        rows: tuple[str, Mapping[str, Iterable[tuple[str, str]]]] | None = None,
+    ) -> bool:
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
@@ -589,16 +689,84 @@ class SQLiteStore:
                 if row is None or int(row[0]) != generation:
                     self._db.execute("ROLLBACK")
                     return False
+                if rows is not None:
+                    self._replace_rows(key, *rows)
                 self._db.execute(
                     "INSERT OR REPLACE INTO derived(key, generation, blob) VALUES (?, ?, ?)",
                     (key, generation, blob),
                 )
                 self._db.execute("COMMIT")
-            except sqlite3.Error:
+            except (sqlite3.Error, ValueError):
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 return False
         return True
+
+    def _replace_rows(
+        self, key: str, token: str, parts: Mapping[str, Iterable[tuple[str, str]]]
+    ) -> None:
+        """Inside a write: the rows of ``key``'s previous header go, ``parts`` come in."""
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS derived_rows (token TEXT NOT NULL, part TEXT NOT NULL,"
+            " name TEXT NOT NULL, pos INTEGER NOT NULL, value TEXT NOT NULL,"
+            " PRIMARY KEY (token, part, name)) WITHOUT ROWID"
+        )
+        old = self._db.execute("SELECT blob FROM derived WHERE key = ?", (key,)).fetchone()
+        if old is not None:
+            with suppress(ValueError, TypeError, KeyError):
+                self._db.execute(
+                    "DELETE FROM derived_rows WHERE token = ?", (json.loads(old[0])["token"],)
+                )
+        for part, items in parts.items():
+            rows = [(token, part, name, i, value) for i, (name, value) in enumerate(items)]
+            rows.sort(key=lambda r: r[2])  # in key order: appended to the B-tree, not spread
+            self._db.executemany(
+                "INSERT INTO derived_rows(token, part, name, pos, value) VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def set_derived_rows(
+        self,
+        key: str,
+        generation: int,
+        header: bytes,
+        token: str,
+        parts: Mapping[str, Iterable[tuple[str, str]]],
+    ) -> bool:
+        """Keep derived maps as rows (part, name → value) under ``token``, and ``header``
+        (which names the token) under ``key``, in one transaction, if ``generation`` is
+        still the current one; the rows of the header it replaces are removed."""
+        return self._keep_derived(key, generation, header, (token, parts))
+
+    def derived_rows(self, token: str, part: str, names: Sequence[str]) -> dict[str, str]:
+        """The kept values of ``names`` in one part of a derived map (missing ones left out)."""
+        out: dict[str, str] = {}
+        with self._lock:
+            for chunk, marks in _chunks(names):
+                out.update(
+                    self._db.execute(
+                        "SELECT name, value FROM derived_rows WHERE token = ? AND part = ?"
+                        f" AND name IN ({marks})",
+                        (token, part, *chunk),
+                    ).fetchall()
+                )
+        return out
+
+    def derived_part(self, token: str, part: str) -> list[tuple[str, str]]:
+        """Every row of one part of a derived map, in the order it was kept."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, value FROM derived_rows WHERE token = ? AND part = ? ORDER BY pos",
+                (token, part),
+            ).fetchall()
+        return [(str(n), str(v)) for n, v in rows]
+
+    def derived_count(self, token: str, part: str) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT count(*) FROM derived_rows WHERE token = ? AND part = ?", (token, part)
+            ).fetchone()
+        return int(row[0])
 
     def meta(self, key: str) -> str | None:
         with self._lock:

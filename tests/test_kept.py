@@ -1,0 +1,178 @@
+"""Derived state kept as rows read per key, and cards read on demand (discovery/kept.py,
+discovery/cardtable.py): a new process reads only what it asks for, and a damaged or
+foreign kept map is never used (built again from the catalog)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from support import embedder, spec
+from toolscout.discovery.cardtable import CardTable
+from toolscout.discovery.catalog import Catalog, _kept_key
+from toolscout.discovery.kept import (
+    KIND_FLAG,
+    KIND_PAIRS,
+    KIND_SET,
+    KIND_STR,
+    KeptMap,
+    keep_maps,
+    read_maps,
+)
+from toolscout.policy import Principal, TenantIndex, entitle
+from toolscout.stores.sqlite import SQLiteStore
+
+KINDS = {"sets": KIND_SET, "pairs": KIND_PAIRS, "names": KIND_STR, "flags": KIND_FLAG}
+MAPS: dict[str, Any] = {
+    "sets": {"a": frozenset({"x", "y"}), "b": frozenset(), "é": frozenset({"ü"})},
+    "pairs": {"find order": [("t.find", "name"), ("t.get", "alias")]},
+    "names": {"t.find": "t_find", "t.get": "t_get"},
+    "flags": frozenset({"find", "get"}),
+}
+
+
+def _store(tmp_path: Path) -> SQLiteStore:
+    return SQLiteStore(tmp_path / "k.db")
+
+
+def _rebuilt(log: list[str]) -> Any:
+    def rebuild(part: str) -> Any:
+        log.append(part)
+        return MAPS[part]
+
+    return rebuild
+
+
+def test_kept_maps_are_read_back_per_key(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    gen = store.generation()
+    assert keep_maps(store, "k", gen, {p: (KINDS[p], MAPS[p]) for p in KINDS})
+    log: list[str] = []
+    found = read_maps(store, "k", gen, KINDS, _rebuilt(log))
+    assert found is not None
+    maps = found[0]
+    assert maps["sets"]["a"] == frozenset({"x", "y"}) and maps["sets"].get("zz") is None
+    assert maps["pairs"]["find order"] == [("t.find", "name"), ("t.get", "alias")]
+    assert "find" in maps["flags"] and "other" not in maps["flags"]
+    assert maps["names"].get("t.get") == "t_get" and "t.nope" not in maps["names"]
+    for part in KINDS:  # whole, as built (also iteration and length)
+        assert maps[part] == MAPS[part] and len(maps[part]) == len(MAPS[part])
+    assert dict(maps["names"]) == MAPS["names"] and list(maps["names"]) == ["t.find", "t.get"]
+    assert log == []  # nothing rebuilt
+    assert read_maps(store, "k", gen + 1, KINDS, _rebuilt(log)) is None  # another generation
+    assert read_maps(store, "k", gen, {"sets": KIND_SET}, _rebuilt(log)) is None  # other parts
+    assert not keep_maps(store, "k", gen + 1, {})  # not the current generation: not written
+
+
+def test_a_damaged_kept_map_is_built_again_never_used(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    gen = store.generation()
+    keep_maps(store, "k", gen, {p: (KINDS[p], MAPS[p]) for p in KINDS})
+    db = sqlite3.connect(tmp_path / "k.db")
+    with db:  # one row lost, one row not its kind, one row not JSON
+        db.execute("DELETE FROM derived_rows WHERE part = 'names' AND name = 't.get'")
+        db.execute("UPDATE derived_rows SET value = '[1, 2]' WHERE part = 'sets' AND name = 'a'")
+        db.execute("UPDATE derived_rows SET value = '[[' WHERE part = 'pairs'")
+    db.close()
+    log: list[str] = []
+    found = read_maps(store, "k", gen, KINDS, _rebuilt(log))
+    assert found is not None
+    maps = found[0]
+    assert maps["names"].get("t.get") == "t_get"  # the count differs: rebuilt whole
+    assert maps["sets"]["a"] == frozenset({"x", "y"})  # the row does not decode: rebuilt
+    assert maps["pairs"]["find order"] == MAPS["pairs"]["find order"]
+    assert maps["flags"] == MAPS["flags"]  # an intact part is read as kept
+    assert sorted(log) == ["names", "pairs", "sets"]
+    store.set_derived("k", gen, b"\x80not json")
+    assert read_maps(store, "k", gen, KINDS, _rebuilt(log)) is None
+    store.set_derived("k", gen, b'{"token": "t", "counts": {"sets": -1}, "extra": {}}')
+    assert read_maps(store, "k", gen, KINDS, _rebuilt(log)) is None
+    store.close()
+
+
+def _tools() -> list[Any]:
+    out = []
+    for i in range(12):
+        tenants = [] if i % 4 == 0 else [f"t{i % 3}"] if i % 4 != 3 else ["t1", "t2"]
+        scopes = ["orders:read"] if i % 2 else ["billing:admin"]
+        out.append(
+            spec(
+                f"svc{i}.find_order_{i}",
+                f"Find an order of kind {i}.",
+                tenants=tenants,
+                scopes=scopes,
+                risk="admin" if i % 5 == 0 else "read",
+                aliases=[f"look up order number {i}"],
+            )
+        )
+    return out
+
+
+QUERIES = ["svc3.find_order_3 please", "look up order number 7", "find an order"]
+
+
+def test_a_new_process_reads_derived_state_per_key_and_cards_on_demand(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    people = [Principal.of(f"p{t}", t, scopes=["orders:*", "billing:*"]) for t in ("t0", "t1", "")]
+    with Catalog.open(db, embedder=embedder()) as first:
+        first.add(_tools())
+        first.finders()
+        asked = [first.discover(q, p).ids for q in QUERIES for p in people]
+        names = dict(first.names())
+        built = first.phrases()
+    with Catalog.open(db, embedder=embedder()) as second:
+        state = second.refresh()
+        assert [second.discover(q, p).ids for q in QUERIES for p in people] == asked
+        index = second.phrases()
+        assert isinstance(index.fields.name, KeptMap)  # read per key, not built
+        assert isinstance(second.finders().name_terms, KeptMap)
+        assert state.table._all is None  # no discovery needed every card
+        assert index.phrases == built.phrases and index.fields == built.fields
+        assert dict(second.names()) == names and second.resolve("svc2_find_order_2")
+        assert second.card("svc5.find_order_5") == _tools()[5].card
+        assert second.card("svc.none") is None and "svc.none" not in state.by_id
+        assert len(second) == 12 and state.table._all is None
+        assert [c.id for c in second.cards()] == [s.id for s in _tools()]
+
+
+def test_a_tenants_share_read_from_the_store_entitles_as_every_card_does(tmp_path: Path) -> None:
+    with Catalog(SQLiteStore(tmp_path / "s.db"), embedder=embedder()) as cat:
+        cat.add(_tools())
+        policy = cat.policy
+    store = SQLiteStore(tmp_path / "s.db")
+    table = CardTable(store)
+    share = table.share()
+    assert share is not None
+    cards = [s.card for s in _tools()]
+    lazy = TenantIndex(share=share, total=len(table))
+    for tenant in ("t0", "t1", "t2", "", "unknown", "all"):
+        for who in (
+            Principal.of("a", tenant, scopes=["orders:read"]),
+            Principal.of("b", tenant, scopes=["*"]),
+            Principal.of("c", tenant, scopes=["*", "toolscout:admin"]),
+        ):
+            plain, fast = entitle(cards, who, policy), entitle(lazy, who, policy)
+            assert [c.id for c in fast.allowed] == [c.id for c in plain.allowed]
+            assert dict(fast.denied) == dict(plain.denied) and fast.ids == plain.ids
+    assert table._all is None
+    store.close()
+
+
+def test_the_kept_key_names_the_code_that_builds_it() -> None:
+    assert _kept_key("phrase-index") != _kept_key("name-table")
+    assert _kept_key("phrase-index").startswith("phrase-index:")
+
+
+def test_the_vocabulary_read_per_term_is_the_whole_one(tmp_path: Path) -> None:
+    with Catalog(SQLiteStore(tmp_path / "v.db"), embedder=embedder()) as cat:
+        cat.add(_tools())
+    store = SQLiteStore(tmp_path / "v.db")
+    lazy, n = store.document_frequency()
+    probe = ["order", "find", "kind", "3", "absent", "zzscopeall", "zzscope7430"]
+    asked = {t: lazy.get(t, 0) for t in probe}
+    whole = dict(lazy)  # iterating reads it whole
+    assert n == 12 and asked == {t: whole.get(t, 0) for t in probe}
+    assert asked["order"] == 12 and asked["absent"] == 0 and asked["zzscopeall"] == 0
+    assert not any(t.startswith("zzscope") for t in whole)
+    store.close()
