@@ -119,6 +119,10 @@ class PostgresServer:
     def __init__(self) -> None:
         self.bin = _bin_dir()
         self.user = _system_user()
+        if self.user is not None:
+            # before anything runs as that user, the orphans' clean-up included: in a clone
+            # only root may enter (mktemp -d), pg_ctl was refused with EACCES
+            _readable(self.bin.parent)
         _reap_orphans(self.bin, self.user)
         self.base = Path(tempfile.mkdtemp(prefix=PREFIX))
         self.base.chmod(0o755)
@@ -126,7 +130,6 @@ class PostgresServer:
         self.data = self.base / "data"
         self.data.mkdir()
         if self.user is not None:
-            _readable(self.bin.parent)
             ent = pwd.getpwnam(self.user)
             os.chown(self.data, ent.pw_uid, ent.pw_gid)
         self.data.chmod(0o700)
