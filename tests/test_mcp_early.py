@@ -1,11 +1,15 @@
-"""``toolscout mcp serve`` over stdio answers ``initialize`` from the answer kept at its
-last start while it loads, exactly once, and the SDK's session is initialised as usual.
+"""``toolscout mcp serve`` over stdio answers ``initialize`` before the MCP SDK is imported,
+with an answer built from the requested protocol version and the listing mode, exactly
+once; the SDK's session is initialised as usual and its own answer is compared.
 
-Driven over a real pipe with raw JSON-RPC lines (the SDK client would hide a second
-answer to ``initialize``)."""
+The built answer is held to the real SDK's for every listing mode and every protocol
+version the SDK knows (a new SDK that answers differently fails here). The early answer is
+driven over a real pipe with raw JSON-RPC lines (the SDK client would hide a second answer
+to ``initialize``)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -15,20 +19,38 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from _mcp_kit import py_server
-from toolscout.mcp.early import _option, answer_key, answers_path, begin, shared_key
+import anyio
+import pytest
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw-test", "version": "1"},
-    },
-}
+from _mcp_kit import py_server
+from toolscout.mcp import early as early_mod
+from toolscout.mcp.config import MODES, load_config
+from toolscout.mcp.early import (
+    HANDSHAKE_VERSIONS,
+    Early,
+    Recorder,
+    _option,
+    begin,
+    initialize_result,
+    listing_mode,
+    own_instructions,
+)
+from toolscout.mcp.server import MCPGateway
+
 WAIT_S = 120.0
+
+
+def _initialize(version: str = "2025-06-18", id_: int = 1) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": id_,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "1"},
+        },
+    }
 
 
 def _config(tmp: Path, **gateway: Any) -> Path:
@@ -41,12 +63,111 @@ def _config(tmp: Path, **gateway: Any) -> Path:
     return path
 
 
-def _session(config: Path, db: Path) -> tuple[list[dict[str, Any]], str]:
+# -- the built answer is the SDK's ----------------------------------------------------
+
+
+async def _sdk_answers(
+    gateway: MCPGateway, messages: list[dict[str, Any]], write: Any = None
+) -> list[dict[str, Any]]:
+    """``messages`` put to the gateway's SDK server over in-memory streams; what it wrote
+    (as the stdio transport dumps it), one answer per request."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCNotification, JSONRPCRequest
+
+    send_in, recv_in = anyio.create_memory_object_stream[Any](16)
+    send_out, recv_out = anyio.create_memory_object_stream[Any](16)
+    out = write(send_out) if write is not None else send_out
+    got: list[dict[str, Any]] = []
+    wanted = len([m for m in messages if "id" in m]) - (write is not None)
+    async with send_in, recv_in, send_out, recv_out, anyio.create_task_group() as tg:
+        options = gateway.server.create_initialization_options()
+        tg.start_soon(gateway.server.run, recv_in, out, options)
+        for message in messages:
+            kind = JSONRPCRequest if "id" in message else JSONRPCNotification
+            await send_in.send(SessionMessage(kind.model_validate(message)))
+        with anyio.fail_after(WAIT_S):
+            while len(got) < wanted:
+                item = await recv_out.receive()
+                got.append(item.message.model_dump(by_alias=True, exclude_unset=True, mode="json"))
+        tg.cancel_scope.cancel()
+    return got
+
+
+def _gateway(tmp: Path, mode: str) -> MCPGateway:
+    path = tmp / f"{mode}.json"
+    section = {"mode": mode, "db": str(tmp / f"{mode}.db"), "principal": {"subject": "me"}}
+    path.write_text(json.dumps({"mcpServers": {}, "toolscout": section}))
+    return MCPGateway(load_config(path))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_built_answer_is_the_sdks_for_every_mode_and_version(tmp_path: Path, mode: str) -> None:
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIONS
+
+    assert HANDSHAKE_VERSIONS == HANDSHAKE_PROTOCOL_VERSIONS  # what the SDK negotiates
+    assert set(MODES) == set(early_mod._MODES)
+    gateway = _gateway(tmp_path, mode)
+    try:
+        # every version the SDK knows (the 2026 era is not reachable through initialize:
+        # it is answered with the newest handshake version), and one it does not
+        for version in (*KNOWN_PROTOCOL_VERSIONS, "1999-01-01", "next"):
+            (answer,) = anyio.run(_sdk_answers, gateway, [_initialize(version)])
+            assert answer["result"] == initialize_result(version, mode), (mode, version)
+        assert own_instructions(mode) == gateway.instructions()
+    finally:
+        gateway.close()
+
+
+def test_a_different_sdk_answer_is_said_and_never_sent_twice(tmp_path: Path) -> None:
+    """The SDK's answer stays the truth: with an answer sent early that is not the SDK's
+    (as a new SDK's would be), the difference is said on stderr, and the client, already
+    answered, is not answered again."""
+    gateway = _gateway(tmp_path, "meta")
+    errlog = io.StringIO()
+    try:
+        for sent, said in (
+            (initialize_result("2025-06-18", "meta"), False),
+            ({**initialize_result("2025-06-18", "meta"), "serverInfo": {"name": "x"}}, True),
+        ):
+            started = Early("meta")
+            started.request, started.sent = _initialize(), sent
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+            def wrap(stream: Any, started: Early = started) -> Recorder:
+                return Recorder(stream, started, errlog, own=gateway.instructions())
+
+            got = anyio.run(_sdk_answers, gateway, [_initialize(), note, listing], wrap)
+            assert [m["id"] for m in got] == [2] and "tools" in got[0]["result"]
+            assert ("differs from the SDK's" in errlog.getvalue()) is said
+    finally:
+        gateway.close()
+
+
+def test_upstream_instructions_are_not_a_difference() -> None:
+    own = own_instructions("meta")
+    sent = initialize_result("2025-06-18", "meta")
+    told = {**sent, "instructions": own + "\n\n[time] the time server's own words"}
+    assert early_mod._same(sent, told, own)
+    assert not early_mod._same(sent, {**told, "protocolVersion": "2025-03-26"}, own)
+    assert not early_mod._same(sent, {**sent, "instructions": "other"}, own)
+
+
+# -- over a real pipe ---------------------------------------------------------------
+
+
+def _session(
+    config: Path, db: Path, first: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], str]:
     """One client session: initialize, initialized, tools/list; every message the gateway
-    wrote until its stdout closed, and its stderr. (Answers any start keeps are kept in a
-    cache dir of the test's own, beside the config.)"""
+    wrote until its stdout closed, and its stderr (with the start-up timeline)."""
     cache = str(config.parent / "cache")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "XDG_CACHE_HOME": cache}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "XDG_CACHE_HOME": cache,  # an empty user cache: what a first start after install sees
+        "TOOLSCOUT_TIMELINE": "1",
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolscout", "mcp", "serve", "-c", str(config), "--db", str(db)],
         stdin=subprocess.PIPE,
@@ -70,7 +191,7 @@ def _session(config: Path, db: Path) -> tuple[list[dict[str, Any]], str]:
             got.append(json.loads(lines.get(timeout=WAIT_S)))
 
     try:
-        proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+        proc.stdin.write((json.dumps(first or _initialize()) + "\n").encode())
         proc.stdin.flush()
         until(1)
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -96,46 +217,40 @@ def _session(config: Path, db: Path) -> tuple[list[dict[str, Any]], str]:
 
 
 def _answers(got: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [m["result"] for m in got if m.get("id") == 1]
+    return [m.get("result", m.get("error", {})) for m in got if m.get("id") == 1]
 
 
-def test_the_second_start_answers_from_the_kept_answer_once(tmp_path: Path) -> None:
-    config, db = _config(tmp_path), tmp_path / "c.db"
-    kept = answers_path(config, ["-c", str(config), "--db", str(db)])
-    assert kept == tmp_path / "c.db.initialize.json"  # beside the catalog it names
-    first, _ = _session(config, db)
-    (sdk,) = _answers(first)  # a first start: answered by the SDK, and kept
-    assert sdk["serverInfo"]["name"] == "toolscout" and "tools" in sdk["capabilities"]
-    assert json.loads(kept.read_text())["answers"] == {"2025-06-18": sdk}
-    # a planted answer under the right key proves the next start answers from the file
-    data = json.loads(kept.read_text())
-    planted = {**sdk, "instructions": "kept from the last start"}
-    kept.write_text(json.dumps({**data, "answers": {"2025-06-18": planted}}))
-    second, err = _session(config, db)
-    assert _answers(second) == [planted]  # answered early, and only once
-    assert any(m.get("id") == 2 and "tools" in m["result"] for m in second)  # SDK initialised
-    assert "differs from this one's" in err
-    third, err = _session(config, db)
-    assert _answers(third) == [sdk]  # the difference was kept for the next start
+def test_a_first_start_answers_initialize_early_once_and_keeps_nothing(tmp_path: Path) -> None:
+    config, db = _config(tmp_path, mode="dynamic"), tmp_path / "c.db"
+    got, err = _session(config, db)
+    assert _answers(got) == [initialize_result("2025-06-18", "dynamic")]  # once
+    assert any(m.get("id") == 2 and "tools" in m["result"] for m in got)  # SDK initialised
+    early_at = err.index("initialize answered early")
+    assert early_at < err.index("MCP SDK imported")  # before the SDK was even imported
+    assert "differs" not in err
+    # no state: neither beside the catalog nor under the user cache dir
+    assert not list(tmp_path.rglob("*initialize*.json"))
+    # a version the SDK does not negotiate: the newest it does, as the SDK answers
+    got, err = _session(config, db, _initialize("2099-01-01"))
+    assert _answers(got) == [initialize_result("2099-01-01", "dynamic")]
+    assert _answers(got)[0]["protocolVersion"] == HANDSHAKE_VERSIONS[-1]
     assert "differs" not in err
 
 
-def test_another_config_or_a_damaged_file_is_answered_by_the_sdk(tmp_path: Path) -> None:
+def test_a_malformed_initialize_is_left_to_the_sdk(tmp_path: Path) -> None:
+    """A request the SDK refuses is not answered early: the client gets the SDK's error,
+    once."""
     config, db = _config(tmp_path), tmp_path / "c.db"
-    (sdk,) = _answers(_session(config, db)[0])
-    kept = tmp_path / "c.db.initialize.json"
-    planted = {**sdk, "instructions": "stale"}
-    data = json.loads(kept.read_text())
-    kept.write_text(json.dumps({**data, "answers": {"2025-06-18": planted}}))
-    _config(tmp_path, mode="meta")  # the config changed: its key no longer matches
-    (changed,) = _answers(_session(config, db)[0])
-    assert changed != planted and changed["instructions"] != "stale"
-    for damaged in ("not json", "[]", json.dumps({"key": data["key"], "answers": {"x": 1}})):
-        kept.write_text(damaged)
-        assert _answers(_session(config, db)[0]) == [changed]
+    bad = _initialize()
+    del bad["params"]["clientInfo"]
+    assert not early_mod._valid_params(bad["params"])
+    assert not early_mod._valid_params({**_initialize()["params"], "capabilities": None})
+    got, err = _session(config, db, bad)
+    (answer,) = _answers(got)
+    assert "code" in answer and "initialize answered early" not in err
 
 
-def test_only_mcp_serve_over_stdio_with_a_config_reads_ahead(tmp_path: Path) -> None:
+def test_only_mcp_serve_over_stdio_with_a_readable_config_reads_ahead(tmp_path: Path) -> None:
     config = _config(tmp_path)
     assert begin(["toolscout", "search", "x"]) is None
     assert begin(["toolscout", "mcp", "inspect", "-c", str(config)]) is None
@@ -144,68 +259,14 @@ def test_only_mcp_serve_over_stdio_with_a_config_reads_ahead(tmp_path: Path) -> 
     assert begin(["toolscout", "mcp", "serve"]) is None  # no config: the command says so
     assert _option(["--config=a.json"], "--config", "-c") == "a.json"
     assert _option(["-c", "b.json"], "--config", "-c") == "b.json"
-    # the key moves with the config's bytes and the command's arguments
-    key = answer_key(config, ["-c", str(config)])
-    assert key == answer_key(config, ["-c", str(config)])
-    assert key != answer_key(config, ["-c", str(config), "--mode", "meta"])
-    config.write_text(config.read_text().replace('"t"]', '"u"]'))
-    assert key != answer_key(config, ["-c", str(config)])
-
-
-def test_an_answer_telling_of_an_upstream_is_never_kept(tmp_path: Path) -> None:
-    """Upstream instructions depend on what the caller may see under the policy of the
-    moment: a kept answer would tell of them before the caller is known, so only an
-    answer carrying the gateway's own instructions is kept."""
-    config, db = _config(tmp_path), tmp_path / "c.db"
-    args = ["-c", str(config), "--db", str(db)]
-    from toolscout.mcp.early import Early
-
-    early = Early(config, args)
-    early.request = INITIALIZE
-    result = {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {"tools": {}},
-        "serverInfo": {"name": "toolscout", "version": "1"},
-        "instructions": "own\n\n[time] the time server's own words",
-    }
-    early.keep(result, own="own")
-    assert not answers_path(config, args).exists()
-    early.keep({**result, "instructions": "own"}, own="own")
-    kept = json.loads(answers_path(config, args).read_text())
-    assert kept["answers"]["2025-06-18"]["instructions"] == "own"
-
-
-def test_a_first_start_in_the_same_mode_answers_from_the_shared_answer(tmp_path: Path) -> None:
-    """A first start of a config (no catalog yet, so no answer beside it) is answered from
-    the answer any earlier start of this toolscout kept in the same listing mode, checked
-    against the SDK's the same way; another mode is answered by the SDK."""
-    one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir()
-    two.mkdir()
-    (two / "cache").symlink_to(one / "cache", target_is_directory=True)  # one user's cache
-    config = _config(one)
-    (sdk,) = _answers(_session(config, one / "c.db")[0])  # kept beside c.db and shared
-    shared = list((one / "cache" / "toolscout" / "mcp").glob("initialize-*.json"))
-    assert len(shared) == 1 and json.loads(shared[0].read_text())["answers"] == {"2025-06-18": sdk}
-    # a planted shared answer proves a first start of another config answers from it
-    data = json.loads(shared[0].read_text())
-    planted = {**sdk, "instructions": "kept by another config's start"}
-    shared[0].write_text(json.dumps({**data, "answers": {"2025-06-18": planted}}))
-    other = _config(two, k=3)  # other bytes, the same mode (auto)
-    assert answer_key(other, ["-c", str(other)]) != answer_key(config, ["-c", str(config)])
-    assert shared_key(other, ["-c", str(other)]) == shared_key(config, ["-c", str(config)])
-    got, err = _session(other, two / "c.db")
-    assert _answers(got) == [planted]  # answered early, once
-    assert any(m.get("id") == 2 and "tools" in m["result"] for m in got)
-    assert "differs from this one's" in err
-    assert json.loads(shared[0].read_text())["answers"] == {"2025-06-18": sdk}  # corrected
-    # another mode: its own key, answered by the SDK (and kept under that key)
-    meta = _config(two, mode="meta")
-    assert shared_key(meta, ["-c", str(meta)]) != shared_key(config, ["-c", str(config)])
-    assert shared_key(config, ["-c", str(config), "--mode", "meta"]) == shared_key(
-        meta, ["-c", str(meta)]
-    )
-    (answered,) = _answers(_session(meta, two / "m.db")[0])
-    assert answered["instructions"] != sdk["instructions"]
-    assert len(list((one / "cache" / "toolscout" / "mcp").glob("initialize-*.json"))) == 2
-    assert shared_key(tmp_path / "missing.json", []) is None  # the command says what is wrong
+    # the mode: --mode, else the config's, else auto; nothing for what the command refuses
+    assert listing_mode(config, []) == "auto"
+    assert listing_mode(config, ["--mode", "direct"]) == "direct"
+    assert listing_mode(config, ["--mode=meta"]) == "meta"
+    assert listing_mode(_config(tmp_path, mode="dynamic"), []) == "dynamic"
+    assert listing_mode(config, ["--mode", "everything"]) is None
+    assert listing_mode(_config(tmp_path, mode="bogus"), []) is None
+    assert listing_mode(tmp_path / "missing.json", []) is None
+    for text in ("not json", "[]", '{"toolscout": []}'):
+        config.write_text(text)
+        assert listing_mode(config, []) is None

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from toolscout.errors import ConfigError, TokenError
 from toolscout.mcp.config import GatewayConfig
 from toolscout.mcp.connection import POLL_S
+from toolscout.mcp.early import SERVER_INFO, own_instructions
 from toolscout.mcp.processes import kill_children
 from toolscout.mcp.resources import ResourceHandlers
 from toolscout.mcp.tasks import TaskHandlers, tasks_capability
@@ -198,9 +199,9 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # logging/setLevel: deprecated in 2026-07-28, not gone
             server: Server[Any] = GatewayServer(  # type: ignore[call-overload]
-                "toolscout",
-                version="0.1.0",
-                title="toolscout MCP gateway",
+                SERVER_INFO["name"],
+                version=SERVER_INFO["version"],
+                title=SERVER_INFO["title"],
                 instructions=self.instructions(),
                 on_list_tools=self._list_tools,
                 on_call_tool=self._call_tool,
@@ -244,21 +245,7 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
     def instructions(self, principal: Principal | None = None) -> str:
         """The gateway's instructions for the mode it serves, then the own instructions of
         each upstream ``principal`` can see (:meth:`visible`; none without a caller)."""
-        mode = self.config.mode
-        if mode == "direct":
-            own = "The tools of several MCP servers are listed here, as each caller may use them."
-        elif mode == "dynamic":
-            own = (
-                "Many tools are behind this server. Use search_tools to find the ones for the "
-                "task: the tools found are added to your tool list, to call directly."
-            )
-        else:
-            own = (
-                "Many tools are behind this server. Use search_tools to find the ones for the "
-                "task (it returns their names and input schemas), then call_tool to run one."
-            )
-            if mode == "auto":
-                own += " With few tools, they are listed directly instead."
+        own = own_instructions(self.config.mode)
         parts = [own]
         if principal is not None and any(u.instructions for u in self.upstreams.servers.values()):
             parts += [
@@ -403,8 +390,8 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
                 return
             await asyncio.to_thread(started.wait)
             async with stdio_server(stdin=started.stdin()) as (read, write):
-                kept = early.Recorder(write, started, self.errlog, own=self.instructions())
-                await self.server.run(read, kept, self.server.create_initialization_options())
+                once = early.Recorder(write, started, self.errlog, own=self.instructions())
+                await self.server.run(read, once, self.server.create_initialization_options())
 
     def http_app(self, *, host: str = "127.0.0.1", port: int = 8701) -> Any:
         """The Starlette app: ``/mcp`` behind bearer auth, plus protected-resource metadata."""
