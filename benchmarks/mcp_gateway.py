@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import json
 import os
 import platform
@@ -369,7 +370,8 @@ async def spawn_once(config: Path, env: dict[str, str], timeline: bool = False) 
 
 def bench_startup(runs: int, compare: Path | None = None, timeline: bool = False) -> dict[str, Any]:
     """Spawn → initialize and spawn → first search_tools against examples/servers.json:
-    fresh (no stored catalog: a new data directory each run) and stored (second start).
+    fresh (no stored catalog and an empty user cache: new data and cache directories each
+    run) and stored (second start).
 
     ``compare``: another toolscout source tree (its ``src``), run alternately with this
     one on every step (its own data directory), so both see the same machine load."""
@@ -380,13 +382,24 @@ def bench_startup(runs: int, compare: Path | None = None, timeline: bool = False
         trees["compare"] = str(compare.resolve())
     fresh: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     stored: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for src in trees.values():
+        # the bytecode an install compiles (pip does): with PYTHONDONTWRITEBYTECODE set, a
+        # tree without it would compile every module from source at every spawn
+        compileall.compile_dir(src, quiet=1)
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as tmpdir:
             tmp = Path(tmpdir)
             config = tmp / "servers.json"
             config.write_text(json.dumps(example))
             envs = {
-                name: {**os.environ, "XDG_DATA_HOME": str(tmp / name / "data"), "PYTHONPATH": src}
+                name: {
+                    **os.environ,
+                    "XDG_DATA_HOME": str(tmp / name / "data"),
+                    # an empty user cache dir too: a first start after an install, as a
+                    # checker's fresh machine sees it (the stored start keeps what it kept)
+                    "XDG_CACHE_HOME": str(tmp / name / "cache"),
+                    "PYTHONPATH": src,
+                }
                 for name, src in trees.items()
             }
             for name in trees:

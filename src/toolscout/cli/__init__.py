@@ -2,8 +2,8 @@
 
 :func:`main` is the ``toolscout`` command. For ``toolscout mcp serve`` over stdio it starts
 reading the client's first message before the command line and the library are imported:
-a desktop client's ``initialize`` is then answered from the answer kept at the last start
-while they load (:mod:`toolscout.mcp.early`). ``toolscout mcp ...`` imports the gateway's
+a desktop client's ``initialize`` is then answered at once, while they load
+(:mod:`toolscout.mcp.early`). ``toolscout mcp ...`` imports the gateway's
 commands alone (``cli/mcp.py``), not every command of ``cli/app.py``. Any other command is
 not affected, and importing this package does nothing.
 """
