@@ -25,7 +25,7 @@ a module named ``mcp`` there would shadow the SDK when run as a script and
 make ruff treat the SDK as first-party everywhere.)
 
 Run: ``.venv/bin/python benchmarks/mcp_gateway.py [--calls N] [--queries N]
-[--startup-runs N] [--only-startup]``
+[--startup-runs N] [--only-startup] [--import-cpu] [--compare SRC]``
 """
 
 from __future__ import annotations
@@ -430,6 +430,63 @@ def bench_startup(runs: int, compare: Path | None = None, timeline: bool = False
     return out
 
 
+#: what a stdio start imports before it can answer tools/list, in its order (cli/__init__.py
+#: → cli/mcp.py → mcp/server.py → service → the SDK; the encoder's libraries on their thread)
+IMPORT_STEPS = (
+    ("command line (typer, cli/mcp.py)", ("toolscout.cli.mcp",)),
+    ("gateway modules (mcp/server.py and below)", ("toolscout.mcp.server",)),
+    ("library (service, discovery: numpy, jwt)", ("toolscout.service",)),
+    (
+        "MCP SDK (the whole mcp package)",
+        ("mcp.server.subscriptions", "mcp.server.lowlevel", "mcp.server.stdio"),
+    ),
+    ("encoder libraries (onnxruntime, tokenizers)", ("onnxruntime", "tokenizers")),
+)
+_IMPORT_SCRIPT = """
+import importlib, json, sys, time
+out = [["interpreter start", time.process_time()]]
+for name, modules in json.loads(sys.argv[1]):
+    t = time.process_time()
+    for m in modules:
+        importlib.import_module(m)
+    out.append([name, time.process_time() - t])
+print(json.dumps(out))
+"""
+
+
+def import_cpu(runs: int, compare: Path | None = None) -> dict[str, Any]:
+    """CPU seconds of each import step of a stdio start, in a new interpreter per run
+    (median of ``runs``; alternating with ``compare``'s tree). CPU time, not wall time:
+    it moves far less with the machine's load, and the interpreter's lock makes these
+    steps add up on the critical path whatever the number of cores."""
+    trees = {"this": str(ROOT / "src")}
+    if compare is not None:
+        trees["compare"] = str(compare.resolve())
+    rows: dict[str, list[list[Any]]] = {name: [] for name in trees}
+    for src in trees.values():
+        compileall.compile_dir(src, quiet=1)
+    steps = json.dumps([[name, list(mods)] for name, mods in IMPORT_STEPS])
+    for _ in range(runs):
+        for name, src in trees.items():
+            env = {**os.environ, "PYTHONPATH": src}
+            done = subprocess.run(
+                [sys.executable, "-c", _IMPORT_SCRIPT, steps],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            rows[name].append(json.loads(done.stdout))
+    out: dict[str, Any] = {"runs": runs, "load_1m": round(os.getloadavg()[0], 2)}
+    for name, got in rows.items():
+        steps_s = {
+            step: round(percentile([r[i][1] for r in got], 0.5), 3)
+            for i, step in enumerate(s for s, _ in got[0])
+        }
+        out[name] = {"cpu_s": steps_s, "total_s": round(sum(steps_s.values()), 3)}
+    return out
+
+
 def forwarding(calls: int, compare: Path | None) -> None:
     """Stdio (alternating with ``compare``'s gateway) and in process; prints and writes
     ``benchmarks/results/mcp_forwarding.json``."""
@@ -473,6 +530,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         " stdio alternates this tree's gateway with the other tree's)",
     )
     parser.add_argument(
+        "--import-cpu",
+        action="store_true",
+        help="start-up: CPU seconds of each import step of a stdio start (--startup-runs "
+        "interpreters; with --compare, alternating with the other tree)",
+    )
+    parser.add_argument(
         "--timeline",
         action="store_true",
         help="start-up: the gateway prints its timeline (seconds from spawn) on stderr",
@@ -482,6 +545,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--startup-runs must be at least 1")
     if args.only_forwarding:
         forwarding(args.calls, args.compare)
+        return
+    if args.import_cpu:
+        cpu = import_cpu(args.startup_runs, args.compare)
+        print(f"import CPU seconds, median of {cpu['runs']} (load {cpu['load_1m']})")
+        for step, value in cpu["this"]["cpu_s"].items():
+            other = f"{cpu['compare']['cpu_s'][step]:>10.3f}" if "compare" in cpu else ""
+            print(f"{step:<46}{value:>8.3f}{other}")
+        out = RESULTS.with_name("mcp_import_cpu.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"benchmark": "mcp gateway import CPU", **cpu}, indent=2))
+        print(f"wrote {out.relative_to(ROOT)}")
         return
     startup = bench_startup(args.startup_runs, args.compare, args.timeline)
     print(f"{'start-up (median s)':<22}{'initialize':>12}{'tools/list':>12}{'1st search':>12}")
