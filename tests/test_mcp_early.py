@@ -270,3 +270,19 @@ def test_only_mcp_serve_over_stdio_with_a_readable_config_reads_ahead(tmp_path: 
     for text in ("not json", "[]", '{"toolscout": []}'):
         config.write_text(text)
         assert listing_mode(config, []) is None
+
+
+def test_a_stored_start_warms_up_beside_the_sdk_import(tmp_path: Path) -> None:
+    """With a stored catalog and ``initialize`` answered early, the warm-up (the encoder's
+    first run, the caller's state) starts with the catalog, not after the first
+    ``tools/list``; the session is served as before."""
+    config, db = _config(tmp_path), tmp_path / "c.db"
+    _session(config, db)  # a first start: indexes the time server
+    second, err = _session(config, db)
+    assert _answers(second) == [initialize_result("2025-06-18", "auto")]
+    listed = next(m["result"]["tools"] for m in second if m.get("id") == 2)
+    assert {t["name"] for t in listed} == {"get_current_time", "convert_time"}  # direct: < 10
+    # started with the catalog, before the SDK's import (which takes seconds) is done
+    before_sdk = err.split("MCP SDK imported")[0]
+    assert "catalog open (2 tools)" in before_sdk and "warm-up started" in before_sdk
+    assert err.count("warm-up started") >= 1 and "differs" not in err

@@ -40,6 +40,7 @@ __all__ = [
     "Early",
     "Recorder",
     "begin",
+    "begun",
     "initialize_result",
     "own_instructions",
     "take",
@@ -110,6 +111,11 @@ def begin(argv: list[str]) -> Early | None:
     early.start()
     _started = early
     return early
+
+
+def begun() -> bool:
+    """Whether :func:`begin` started reading this process's stdin (not taken yet)."""
+    return _started is not None
 
 
 def take() -> Early | None:

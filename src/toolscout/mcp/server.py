@@ -45,12 +45,14 @@ import contextlib
 import logging
 import os
 import tempfile
+import threading
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolscout.errors import ConfigError, TokenError
+from toolscout.mcp import early
 from toolscout.mcp.config import GatewayConfig
 from toolscout.mcp.connection import POLL_S
 from toolscout.mcp.early import SERVER_INFO, own_instructions
@@ -79,6 +81,9 @@ EARLY_ENCODER = True
 #: with the first search for the cores
 STORED_AFTER_S = 5.0
 DEFER_STORED = True
+#: with a stored catalog and ``initialize`` answered by the early reader (stdio), the
+#: warm-up starts as soon as the catalog is open, beside the SDK's import
+EARLY_WARM = True
 
 
 class MCPGateway(TaskHandlers, ResourceHandlers):
@@ -111,6 +116,14 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
             from toolscout.discovery.catalog import prefetch_models
 
             _marked("encoder loaded", prefetch_models(self.ts.catalog.embedder, tokens=False))
+        #: the warm-up started before the SDK is imported (see :meth:`_warm_later`)
+        self._early_warm: threading.Thread | None = None
+        if toolscout is None and EARLY_WARM and len(self.ts.catalog) and early.begun():
+            # initialize is answered by the early reader: the warm-up (the encoder's first
+            # run, the caller's state derived) runs beside the SDK's import, on the core the
+            # import leaves, instead of after the first tools/list
+            self._early_warm = threading.Thread(target=self._warm, name="toolscout-warm")
+            self._early_warm.start()
         from mcp.server.subscriptions import InMemorySubscriptionBus
 
         mark("MCP SDK imported")
@@ -321,6 +334,13 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
             first.cancel()
 
     async def _warm_later(self) -> None:
+        if self._early_warm is not None:  # started with the catalog: wait for it
+            thread, self._early_warm = self._early_warm, None
+            try:
+                await asyncio.to_thread(thread.join)
+            finally:
+                self._warmed.set()
+            return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(WARM_AFTER_S):
                 await self._listed_once.wait()
@@ -366,6 +386,9 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
 
     def close(self) -> None:
         kill_children()  # no stdio upstream outlives the gateway
+        if self._early_warm is not None:  # never served: the warm-up ends before the catalog
+            self._early_warm.join()
+            self._early_warm = None
         self.ts.close()
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
@@ -377,8 +400,6 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
     async def serve_stdio(self) -> None:
         """Serve one client over this process's stdin/stdout."""
         from mcp.server.stdio import stdio_server
-
-        from toolscout.mcp import early
 
         self.check("stdio")
         started = early.take()  # `toolscout mcp serve` read (and maybe answered) initialize
@@ -430,7 +451,6 @@ def _marked(what: str, threads: list[Any]) -> None:
     from toolscout.mcp.timeline import enabled
 
     if enabled() and threads:
-        import threading
 
         def wait() -> None:
             for thread in threads:
