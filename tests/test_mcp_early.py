@@ -285,4 +285,7 @@ def test_a_stored_start_warms_up_beside_the_sdk_import(tmp_path: Path) -> None:
     # started with the catalog, before the SDK's import (which takes seconds) is done
     before_sdk = err.split("MCP SDK imported")[0]
     assert "catalog open (2 tools)" in before_sdk and "warm-up started" in before_sdk
+    # the stored servers still wait for the first tools/call (or a request needing them),
+    # not just for the warm-up, which is done before the client's first request
+    assert "starting the stored servers" not in err.split("first tools/list answered")[0]
     assert err.count("warm-up started") >= 1 and "differs" not in err

@@ -118,12 +118,15 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
             _marked("encoder loaded", prefetch_models(self.ts.catalog.embedder, tokens=False))
         #: the warm-up started before the SDK is imported (see :meth:`_warm_later`)
         self._early_warm: threading.Thread | None = None
+        self._called_once = asyncio.Event()  # the first tools/call answered
+        self.warms_with_catalog = False
         if toolscout is None and EARLY_WARM and len(self.ts.catalog) and early.begun():
             # initialize is answered by the early reader: the warm-up (the encoder's first
             # run, the caller's state derived) runs beside the SDK's import, on the core the
             # import leaves, instead of after the first tools/list
             self._early_warm = threading.Thread(target=self._warm, name="toolscout-warm")
             self._early_warm.start()
+            self.warms_with_catalog = True
         from mcp.server.subscriptions import InMemorySubscriptionBus
 
         mark("MCP SDK imported")
@@ -231,6 +234,7 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
             )
         self.install_tasks(server)
         server.middleware.append(self._instructions_middleware)
+        server.middleware.append(self._first_call_middleware)
         from mcp.types import NotificationParams
 
         server.add_notification_handler(
@@ -254,6 +258,14 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
                 return result  # no caller, no upstream's instructions
             result["instructions"] = self.instructions(principal)
         return result
+
+    async def _first_call_middleware(self, ctx: Any, call_next: Any) -> Any:
+        """Notes the first ``tools/call`` answered (:meth:`_start_upstreams` waits for it)."""
+        try:
+            return await call_next(ctx)
+        finally:
+            if ctx.method == "tools/call":
+                self._called_once.set()
 
     def instructions(self, principal: Principal | None = None) -> str:
         """The gateway's instructions for the mode it serves, then the own instructions of
@@ -319,7 +331,9 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         once (a first start's lists wait for them); the others once the warm-up is done, a
         request needs one (:meth:`Upstreams.route`) or ``STORED_AFTER_S`` passed, so their
         processes starting do not hold the cores while the first search is answered from
-        the stored catalog."""
+        the stored catalog. A warm-up started with the catalog (``EARLY_WARM``) is usually
+        done before the client's first request: then they wait for its first ``tools/call``
+        answered too (the first search)."""
         if not DEFER_STORED or not self._stored:
             await self.upstreams.start()
             return
@@ -328,6 +342,8 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(STORED_AFTER_S):
                     await self._warmed.wait()
+                    if self.warms_with_catalog:
+                        await self._called_once.wait()
             mark("starting the stored servers")
             await asyncio.gather(first, self.upstreams.start())
         finally:
