@@ -159,6 +159,28 @@ def test_a_tenants_share_read_from_the_store_entitles_as_every_card_does(tmp_pat
     store.close()
 
 
+def test_a_tenants_share_read_with_its_cards_is_the_share_then_its_cards(tmp_path: Path) -> None:
+    with Catalog(SQLiteStore(tmp_path / "s.db"), embedder=embedder()) as cat:
+        cat.add(_tools())
+    store = SQLiteStore(tmp_path / "s.db")
+    for tenant in ("t0", "t1", "", "unknown"):
+        ids = store.tenant_share(tenant)
+        rows = store.tenant_cards(tenant)
+        assert [t for t, _ in rows] == ids
+        assert dict(rows) == store.cards_of(ids)
+        held = set(ids[::2])
+        assert [t for t, c in store.tenant_cards(tenant, held) if c is None] == ids[::2]
+    table = CardTable(store)
+    share = table.share()
+    assert share is not None
+    first = share("t1")
+    again = share("t2")  # the shared cards are held: handed out again as the same objects
+    shared = {c.id: c for c in first if not c.tenants}
+    assert shared and all(c is shared[c.id] for c in again if c.id in shared)
+    assert table.get(first[0].id) is first[0] and table._all is None
+    store.close()
+
+
 def test_the_kept_key_names_the_code_that_builds_it() -> None:
     assert _kept_key("phrase-index") != _kept_key("name-table")
     assert _kept_key("phrase-index").startswith("phrase-index:")

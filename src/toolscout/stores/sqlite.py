@@ -12,7 +12,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -447,17 +447,30 @@ class SQLiteStore:
     def tenant_share(self, tenant: str) -> list[str]:
         """The ids of the tools offered to ``tenant`` or to every tenant, in catalog order:
         read from the lexical index's scope column (:func:`scope_value`), not the cards."""
+        return [tid for tid, _ in self._share_rows(tenant, "id, NULL")]
+
+    def tenant_cards(
+        self, tenant: str, held: Container[str] = ()
+    ) -> list[tuple[str, CapabilityCard | None]]:
+        """The tools offered to ``tenant`` or to every tenant, in catalog order, with their
+        cards (``None`` for the ids in ``held``, not parsed again): one read, where
+        :meth:`tenant_share` then :meth:`cards_of` look every id up a second time."""
+        return [
+            (tid, None if tid in held else _card_from_json(raw))
+            for tid, raw in self._share_rows(tenant, "id, card")
+        ]
+
+    def _share_rows(self, tenant: str, columns: str) -> list[tuple[str, Any]]:
         match = f'scope : ("{SHARED_SCOPE}" OR "{SCOPE_PREFIX}{tenant.encode().hex()}")'
         with self._lock:
             try:
-                rows = self._db.execute(
-                    "SELECT id FROM tools WHERE rid IN"
+                return self._db.execute(
+                    f"SELECT {columns} FROM tools WHERE rid IN"
                     " (SELECT rowid FROM tool_fts WHERE tool_fts MATCH ?) ORDER BY rid",
                     (match,),
                 ).fetchall()
             except sqlite3.OperationalError as exc:
                 raise StoreError(f"reading the tools offered to {tenant!r} failed: {exc}") from exc
-        return [r[0] for r in rows]
 
     def specs(self, ids: Sequence[str]) -> dict[str, ToolSpec]:
         out: dict[str, ToolSpec] = {}
