@@ -8,6 +8,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from support import embedder, spec
 from toolscout.discovery.cardtable import CardTable
 from toolscout.discovery.catalog import Catalog, _kept_key
@@ -21,6 +23,7 @@ from toolscout.discovery.kept import (
     read_maps,
 )
 from toolscout.policy import Principal, TenantIndex, entitle
+from toolscout.stores import sqlite as sqlite_store
 from toolscout.stores.sqlite import SQLiteStore
 
 KINDS = {"sets": KIND_SET, "pairs": KIND_PAIRS, "names": KIND_STR, "flags": KIND_FLAG}
@@ -63,6 +66,58 @@ def test_kept_maps_are_read_back_per_key(tmp_path: Path) -> None:
     assert read_maps(store, "k", gen + 1, KINDS, _rebuilt(log)) is None  # another generation
     assert read_maps(store, "k", gen, {"sets": KIND_SET}, _rebuilt(log)) is None  # other parts
     assert not keep_maps(store, "k", gen + 1, {})  # not the current generation: not written
+
+
+def _rows(db_path: Path) -> list[tuple[str, str, str, int, str]]:
+    db = sqlite3.connect(db_path)
+    try:
+        return db.execute("SELECT token, part, name, pos, value FROM derived_rows").fetchall()
+    finally:
+        db.close()
+
+
+def test_maps_kept_in_steps_read_back_as_kept_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The background writer's way (many short transactions, step=1 here) keeps the same
+    rows; the rows of the header it replaces go; a moved generation writes nothing and
+    leaves none of its rows behind."""
+    store = _store(tmp_path)
+    gen = store.generation()
+    maps = {p: (KINDS[p], MAPS[p]) for p in KINDS}
+    assert keep_maps(store, "k", gen, maps)
+    once = {(part, name, pos, value) for _, part, name, pos, value in _rows(tmp_path / "k.db")}
+    monkeypatch.setattr(sqlite_store, "DERIVED_STEP", 1)
+    assert keep_maps(store, "k", gen, maps, in_steps=True)
+    rows = _rows(tmp_path / "k.db")
+    assert {(part, name, pos, value) for _, part, name, pos, value in rows} == once
+    assert len({token for token, *_ in rows}) == 1  # the replaced header's rows are gone
+    log: list[str] = []
+    found = read_maps(store, "k", gen, KINDS, _rebuilt(log))
+    assert found is not None and dict(found[0]["names"]) == MAPS["names"] and log == []
+    assert not keep_maps(store, "k", gen + 1, maps, in_steps=True)  # not current
+    assert _rows(tmp_path / "k.db") == rows  # nothing of it left
+    store.close()
+
+
+def test_a_catalog_keeps_derived_state_on_a_second_connection(tmp_path: Path) -> None:
+    """The first process after a write answers before its derived state is written; the
+    write goes through another connection and is done when the catalog closes."""
+    db = tmp_path / "bg.db"
+    with Catalog.open(db, embedder=embedder()) as cat:
+        cat.add(_tools())
+        cat.discover(QUERIES[0], Principal.of("p", "t1", scopes=["orders:*"]))
+        names = dict(cat.names())
+        cat.finders()
+    store = SQLiteStore(db)
+    for name in ("phrase-index", "name-table", "finder-index"):
+        kept = store.derived(_kept_key(name))
+        assert kept is not None and kept[0] == store.generation()
+    with Catalog.open(db, embedder=embedder()) as again:
+        assert again.store.second_connection() is not None  # type: ignore[attr-defined]
+        assert dict(again.names()) == names
+    assert SQLiteStore(":memory:").second_connection() is None
+    store.close()
 
 
 def test_a_damaged_kept_map_is_built_again_never_used(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager, suppress
 from functools import partial
 from pathlib import Path
@@ -40,6 +41,7 @@ from toolscout.discovery.kept import (
     KIND_PAIRS,
     KIND_SET,
     KIND_STR,
+    RowStore,
     keep_maps,
     no_gc,
     read_maps,
@@ -217,6 +219,8 @@ _PHRASE_KINDS = {"name": KIND_SET, "summary": KIND_SET, "keys": KIND_SET, "in_na
 _NAME_KINDS = {"names": KIND_STR, "rendered": KIND_STR}
 _FINDER_KINDS = {"name_terms": KIND_SET, "by_term": KIND_LIST}
 _CODE_DIGEST: str | None = None
+#: derived maps as :func:`~toolscout.discovery.kept.keep_maps` takes them
+_Maps = Mapping[str, tuple[str, Mapping[str, Any] | AbstractSet[str]]]
 
 
 def _kept_key(name: str) -> str:
@@ -287,6 +291,8 @@ class Catalog:
         self._state: _State | None = None
         self._pin = threading.local()
         self._tokens_kept = -1  # texts whose token parts the store holds (-1: not read yet)
+        self._keeping: list[threading.Thread] = []  # derived state written in the background
+        self._keeping_lock = threading.Lock()
         if policy is not None and self._stored_policy() != policy:
             self.set_policy(policy)
         self.refresh()
@@ -344,6 +350,7 @@ class Catalog:
         return 0 < self.refresh().size <= self._tokens_kept
 
     def close(self) -> None:
+        self.wait_kept()
         with suppress(Exception):  # a cache: a store that cannot keep it is no error
             self.keep_token_counts()
         if self.log is not None:
@@ -560,8 +567,42 @@ class Catalog:
                 return found[0]
         parts = whole()
         if store is not None:
-            keep_maps(store, key, state.generation, {p: (kinds[p], parts[p]) for p in kinds})
+            self._keep(store, key, state.generation, {p: (kinds[p], parts[p]) for p in kinds})
         return parts
+
+    def _keep(self, store: RowStore, key: str, generation: int, maps: _Maps) -> None:
+        """Keep derived maps for the next process: on a background thread with a connection
+        of its own when the store can open one (a 100k catalog's phrase index is ~1M rows,
+        seconds of writing the request that built them need not wait for), in short
+        transactions, one such write after another; else here, in one. :meth:`close`
+        (and :meth:`wait_kept`) waits for them."""
+        second = getattr(self.store, "second_connection", None)
+        other = second() if callable(second) else None
+        if other is None:
+            keep_maps(store, key, generation, maps)
+            return
+        with self._keeping_lock:
+            before = self._keeping[-1] if self._keeping else None
+
+            def job() -> None:
+                if before is not None:
+                    before.join()
+                try:
+                    with suppress(Exception):  # a cache: the next process derives again
+                        keep_maps(other, key, generation, maps, in_steps=True)
+                finally:
+                    other.close()
+
+            thread = threading.Thread(target=job, name="toolscout-keep", daemon=False)
+            self._keeping.append(thread)
+            thread.start()
+
+    def wait_kept(self) -> None:
+        """Wait until the derived state being kept in the background is written."""
+        with self._keeping_lock:
+            pending, self._keeping = self._keeping, []
+        for thread in pending:
+            thread.join()
 
     def finders(self) -> FinderIndex:
         """The tools named as finders (search, find, lookup, list), by their name words."""
