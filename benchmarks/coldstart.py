@@ -69,7 +69,7 @@ for i, (tenant, query) in enumerate(zip(tenants, queries)):
     times.append(time.time() - start)
 ts.close()
 out = {"open_s": opened - t0, "first_s": times[0], "next_s": times[1:],
-       "total_s": opened - t0 + times[0]}
+       "total_s": opened - t0 + times[0], "closed_s": time.time() - t0}
 if sys.argv[6] == "1":
     out["timeline"] = timeline.marks(t0, opened + times[0])
 print(json.dumps(out))
@@ -189,7 +189,8 @@ def main() -> None:
             runs.append(out)
             print(
                 f"run {i + 1} ({tree}): open {out['open_s']:.2f} s, first discovery"
-                f" {out['first_s']:.2f} s, total {out['total_s']:.2f} s; next"
+                f" {out['first_s']:.2f} s, total {out['total_s']:.2f} s (closed at"
+                f" {out['closed_s']:.2f} s); next"
                 f" {[round(x, 3) for x in out['next_s']]} s; load avg {before} ->"
                 f" {out['load_avg_after']}",
                 flush=True,
