@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from support import embedder, spec
-from toolscout.discovery import tokencount
+from toolscout.discovery import lexical, tokencount
 from toolscout.discovery.catalog import Catalog, prefetch_models
 from toolscout.embed.minilm import MiniLMEmbedder
 
@@ -25,6 +25,16 @@ def test_prefetch_loads_the_model_and_the_token_counter() -> None:
     for thread in prefetch_models(model):
         thread.join(timeout=120)
     assert model._session is not None and tokencount._encoding is not None
+
+
+def test_prefetch_imports_the_stemmer_when_asked() -> None:
+    lexical._stemmer.cache_clear()
+    for thread in prefetch_models(None, tokens=False):
+        thread.join(timeout=120)
+    assert lexical._stemmer.cache_info().currsize == 0  # not asked: not loaded
+    for thread in prefetch_models(None, tokens=False, stemmer=True):
+        thread.join(timeout=120)
+    assert lexical._stemmer.cache_info().currsize == 1
 
 
 def test_opening_a_stored_catalog_prefetches_but_an_empty_one_does_not(tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager, suppress
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -196,7 +195,7 @@ def prefetch_models(
     if callable(load):
         jobs.insert(0, load)
     if stemmer:  # importing snowballstemmer's 30 languages: ~0.1 s, before any query's terms
-        jobs.append(partial(lexical.stem, "prefetch"))
+        jobs.append(lexical._stemmer)  # not stem(): its cache may hold the word already
     threads = [
         threading.Thread(target=_quietly, args=(job,), name="toolscout-prefetch", daemon=False)
         for job in jobs
