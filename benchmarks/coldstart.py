@@ -117,11 +117,13 @@ def build(db: Path, size: int, cache: Path) -> None:
     embedder.save()
 
 
-def print_timeline(title: str, marks: list[dict[str, Any]]) -> None:
-    """One line a mark: seconds from process start, thread, duration, name (nested
-    marks are inside the ones before them that end later)."""
-    print(f"{title}: timeline (s from process start)")
-    for m in marks:
+def print_timeline(title: str, marks: list[dict[str, Any]], least: float = 0.005) -> None:
+    """One line a mark of at least ``least`` seconds: seconds from process start, thread,
+    duration, name (nested marks are inside the ones before them that end later)."""
+    shown = [m for m in marks if m["end"] - m["start"] >= least]
+    print(f"{title}: timeline (s from process start; {len(marks) - len(shown)} marks"
+          f" under {least * 1000:.0f} ms left out)")  # fmt: skip
+    for m in shown:
         thread = "main" if m["thread"] == "MainThread" else m["thread"]
         print(f"  {m['start']:7.3f} -> {m['end']:7.3f}  {m['end'] - m['start']:6.3f}"
               f"  {thread:<20.20} {m['name']}")  # fmt: skip

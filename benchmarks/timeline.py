@@ -20,7 +20,17 @@ import time
 from typing import Any
 
 #: heavy imports timed as a whole (their own imports included)
-IMPORTS = {"numpy", "onnxruntime", "tokenizers", "snowballstemmer", "toolscout", "sqlite3"}
+IMPORTS = {
+    "numpy",
+    "onnxruntime",
+    "tokenizers",
+    "snowballstemmer",
+    "toolscout",
+    "sqlite3",
+    "toolscout.service",
+    "catalog_gen",
+    "tiktoken",
+}
 #: module -> functions and methods ("Class.method") wrapped after the module executed
 WATCH: dict[str, tuple[str, ...]] = {
     "toolscout.service": ("Toolscout.open", "Toolscout.discover"),
