@@ -46,8 +46,12 @@ def test_opening_a_stored_catalog_prefetches_but_an_empty_one_does_not(tmp_path:
     with Catalog.open(path, embedder=embedder(), log=False) as cat:
         cat.add([spec("a.find_order", "Find an order by its number.")])
     stored = MiniLMEmbedder()
-    with Catalog.open(path, embedder=stored, log=False):
+    with Catalog.open(path, embedder=stored, log=False) as cat:
         assert _wait_loaded(stored)  # no embed call made it load
+        deadline = time.monotonic() + 120
+        while cat.store._dense is None and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.05)
+        assert cat.store._dense is not None  # type: ignore[attr-defined]  # mapped, no search made
     off = MiniLMEmbedder()
     with Catalog.open(path, embedder=off, log=False, prefetch=False):
         time.sleep(0.2)

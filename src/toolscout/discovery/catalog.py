@@ -339,6 +339,12 @@ class Catalog:
         )
         if prefetch and not catalog.counts_kept:  # kept counts may spare the tokenizer
             prefetch_models(None)
+        prepare = getattr(store, "prepare_dense", None)
+        if prefetch and callable(prepare):  # the dense index, mapped while the encoder loads
+            threading.Thread(
+                target=_quietly, args=(lambda: prepare(chosen.model_id),),
+                name="toolscout-prefetch", daemon=False,
+            ).start()  # fmt: skip
         return catalog
 
     @property

@@ -608,6 +608,11 @@ class SQLiteStore:
                 raise StoreError(f"lexical search failed: {exc}") from exc
         return hits
 
+    def prepare_dense(self, model_id: str) -> None:
+        """Map (or build) the dense index of ``model_id`` now, not on the first search (a
+        new process does it while the query encoder loads)."""
+        self._dense_index(model_id)
+
     def _dense_index(self, model_id: str) -> _DenseIndex:
         with self._lock:
             if self._dense is None or self._dense_model != model_id:
