@@ -22,6 +22,7 @@ from toolscout.discovery.kept import (
     keep_maps,
     read_maps,
 )
+from toolscout.errors import StoreError
 from toolscout.policy import Principal, TenantIndex, entitle
 from toolscout.stores import sqlite as sqlite_store
 from toolscout.stores.sqlite import SQLiteStore
@@ -118,6 +119,22 @@ def test_a_catalog_keeps_derived_state_on_a_second_connection(tmp_path: Path) ->
         assert dict(again.names()) == names
     assert SQLiteStore(":memory:").second_connection() is None
     store.close()
+
+
+def test_derived_state_is_kept_in_line_when_no_second_connection_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: SQLiteStore) -> SQLiteStore:
+        raise StoreError(f"cannot open the store at {self.path}: refused")
+
+    monkeypatch.setattr(SQLiteStore, "second_connection", refuse)
+    with Catalog.open(tmp_path / "one.db", embedder=embedder()) as cat:
+        cat.add(_tools())
+        names = dict(cat.names())  # answered, and kept before returning
+        assert cat._keeping == []
+        kept = cat.store.derived(_kept_key("name-table"))  # type: ignore[attr-defined]
+        assert kept is not None and kept[0] == cat.generation
+    assert names
 
 
 def test_a_damaged_kept_map_is_built_again_never_used(tmp_path: Path) -> None:

@@ -582,7 +582,9 @@ class Catalog:
         transactions, one such write after another; else here, in one. :meth:`close`
         (and :meth:`wait_kept`) waits for them."""
         second = getattr(self.store, "second_connection", None)
-        other = second() if callable(second) else None
+        other = None
+        with suppress(Exception):  # a file another connection cannot open: kept here
+            other = second() if callable(second) else None
         if other is None:
             keep_maps(store, key, generation, maps)
             return
