@@ -1,7 +1,7 @@
 """Cold start: a NEW process opening a stored catalog and answering its first discovery.
 
     python benchmarks/coldstart.py [--size 100000] [--runs 3] [--db PATH] [--profile]
-        [--compare OTHER/src] [--new-queries]
+        [--compare OTHER/src] [--new-queries] [--timeline]
 
 Builds (once, kept at ``--db``) the synthetic catalog of ``benchmarks/catalog_gen.py``
 in a SQLite file, embedding through the same text -> vector cache file as
@@ -36,6 +36,9 @@ import json, sys, time
 t0 = float(sys.argv[1])
 profile = sys.argv[3] == "1"
 sys.path.insert(0, sys.argv[4])
+if sys.argv[6] == "1":
+    import timeline
+    timeline.install(t0)
 import catalog_gen
 from toolscout import Settings, Toolscout
 from toolscout.policy import Principal
@@ -65,8 +68,11 @@ for i, (tenant, query) in enumerate(zip(tenants, queries)):
         ts.discover(who, query, k=5)
     times.append(time.time() - start)
 ts.close()
-print(json.dumps({"open_s": opened - t0, "first_s": times[0], "next_s": times[1:],
-                  "total_s": opened - t0 + times[0]}))
+out = {"open_s": opened - t0, "first_s": times[0], "next_s": times[1:],
+       "total_s": opened - t0 + times[0], "closed_s": time.time() - t0}
+if sys.argv[6] == "1":
+    out["timeline"] = timeline.marks(t0, opened + times[0])
+print(json.dumps(out))
 """
 
 
@@ -111,6 +117,18 @@ def build(db: Path, size: int, cache: Path) -> None:
     embedder.save()
 
 
+def print_timeline(title: str, marks: list[dict[str, Any]], least: float = 0.005) -> None:
+    """One line a mark of at least ``least`` seconds: seconds from process start, thread,
+    duration, name (nested marks are inside the ones before them that end later)."""
+    shown = [m for m in marks if m["end"] - m["start"] >= least]
+    print(f"{title}: timeline (s from process start; {len(marks) - len(shown)} marks"
+          f" under {least * 1000:.0f} ms left out)")  # fmt: skip
+    for m in shown:
+        thread = "main" if m["thread"] == "MainThread" else m["thread"]
+        print(f"  {m['start']:7.3f} -> {m['end']:7.3f}  {m['end'] - m['start']:6.3f}"
+              f"  {thread:<20.20} {m['name']}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=int, default=100_000)
@@ -130,6 +148,12 @@ def main() -> None:
         action="store_true",
         help="each run asks requests no earlier run asked (both trees the same ones): a"
         " process then cannot reuse what an earlier one derived for the same request",
+    )
+    ap.add_argument(
+        "--timeline",
+        action="store_true",
+        help="record perf_counter marks around the steps of opening and of the first"
+        " discovery, on every thread (benchmarks/timeline.py), and print them per run",
     )
     args = ap.parse_args()
     if args.runs < 1:
@@ -151,7 +175,7 @@ def main() -> None:
             profile = "1" if args.profile and i == 0 and tree == "this" else "0"
             proc = subprocess.run(
                 [sys.executable, "-c", CHILD, repr(t0), str(db), profile, str(ROOT / "benchmarks"),
-                 str(i if args.new_queries else -1)],
+                 str(i if args.new_queries else -1), "1" if args.timeline else "0"],
                 capture_output=True, text=True, check=False, env=env,
             )  # fmt: skip
             if proc.returncode != 0:
@@ -159,13 +183,16 @@ def main() -> None:
             if profile == "1":
                 print(proc.stderr[-12000:])
             out = json.loads(proc.stdout.strip().splitlines()[-1])
+            if args.timeline:
+                print_timeline(f"run {i + 1} ({tree})", out["timeline"])
             out["tree"] = tree
             out["load_avg_before"] = before
             out["load_avg_after"] = round(os.getloadavg()[0], 2)
             runs.append(out)
             print(
                 f"run {i + 1} ({tree}): open {out['open_s']:.2f} s, first discovery"
-                f" {out['first_s']:.2f} s, total {out['total_s']:.2f} s; next"
+                f" {out['first_s']:.2f} s, total {out['total_s']:.2f} s (closed at"
+                f" {out['closed_s']:.2f} s); next"
                 f" {[round(x, 3) for x in out['next_s']]} s; load avg {before} ->"
                 f" {out['load_avg_after']}",
                 flush=True,

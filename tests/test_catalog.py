@@ -333,6 +333,7 @@ def test_a_new_process_reads_the_phrase_index_kept_for_its_generation(tmp_path: 
         asked = [first.discover(q, Principal.of("p")).ids for q in QUERIES_KEPT]
         first_names = dict(first.names())
         built_idf = [built.idf(t) for t in ("find", "thing", "item", "absent")]
+        first.wait_kept()  # kept on a background connection
         assert first.store.derived(catalog_module._kept_key("phrase-index"))[0] == generation  # type: ignore[attr-defined]
     with Catalog.open(db, embedder=embedder()) as second:
         kept = second.phrases()
@@ -351,6 +352,7 @@ def test_a_new_process_reads_the_phrase_index_kept_for_its_generation(tmp_path: 
         second.add([spec("svc.find_other", "Find the other thing.")])
         moved = second.phrases()
         assert "svc.find_other" in {t for entries in moved.identifiers.values() for t, _ in entries}
+        second.wait_kept()
         assert (
             second.store.derived(catalog_module._kept_key("phrase-index"))[0] == second.generation
         )  # type: ignore[attr-defined]
@@ -363,6 +365,7 @@ def test_a_damaged_kept_phrase_index_is_rebuilt(tmp_path: Path) -> None:
     with Catalog.open(db, embedder=embedder()) as first:
         first.add([spec("svc.ping", "Check the service.")])
         first.phrases()
+        first.wait_kept()
         key = catalog_module._kept_key("phrase-index")
         assert first.store.set_derived(key, first.generation, b"not a pickle")  # type: ignore[attr-defined]
         assert not first.store.set_derived(key, first.generation - 1, b"old")  # type: ignore[attr-defined]

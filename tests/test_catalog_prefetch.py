@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from support import embedder, spec
-from toolscout.discovery import tokencount
+from toolscout.discovery import lexical, tokencount
 from toolscout.discovery.catalog import Catalog, prefetch_models
 from toolscout.embed.minilm import MiniLMEmbedder
 
@@ -27,6 +27,16 @@ def test_prefetch_loads_the_model_and_the_token_counter() -> None:
     assert model._session is not None and tokencount._encoding is not None
 
 
+def test_prefetch_imports_the_stemmer_when_asked() -> None:
+    lexical._stemmer.cache_clear()
+    for thread in prefetch_models(None, tokens=False):
+        thread.join(timeout=120)
+    assert lexical._stemmer.cache_info().currsize == 0  # not asked: not loaded
+    for thread in prefetch_models(None, tokens=False, stemmer=True):
+        thread.join(timeout=120)
+    assert lexical._stemmer.cache_info().currsize == 1
+
+
 def test_opening_a_stored_catalog_prefetches_but_an_empty_one_does_not(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     empty = MiniLMEmbedder()
@@ -36,8 +46,12 @@ def test_opening_a_stored_catalog_prefetches_but_an_empty_one_does_not(tmp_path:
     with Catalog.open(path, embedder=embedder(), log=False) as cat:
         cat.add([spec("a.find_order", "Find an order by its number.")])
     stored = MiniLMEmbedder()
-    with Catalog.open(path, embedder=stored, log=False):
+    with Catalog.open(path, embedder=stored, log=False) as cat:
         assert _wait_loaded(stored)  # no embed call made it load
+        deadline = time.monotonic() + 120
+        while cat.store._dense is None and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.05)
+        assert cat.store._dense is not None  # type: ignore[attr-defined]  # mapped, no search made
     off = MiniLMEmbedder()
     with Catalog.open(path, embedder=off, log=False, prefetch=False):
         time.sleep(0.2)

@@ -8,6 +8,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from support import embedder, spec
 from toolscout.discovery.cardtable import CardTable
 from toolscout.discovery.catalog import Catalog, _kept_key
@@ -20,7 +22,9 @@ from toolscout.discovery.kept import (
     keep_maps,
     read_maps,
 )
+from toolscout.errors import StoreError
 from toolscout.policy import Principal, TenantIndex, entitle
+from toolscout.stores import sqlite as sqlite_store
 from toolscout.stores.sqlite import SQLiteStore
 
 KINDS = {"sets": KIND_SET, "pairs": KIND_PAIRS, "names": KIND_STR, "flags": KIND_FLAG}
@@ -63,6 +67,74 @@ def test_kept_maps_are_read_back_per_key(tmp_path: Path) -> None:
     assert read_maps(store, "k", gen + 1, KINDS, _rebuilt(log)) is None  # another generation
     assert read_maps(store, "k", gen, {"sets": KIND_SET}, _rebuilt(log)) is None  # other parts
     assert not keep_maps(store, "k", gen + 1, {})  # not the current generation: not written
+
+
+def _rows(db_path: Path) -> list[tuple[str, str, str, int, str]]:
+    db = sqlite3.connect(db_path)
+    try:
+        return db.execute("SELECT token, part, name, pos, value FROM derived_rows").fetchall()
+    finally:
+        db.close()
+
+
+def test_maps_kept_in_steps_read_back_as_kept_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The background writer's way (many short transactions, step=1 here) keeps the same
+    rows; the rows of the header it replaces go; a moved generation writes nothing and
+    leaves none of its rows behind."""
+    store = _store(tmp_path)
+    gen = store.generation()
+    maps = {p: (KINDS[p], MAPS[p]) for p in KINDS}
+    assert keep_maps(store, "k", gen, maps)
+    once = {(part, name, pos, value) for _, part, name, pos, value in _rows(tmp_path / "k.db")}
+    monkeypatch.setattr(sqlite_store, "DERIVED_STEP", 1)
+    assert keep_maps(store, "k", gen, maps, in_steps=True)
+    rows = _rows(tmp_path / "k.db")
+    assert {(part, name, pos, value) for _, part, name, pos, value in rows} == once
+    assert len({token for token, *_ in rows}) == 1  # the replaced header's rows are gone
+    log: list[str] = []
+    found = read_maps(store, "k", gen, KINDS, _rebuilt(log))
+    assert found is not None and dict(found[0]["names"]) == MAPS["names"] and log == []
+    assert not keep_maps(store, "k", gen + 1, maps, in_steps=True)  # not current
+    assert _rows(tmp_path / "k.db") == rows  # nothing of it left
+    store.close()
+
+
+def test_a_catalog_keeps_derived_state_on_a_second_connection(tmp_path: Path) -> None:
+    """The first process after a write answers before its derived state is written; the
+    write goes through another connection and is done when the catalog closes."""
+    db = tmp_path / "bg.db"
+    with Catalog.open(db, embedder=embedder()) as cat:
+        cat.add(_tools())
+        cat.discover(QUERIES[0], Principal.of("p", "t1", scopes=["orders:*"]))
+        names = dict(cat.names())
+        cat.finders()
+    store = SQLiteStore(db)
+    for name in ("phrase-index", "name-table", "finder-index"):
+        kept = store.derived(_kept_key(name))
+        assert kept is not None and kept[0] == store.generation()
+    with Catalog.open(db, embedder=embedder()) as again:
+        assert again.store.second_connection() is not None  # type: ignore[attr-defined]
+        assert dict(again.names()) == names
+    assert SQLiteStore(":memory:").second_connection() is None
+    store.close()
+
+
+def test_derived_state_is_kept_in_line_when_no_second_connection_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: SQLiteStore) -> SQLiteStore:
+        raise StoreError(f"cannot open the store at {self.path}: refused")
+
+    monkeypatch.setattr(SQLiteStore, "second_connection", refuse)
+    with Catalog.open(tmp_path / "one.db", embedder=embedder()) as cat:
+        cat.add(_tools())
+        names = dict(cat.names())  # answered, and kept before returning
+        assert cat._keeping == []
+        kept = cat.store.derived(_kept_key("name-table"))  # type: ignore[attr-defined]
+        assert kept is not None and kept[0] == cat.generation
+    assert names
 
 
 def test_a_damaged_kept_map_is_built_again_never_used(tmp_path: Path) -> None:
@@ -156,6 +228,28 @@ def test_a_tenants_share_read_from_the_store_entitles_as_every_card_does(tmp_pat
             assert [c.id for c in fast.allowed] == [c.id for c in plain.allowed]
             assert dict(fast.denied) == dict(plain.denied) and fast.ids == plain.ids
     assert table._all is None
+    store.close()
+
+
+def test_a_tenants_share_read_with_its_cards_is_the_share_then_its_cards(tmp_path: Path) -> None:
+    with Catalog(SQLiteStore(tmp_path / "s.db"), embedder=embedder()) as cat:
+        cat.add(_tools())
+    store = SQLiteStore(tmp_path / "s.db")
+    for tenant in ("t0", "t1", "", "unknown"):
+        ids = store.tenant_share(tenant)
+        rows = store.tenant_cards(tenant)
+        assert [t for t, _ in rows] == ids
+        assert dict(rows) == store.cards_of(ids)
+        held = set(ids[::2])
+        assert [t for t, c in store.tenant_cards(tenant, held) if c is None] == ids[::2]
+    table = CardTable(store)
+    share = table.share()
+    assert share is not None
+    first = share("t1")
+    again = share("t2")  # the shared cards are held: handed out again as the same objects
+    shared = {c.id: c for c in first if not c.tenants}
+    assert shared and all(c is shared[c.id] for c in again if c.id in shared)
+    assert table.get(first[0].id) is first[0] and table._all is None
     store.close()
 
 

@@ -16,7 +16,7 @@ next refresh; a card removed meanwhile reads as unknown, never as another tool.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from typing import Any
 
 from toolscout.cards import CapabilityCard
@@ -33,6 +33,7 @@ class CardTable:
             store, "cards_of", None
         )
         self._share: Callable[[str], list[str]] | None = getattr(store, "tenant_share", None)
+        self._share_cards: _ShareCards | None = getattr(store, "tenant_cards", None)
         self._store = store
         self._lock = threading.Lock()
         self._all: tuple[CapabilityCard, ...] | None = None
@@ -83,12 +84,29 @@ class CardTable:
         without reading every card; None when it cannot."""
         if self._share is None or self._of is None:
             return None
+        if self._share_cards is not None and self._all is None:
+            return self._offered
         share = self._share
 
         def offered(tenant: str) -> Sequence[CapabilityCard]:
             return self.many([t for t in share(tenant) if t in self.known])
 
         return offered
+
+    def _offered(self, tenant: str) -> Sequence[CapabilityCard]:
+        """A tenant's share read with its cards in one pass (the held ones not parsed again)."""
+        assert self._share_cards is not None
+        rows = self._share_cards(tenant, self._held)
+        with self._lock:
+            for tid, card in rows:
+                if card is not None and tid in self.known:
+                    self._held.setdefault(tid, card)
+        held = self._held
+        return [held[t] for t, _ in rows if t in held]
+
+
+#: a store's reader of a tenant's share with its cards (``None`` for the held ids)
+_ShareCards = Callable[[str, Container[str]], list[tuple[str, CapabilityCard | None]]]
 
 
 class _ById(Mapping[str, CapabilityCard]):

@@ -17,12 +17,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolscout.cards import CapabilityCard, ToolSpec, check_unique
-from toolscout.discovery import inject, tokencount
+from toolscout.discovery import inject, lexical, tokencount
 from toolscout.discovery.calibrate import (
     MAX_SHIFT,
     SHIFT_META,
@@ -39,6 +40,7 @@ from toolscout.discovery.kept import (
     KIND_PAIRS,
     KIND_SET,
     KIND_STR,
+    RowStore,
     keep_maps,
     no_gc,
     read_maps,
@@ -178,17 +180,22 @@ def stored_embedder(store: Store, *, spin_wait: bool = True) -> Embedder:
     return make_embedder(known, spin_wait=spin_wait)
 
 
-def prefetch_models(embedder: Embedder | None, *, tokens: bool = True) -> list[threading.Thread]:
-    """Load ``embedder``'s model (when it can be loaded ahead: a ``load`` method) and the
-    token counter (unless ``tokens`` is false) on background threads, so a new process's
-    first discovery does not wait for both in turn (each is loaded once: a later call finds
-    it loaded). A failure is left for the first use to report. The threads are not daemons:
-    a process that ends while ONNX Runtime is still building its session would abort
-    ("terminate called without an active exception"), so the interpreter waits for them."""
+def prefetch_models(
+    embedder: Embedder | None, *, tokens: bool = True, stemmer: bool = False
+) -> list[threading.Thread]:
+    """Load ``embedder``'s model (when it can be loaded ahead: a ``load`` method), the
+    token counter (unless ``tokens`` is false) and the query stemmer (when ``stemmer``) on
+    background threads, so a new process's first discovery does not wait for them in turn
+    (each is loaded once: a later call finds it loaded). A failure is left for the first
+    use to report. The threads are not daemons: a process that ends while ONNX Runtime is
+    still building its session would abort ("terminate called without an active
+    exception"), so the interpreter waits for them."""
     load = getattr(embedder, "load", None)
     jobs: list[Callable[[], object]] = [tokencount.encoding] if tokens else []
     if callable(load):
         jobs.insert(0, load)
+    if stemmer:  # importing snowballstemmer's 30 languages: ~0.1 s, before any query's terms
+        jobs.append(lexical._stemmer)  # not stem(): its cache may hold the word already
     threads = [
         threading.Thread(target=_quietly, args=(job,), name="toolscout-prefetch", daemon=False)
         for job in jobs
@@ -211,6 +218,8 @@ _PHRASE_KINDS = {"name": KIND_SET, "summary": KIND_SET, "keys": KIND_SET, "in_na
 _NAME_KINDS = {"names": KIND_STR, "rendered": KIND_STR}
 _FINDER_KINDS = {"name_terms": KIND_SET, "by_term": KIND_LIST}
 _CODE_DIGEST: str | None = None
+#: derived maps as :func:`~toolscout.discovery.kept.keep_maps` takes them
+_Maps = Mapping[str, tuple[str, Mapping[str, Any] | AbstractSet[str]]]
 
 
 def _kept_key(name: str) -> str:
@@ -281,6 +290,8 @@ class Catalog:
         self._state: _State | None = None
         self._pin = threading.local()
         self._tokens_kept = -1  # texts whose token parts the store holds (-1: not read yet)
+        self._keeping: list[threading.Thread] = []  # derived state written in the background
+        self._keeping_lock = threading.Lock()
         if policy is not None and self._stored_policy() != policy:
             self.set_policy(policy)
         self.refresh()
@@ -312,7 +323,7 @@ class Catalog:
         chosen = embedder or stored_embedder(store)
         prefetch = prefetch and store.generation() > 0
         if prefetch:  # the encoder; the token counter once the kept counts are known
-            prefetch_models(chosen, tokens=False)
+            prefetch_models(chosen, tokens=False, stemmer=True)
         dlog = None
         if log and isinstance(path, str | Path):
             from toolscout.telemetry.log import open_log
@@ -328,6 +339,12 @@ class Catalog:
         )
         if prefetch and not catalog.counts_kept:  # kept counts may spare the tokenizer
             prefetch_models(None)
+        prepare = getattr(store, "prepare_dense", None)
+        if prefetch and callable(prepare):  # the dense index, mapped while the encoder loads
+            threading.Thread(
+                target=_quietly, args=(lambda: prepare(chosen.model_id),),
+                name="toolscout-prefetch", daemon=False,
+            ).start()  # fmt: skip
         return catalog
 
     @property
@@ -338,6 +355,7 @@ class Catalog:
         return 0 < self.refresh().size <= self._tokens_kept
 
     def close(self) -> None:
+        self.wait_kept()
         with suppress(Exception):  # a cache: a store that cannot keep it is no error
             self.keep_token_counts()
         if self.log is not None:
@@ -554,8 +572,44 @@ class Catalog:
                 return found[0]
         parts = whole()
         if store is not None:
-            keep_maps(store, key, state.generation, {p: (kinds[p], parts[p]) for p in kinds})
+            self._keep(store, key, state.generation, {p: (kinds[p], parts[p]) for p in kinds})
         return parts
+
+    def _keep(self, store: RowStore, key: str, generation: int, maps: _Maps) -> None:
+        """Keep derived maps for the next process: on a background thread with a connection
+        of its own when the store can open one (a 100k catalog's phrase index is ~1M rows,
+        seconds of writing the request that built them need not wait for), in short
+        transactions, one such write after another; else here, in one. :meth:`close`
+        (and :meth:`wait_kept`) waits for them."""
+        second = getattr(self.store, "second_connection", None)
+        other = None
+        with suppress(Exception):  # a file another connection cannot open: kept here
+            other = second() if callable(second) else None
+        if other is None:
+            keep_maps(store, key, generation, maps)
+            return
+        with self._keeping_lock:
+            before = self._keeping[-1] if self._keeping else None
+
+            def job() -> None:
+                if before is not None:
+                    before.join()
+                try:
+                    with suppress(Exception):  # a cache: the next process derives again
+                        keep_maps(other, key, generation, maps, in_steps=True)
+                finally:
+                    other.close()
+
+            thread = threading.Thread(target=job, name="toolscout-keep", daemon=False)
+            self._keeping.append(thread)
+            thread.start()
+
+    def wait_kept(self) -> None:
+        """Wait until the derived state being kept in the background is written."""
+        with self._keeping_lock:
+            pending, self._keeping = self._keeping, []
+        for thread in pending:
+            thread.join()
 
     def finders(self) -> FinderIndex:
         """The tools named as finders (search, find, lookup, list), by their name words."""

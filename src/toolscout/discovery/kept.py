@@ -263,12 +263,19 @@ class KeptSet(AbstractSet[str]):
         return len(self._flags)
 
 
-def keep_maps(store: RowStore, key: str, generation: int,
-              maps: Mapping[str, tuple[str, Mapping[str, Any] | AbstractSet[str]]],
-              extra: Mapping[str, Any] | None = None) -> bool:  # fmt: skip
+def keep_maps(
+    store: RowStore,
+    key: str,
+    generation: int,
+    maps: Mapping[str, tuple[str, Mapping[str, Any] | AbstractSet[str]]],
+    extra: Mapping[str, Any] | None = None,
+    *,
+    in_steps: bool = False,
+) -> bool:
     """Keep ``maps`` (part → (kind, map or set)) as rows under a fresh token, and a header
     naming the token, each part's row count and ``extra`` (JSON) under ``key``, all for
-    ``generation`` (written only while it is current). True if written."""
+    ``generation`` (written only while it is current). True if written. ``in_steps``: in
+    many short transactions when the store can (a background writer's way)."""
     token = secrets.token_hex(8)
     counts = {part: len(m) for part, (_, m) in maps.items()}
     header = json.dumps({"token": token, "counts": counts, "extra": dict(extra or {})})
@@ -279,7 +286,9 @@ def keep_maps(store: RowStore, key: str, generation: int,
         return ((k, "1") for k in m)
 
     parts = {part: rows(kind, m) for part, (kind, m) in maps.items()}
-    return store.set_derived_rows(key, generation, header.encode(), token, parts)
+    stepped = getattr(store, "set_derived_rows_in_steps", None) if in_steps else None
+    write = stepped if callable(stepped) else store.set_derived_rows
+    return bool(write(key, generation, header.encode(), token, parts))
 
 
 def read_maps(

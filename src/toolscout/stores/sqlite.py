@@ -12,7 +12,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,20 @@ MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3)
 #: of the catalog, and while the caller's allowed tools carry at most this many tokens
 SCOPE_FILTER_SHARE = 0.5
 SCOPE_FILTER_TOKENS = 8
+#: rows a background writer of derived state writes (or removes) per transaction
+DERIVED_STEP = 20_000
+
+
+#: the tables of derived state (made on first use, outside the numbered migrations)
+_DERIVED_TABLE = (
+    "CREATE TABLE IF NOT EXISTS derived (key TEXT PRIMARY KEY,"
+    " generation INTEGER NOT NULL, blob BLOB NOT NULL)"
+)
+_DERIVED_ROWS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS derived_rows (token TEXT NOT NULL, part TEXT NOT NULL,"
+    " name TEXT NOT NULL, pos INTEGER NOT NULL, value TEXT NOT NULL,"
+    " PRIMARY KEY (token, part, name)) WITHOUT ROWID"
+)
 
 
 def scope_value(tenants: Sequence[str]) -> str:
@@ -447,17 +461,30 @@ class SQLiteStore:
     def tenant_share(self, tenant: str) -> list[str]:
         """The ids of the tools offered to ``tenant`` or to every tenant, in catalog order:
         read from the lexical index's scope column (:func:`scope_value`), not the cards."""
+        return [tid for tid, _ in self._share_rows(tenant, "id, NULL")]
+
+    def tenant_cards(
+        self, tenant: str, held: Container[str] = ()
+    ) -> list[tuple[str, CapabilityCard | None]]:
+        """The tools offered to ``tenant`` or to every tenant, in catalog order, with their
+        cards (``None`` for the ids in ``held``, not parsed again): one read, where
+        :meth:`tenant_share` then :meth:`cards_of` look every id up a second time."""
+        return [
+            (tid, None if tid in held else _card_from_json(raw))
+            for tid, raw in self._share_rows(tenant, "id, card")
+        ]
+
+    def _share_rows(self, tenant: str, columns: str) -> list[tuple[str, Any]]:
         match = f'scope : ("{SHARED_SCOPE}" OR "{SCOPE_PREFIX}{tenant.encode().hex()}")'
         with self._lock:
             try:
-                rows = self._db.execute(
-                    "SELECT id FROM tools WHERE rid IN"
+                return self._db.execute(
+                    f"SELECT {columns} FROM tools WHERE rid IN"
                     " (SELECT rowid FROM tool_fts WHERE tool_fts MATCH ?) ORDER BY rid",
                     (match,),
                 ).fetchall()
             except sqlite3.OperationalError as exc:
                 raise StoreError(f"reading the tools offered to {tenant!r} failed: {exc}") from exc
-        return [r[0] for r in rows]
 
     def specs(self, ids: Sequence[str]) -> dict[str, ToolSpec]:
         out: dict[str, ToolSpec] = {}
@@ -581,6 +608,11 @@ class SQLiteStore:
                 raise StoreError(f"lexical search failed: {exc}") from exc
         return hits
 
+    def prepare_dense(self, model_id: str) -> None:
+        """Map (or build) the dense index of ``model_id`` now, not on the first search (a
+        new process does it while the query encoder loads)."""
+        self._dense_index(model_id)
+
     def _dense_index(self, model_id: str) -> _DenseIndex:
         with self._lock:
             if self._dense is None or self._dense_model != model_id:
@@ -681,10 +713,7 @@ class SQLiteStore:
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute(
-                    "CREATE TABLE IF NOT EXISTS derived (key TEXT PRIMARY KEY,"
-                    " generation INTEGER NOT NULL, blob BLOB NOT NULL)"
-                )
+                self._db.execute(_DERIVED_TABLE)
                 row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
                 if row is None or int(row[0]) != generation:
                     self._db.execute("ROLLBACK")
@@ -706,11 +735,7 @@ class SQLiteStore:
         self, key: str, token: str, parts: Mapping[str, Iterable[tuple[str, str]]]
     ) -> None:
         """Inside a write: the rows of ``key``'s previous header go, ``parts`` come in."""
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS derived_rows (token TEXT NOT NULL, part TEXT NOT NULL,"
-            " name TEXT NOT NULL, pos INTEGER NOT NULL, value TEXT NOT NULL,"
-            " PRIMARY KEY (token, part, name)) WITHOUT ROWID"
-        )
+        self._db.execute(_DERIVED_ROWS_TABLE)
         old = self._db.execute("SELECT blob FROM derived WHERE key = ?", (key,)).fetchone()
         if old is not None:
             with suppress(ValueError, TypeError, KeyError):
@@ -737,6 +762,88 @@ class SQLiteStore:
         (which names the token) under ``key``, in one transaction, if ``generation`` is
         still the current one; the rows of the header it replaces are removed."""
         return self._keep_derived(key, generation, header, (token, parts))
+
+    def second_connection(self) -> SQLiteStore | None:
+        """Another connection to this file, for a background writer (WAL: this one's
+        readers are not blocked while it writes); None for an in-memory store."""
+        return None if str(self.path) == ":memory:" else SQLiteStore(self.path, dim=self.dim)
+
+    def set_derived_rows_in_steps(
+        self,
+        key: str,
+        generation: int,
+        header: bytes,
+        token: str,
+        parts: Mapping[str, Iterable[tuple[str, str]]],
+    ) -> bool:
+        """:meth:`set_derived_rows` in many short transactions (for a background writer,
+        so no other writer waits on it for long): the rows under ``token`` first (unread
+        until a header names it), then the header in one short transaction if
+        ``generation`` is still the current one, then the rows of the header it replaced.
+        Rows of a write that did not finish are removed; True if the header was written."""
+        step = DERIVED_STEP
+        try:
+            with self._lock:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(_DERIVED_TABLE)
+                self._db.execute(_DERIVED_ROWS_TABLE)
+                self._db.execute("COMMIT")
+            for part, items in parts.items():
+                rows = [(token, part, name, i, value) for i, (name, value) in enumerate(items)]
+                rows.sort(key=lambda r: r[2])
+                for start in range(0, len(rows), step):
+                    with self._lock:
+                        self._db.execute("BEGIN IMMEDIATE")
+                        self._db.executemany(
+                            "INSERT INTO derived_rows(token, part, name, pos, value)"
+                            " VALUES (?, ?, ?, ?, ?)",
+                            rows[start : start + step],
+                        )
+                        self._db.execute("COMMIT")
+            with self._lock:
+                self._db.execute("BEGIN IMMEDIATE")
+                row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                if row is None or int(row[0]) != generation:
+                    self._db.execute("ROLLBACK")
+                    self._drop_rows(token, list(parts), step)
+                    return False
+                old = self._db.execute("SELECT blob FROM derived WHERE key = ?", (key,)).fetchone()
+                self._db.execute(
+                    "INSERT OR REPLACE INTO derived(key, generation, blob) VALUES (?, ?, ?)",
+                    (key, generation, header),
+                )
+                self._db.execute("COMMIT")
+        except (sqlite3.Error, ValueError):
+            with self._lock:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+            with suppress(sqlite3.Error):
+                self._drop_rows(token, list(parts), step)
+            return False
+        with suppress(sqlite3.Error, ValueError, TypeError, KeyError):
+            if old is not None:
+                stale = json.loads(old[0])
+                self._drop_rows(str(stale["token"]), list(stale["counts"]), step)
+        return True
+
+    def _drop_rows(self, token: str, parts: Sequence[str], step: int) -> None:
+        """Remove the rows under ``token`` a range of keys at a time (short transactions)."""
+        for part in parts:
+            while True:
+                with self._lock:
+                    last = self._db.execute(
+                        "SELECT max(name) FROM (SELECT name FROM derived_rows WHERE token = ?"
+                        " AND part = ? ORDER BY name LIMIT ?)",
+                        (token, part, step),
+                    ).fetchone()[0]
+                    if last is None:
+                        break
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._db.execute(
+                        "DELETE FROM derived_rows WHERE token = ? AND part = ? AND name <= ?",
+                        (token, part, last),
+                    )
+                    self._db.execute("COMMIT")
 
     def derived_rows(self, token: str, part: str, names: Sequence[str]) -> dict[str, str]:
         """The kept values of ``names`` in one part of a derived map (missing ones left out)."""
