@@ -460,9 +460,9 @@ def main() -> None:
         **runs,
         "rss_mb_samples": samples,
     }
-    out = args.out or ROOT / "benchmarks" / "results" / f"load_{result['store']}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    path = args.out or ROOT / "benchmarks" / "results" / f"load_{result['store']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'run':<16} {'requests':>9} {'ok req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8}"
           f" {'bad':>5} {'429':>5} {'non2xx':>6} {'sockerr':>7} {'cpu ms':>7}"
           "  load avg before -> after")  # fmt: skip
@@ -475,7 +475,7 @@ def main() -> None:
             f"  {r['load_avg_before']} -> {r['load_avg_after']}"
         )
     print("rss MiB over time:", samples)
-    print(f"written {out}")
+    print(f"written {path}")
 
 
 def discover_agent(i: int) -> str:
