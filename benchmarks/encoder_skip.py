@@ -114,6 +114,36 @@ def fit(
     return best[3] if best is not None else (False, None)
 
 
+def load_mix_share(n: int) -> dict[str, Any]:
+    """The share of ``load.py``'s new-text requests the skip rule skips: its first ``n``
+    dev-set texts, from its 64 discovering principals in turn, on the demo catalog
+    ``toolscout serve`` serves in it, with ``encoder_skip=True``."""
+    import load
+    from toolscout import Settings, Toolscout
+    from toolscout.discovery.search import clear_query_cache
+    from toolscout.settings import SearchSettings
+
+    skipping = SearchSettings(encoder_skip=True)
+    texts = load.dev_queries(load.DEFAULT_BENCH)[:n]
+    reasons: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        target = str(Path(tmp) / "demo.db")
+        load.build_catalog(target, str(Path(tmp) / "audit.db"))
+        settings = Settings(db=target, jwt_key=load.KEY, audit_path=str(Path(tmp) / "a2.db"))
+        with Toolscout.open(settings) as ts:
+            askers = [ts.verify(load.discover_agent(i)) for i in range(load.DISCOVER_PRINCIPALS)]
+            for i, text in enumerate(texts):
+                clear_query_cache()
+                got = ts.catalog.discover(
+                    text, askers[i % len(askers)], k=3, settings=skipping, record=False
+                )
+                why = got.trace.encoder_skipped or "ran"
+                reasons[why] = reasons.get(why, 0) + 1
+    skipped = sum(c for why, c in reasons.items() if why != "ran")
+    return {"requests": len(texts), "skipped": skipped, "share": skipped / max(len(texts), 1),
+            "by_reason": reasons}  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench", type=Path, default=quality.DEFAULT_BENCH)
@@ -127,7 +157,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "encoder_skip.json"
     )
+    ap.add_argument(
+        "--load-mix",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only report the share of load.py's first N new-text requests the rule skips",
+    )
     args = ap.parse_args(argv)
+    if args.load_mix:
+        share = load_mix_share(args.load_mix)
+        print(json.dumps(share))
+        out = args.out.with_name("encoder_skip_load_mix.json")
+        shown = sys.argv[1:] if argv is None else argv
+        cmd = quality.command_line("benchmarks/encoder_skip.py", shown)
+        out.write_text(json.dumps({"command": cmd, **share}, indent=1) + "\n")
+        return 0
     from toolscout.embed import default_embedder
 
     per_set: dict[str, list[dict[str, Any]]] = {}

@@ -352,6 +352,10 @@ def serving(workers: int, postgres: bool, server_src: Path | None = None) -> Ite
                 server.kill()
         if server_pg is not None:
             server_pg.stop()
+        log = work / "serve.log"
+        if log.is_file() and ("Traceback" in (text := log.read_text(errors="replace"))):
+            # a 5xx is the server's own failure: show what it logged before the log goes
+            print(f"the server logged an error; its log:\n{text[-6000:]}", file=sys.stderr)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -378,6 +382,8 @@ def main() -> None:
         help="run the server from this source tree (e.g. another checkout's src, to"
         " compare two versions under the same load)",
     )
+    ap.add_argument("--out", type=Path, default=None,
+                    help="results (default: benchmarks/results/load_<store>.json)")  # fmt: skip
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: apt-get install wrk")
@@ -448,12 +454,15 @@ def main() -> None:
         "seconds_per_run": args.seconds,
         "new_query_texts": len(texts),
         "cpus": os.cpu_count(),
+        # the server's request encoder ($TOOLSCOUT_QUERY_ENCODER, inherited by the server)
+        "query_encoder": os.environ.get("TOOLSCOUT_QUERY_ENCODER", "") or "(default)",
+        "server_src": str(args.server_src) if args.server_src else "",
         **runs,
         "rss_mb_samples": samples,
     }
-    out = ROOT / "benchmarks" / "results" / f"load_{result['store']}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    path = args.out or ROOT / "benchmarks" / "results" / f"load_{result['store']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'run':<16} {'requests':>9} {'ok req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8}"
           f" {'bad':>5} {'429':>5} {'non2xx':>6} {'sockerr':>7} {'cpu ms':>7}"
           "  load avg before -> after")  # fmt: skip
@@ -466,7 +475,7 @@ def main() -> None:
             f"  {r['load_avg_before']} -> {r['load_avg_after']}"
         )
     print("rss MiB over time:", samples)
-    print(f"written {out.relative_to(ROOT)}")
+    print(f"written {path}")
 
 
 def discover_agent(i: int) -> str:

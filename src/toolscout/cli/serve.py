@@ -56,7 +56,7 @@ def build_service(
     token key)."""
     from toolscout import DryRunExecutor, Settings, Toolscout
     from toolscout.discovery.catalog import stored_embedder
-    from toolscout.embed.coalesce import CoalescingEmbedder
+    from toolscout.embed import server_embedder
     from toolscout.stores import open_store
 
     settings = Settings(
@@ -68,11 +68,11 @@ def build_service(
         audit_path=audit or None,
     )
     # the model the catalog was indexed with; a server encodes many requests at once: no
-    # ONNX Runtime spin-waiting (embed/minilm.py), and concurrent requests' texts share
-    # encoder runs (embed/coalesce.py)
+    # ONNX Runtime spin-waiting (embed/minilm.py), concurrent requests' texts share encoder
+    # runs (embed/coalesce.py), requests may have their own graph (embed/queries.py)
     store = open_store(settings.catalog_target())
     try:
-        embedder = CoalescingEmbedder(stored_embedder(store, spin_wait=False))
+        embedder = server_embedder(stored_embedder(store, spin_wait=False))
     finally:
         store.close()
     return Toolscout.open(

@@ -54,6 +54,7 @@ from toolscout.discovery.prerequisites import FinderIndex
 from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Reformulator, Retriever
 from toolscout.discovery.shortlist import IndexReport, Shortlist
 from toolscout.embed.base import Embedder, normalise, text_hash
+from toolscout.embed.queries import query_embedder
 from toolscout.errors import ConfigError, UnknownToolError
 from toolscout.policy import (
     Decision,
@@ -884,7 +885,7 @@ class Catalog:
         usage learned from ``tenant`` (and from untenanted use) votes, no other tenant's."""
         return Retriever(
             self.store,
-            self.embedder,
+            query_embedder(self.embedder),  # requests may have their own graph (embed/queries.py)
             self.phrases(),
             settings or self.settings,
             self.reformulator,

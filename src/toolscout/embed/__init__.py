@@ -27,6 +27,41 @@ THREADS_ENV = "TOOLSCOUT_EMBED_THREADS"
 SPIN_ENV = "TOOLSCOUT_EMBED_SPIN"
 
 
+#: the graph that encodes a server's requests: ``int8`` (made locally from the shipped
+#: weights, ``embed/quantise.py``) or ``float`` (the cards' own graph)
+QUERY_ENCODER_ENV = "TOOLSCOUT_QUERY_ENCODER"
+QUERY_ENCODERS = ("int8", "float")
+#: the default of :data:`QUERY_ENCODER_ENV` (docs/benchmarks.md, HTTP load, round five)
+DEFAULT_QUERY_ENCODER = "float"
+
+
+def query_encoder_choice() -> str:
+    """:data:`QUERY_ENCODER_ENV`, or :data:`DEFAULT_QUERY_ENCODER`; ConfigError when unknown."""
+    chosen = os.environ.get(QUERY_ENCODER_ENV, "").strip().lower() or DEFAULT_QUERY_ENCODER
+    if chosen not in QUERY_ENCODERS:
+        raise ConfigError(
+            f"${QUERY_ENCODER_ENV} must be one of {', '.join(QUERY_ENCODERS)}, not {chosen!r}"
+        )
+    return chosen
+
+
+def server_embedder(cards: Embedder) -> Embedder:
+    """The embedder a server process discovers with, over the one its catalog's cards were
+    indexed with: concurrent requests' texts share encoder runs (``embed/coalesce.py``),
+    and with the int8 query encoder chosen (:func:`query_encoder_choice`) and the default
+    model, requests are encoded by its int8 graph while cards keep the float one."""
+    from toolscout.embed.coalesce import CoalescingEmbedder
+    from toolscout.embed.minilm import MiniLMEmbedder
+
+    if query_encoder_choice() != "int8" or type(cards) is not MiniLMEmbedder or cards.quantised:
+        return CoalescingEmbedder(cards)
+    from toolscout.embed.queries import QuerySide
+
+    threads, _ = _runtime_options()
+    queries = MiniLMEmbedder(threads=threads, spin_wait=cards.spin_wait, quantised=True)
+    return QuerySide(cards, CoalescingEmbedder(queries))
+
+
 def _runtime_options() -> tuple[int | None, bool]:
     """(threads, spin allowed) from :data:`THREADS_ENV` and :data:`SPIN_ENV`."""
     threads_text = os.environ.get(THREADS_ENV, "").strip()
@@ -78,10 +113,15 @@ def make_embedder(name: str | None = None, *, spin_wait: bool = True) -> Embedde
 
 __all__ = [
     "DEFAULT_EMBEDDER",
+    "DEFAULT_QUERY_ENCODER",
     "EMBEDDERS",
+    "QUERY_ENCODERS",
+    "QUERY_ENCODER_ENV",
     "SPIN_ENV",
     "THREADS_ENV",
     "Embedder",
     "default_embedder",
     "make_embedder",
+    "query_encoder_choice",
+    "server_embedder",
 ]

@@ -59,6 +59,11 @@ class MiniLMEmbedder:
     process or thread encoding at the same time: two processes discovering at once on 2
     cores were each about half as slow again (docs/benchmarks.md, Discovery latency).
     On for an agent's own process (the default); ``toolscout serve`` turns it off.
+
+    ``quantised``: run the int8 graph made from the same weights (``embed/quantise.py``,
+    kept in ``model_cache``) instead of the float one; its vectors are close to the float
+    graph's but not equal, so it is meant for query texts (:class:`~toolscout.embed.queries.
+    QuerySide`), never for the cards a catalog stores.
     """
 
     model_id = "all-MiniLM-L6-v2-int8"
@@ -72,8 +77,12 @@ class MiniLMEmbedder:
         batch_size: int = 32,
         threads: int | None = None,
         spin_wait: bool = True,
+        quantised: bool = False,
+        model_cache: Path | None = None,
     ) -> None:
         self._model_path = model_path
+        self.quantised = quantised
+        self._model_cache = model_cache
         self._max_tokens = max_tokens
         self._batch_size = batch_size
         self._threads = threads
@@ -87,6 +96,10 @@ class MiniLMEmbedder:
         from tokenizers import Tokenizer
 
         model = _checked(self._model_path or default_model_path(), MODEL_SHA256, "ONNX model")
+        if self.quantised:
+            from toolscout.embed.quantise import quantised_model
+
+            model = quantised_model(model, MODEL_SHA256, self._model_cache)
         with resources.as_file(resources.files("toolscout.data").joinpath(TOKENIZER_FILE)) as tp:
             tok_path = _checked(Path(tp), TOKENIZER_SHA256, "tokenizer file")
             tokenizer = Tokenizer.from_file(str(tok_path))

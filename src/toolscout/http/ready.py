@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from toolscout.embed.queries import query_embedder
 from toolscout.policy import Principal
 
 __all__ = ["WARM_UP_QUERY", "Readiness"]
@@ -82,8 +83,10 @@ class Readiness:
         """One pass: the model, a discovery, the gateway."""
         catalog = self._service.catalog
         embedder = getattr(catalog, "embedder", None)
-        if embedder is not None:
+        if embedder is not None:  # both graphs when requests have their own
             embedder.embed([WARM_UP_QUERY])
+            if query_embedder(embedder) is not embedder:
+                query_embedder(embedder).embed([WARM_UP_QUERY])
         catalog.discover(WARM_UP_QUERY, _WARM_UP_PRINCIPAL, k=1, record=False)
         gateway = getattr(self._service, "gateway", None)
         if gateway is not None:
