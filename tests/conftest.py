@@ -23,6 +23,7 @@ only takes a core from another process (the vectors are the same; ``index`` of a
 from __future__ import annotations
 
 import os
+import resource
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -49,6 +50,37 @@ HEAVY = (
 
 #: fixture scopes that tie a module's tests to one process
 _SHARED_SCOPES = {"module", "class", "package"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--cpu-durations",
+        type=int,
+        default=None,
+        metavar="N",
+        help="list the N tests that used most CPU (user + system, the test process and the "
+        "processes it started and reaped; 0: all), besides the run's total",
+    )
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and of every child process it has reaped."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+#: CPU seconds of each test (set-up, call and teardown) in this process
+_CPU: dict[str, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Record the test's CPU: its process's and its reaped child processes' (a server a
+    module fixture started counts where it is stopped, at the module's last test)."""
+    start = _cpu_seconds()
+    yield
+    _CPU[item.nodeid] = _CPU.get(item.nodeid, 0.0) + _cpu_seconds() - start
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -138,15 +170,31 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["case_counts"] = dict(_case_counts())
+        output["cpu"] = dict(_CPU)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """On the controlling process: add up the case counts a worker reported."""
-    _WORKER_COUNTS.update(getattr(node, "workeroutput", {}).get("case_counts", {}))
+    output = getattr(node, "workeroutput", {})
+    _WORKER_COUNTS.update(output.get("case_counts", {}))
+    _CPU.update(output.get("cpu", {}))
+
+
+def _cpu_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """``--cpu-durations N``: the N tests that used most CPU, and the run's total."""
+    top = terminalreporter.config.getoption("cpu_durations")
+    if top is None or not _CPU:
+        return
+    ranked = sorted(_CPU.items(), key=lambda kv: -kv[1])
+    terminalreporter.section("most CPU (user + system, with reaped child processes)")
+    for nodeid, seconds in ranked[: top or None]:
+        terminalreporter.write_line(f"{seconds:8.2f}s {nodeid}")
+    terminalreporter.write_line(f"total: {sum(_CPU.values()):.1f}s over {len(_CPU)} tests")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    _cpu_summary(terminalreporter)
     counts = _case_counts() + _WORKER_COUNTS
     if not counts:
         return
