@@ -18,20 +18,59 @@ Every ``toolscout`` process a test starts encodes without ONNX Runtime's spin-wa
 workers, servers and CLI processes side by side on few cores, where a spinning thread
 only takes a core from another process (the vectors are the same; ``index`` of a
 94-tool set took about 22% less CPU). ``tests/test_embed.py`` checks the default spins.
+
+Every embedder of the run answers texts embedded before from one vector cache
+(``$TOOLSCOUT_VECTOR_CACHE``, a temporary directory per run, see :func:`pytest_configure`):
+the same demo and bench card texts are indexed into many catalogs by many processes.
+
+``--cpu-durations N`` lists the N tests that used most CPU (their process's and the
+processes they started), which is what the suite's time on two cores is made of.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import shutil
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from toolscout.embed.vectorcache import VECTOR_CACHE_ENV
+
 os.environ.setdefault("TOOLSCOUT_EMBED_SPIN", "0")
+
+#: the run's shared vector cache (``toolscout.embed.vectorcache``), made by the controlling
+#: process (the one process of a serial run) and removed when it ends
+_RUN_VECTORS: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point every embedder of the run (this process's, the xdist workers', every process a
+    test starts) at one vector cache in a new temporary directory, unless the caller named
+    one (``$TOOLSCOUT_VECTOR_CACHE``): the demo and bench card texts that many tests index
+    into catalogs of their own are embedded once per run, not once per catalog. The
+    vectors are the model's own (stored as it returned them); a test of the model itself
+    calls it directly."""
+    global _RUN_VECTORS
+    if hasattr(config, "workerinput") or os.environ.get(VECTOR_CACHE_ENV):
+        return  # a worker inherits the controlling process's environment
+    _RUN_VECTORS = tempfile.mkdtemp(prefix="toolscout-vectors-")
+    os.environ[VECTOR_CACHE_ENV] = _RUN_VECTORS
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _RUN_VECTORS
+    if _RUN_VECTORS is not None:
+        shutil.rmtree(_RUN_VECTORS, ignore_errors=True)
+        if os.environ.get(VECTOR_CACHE_ENV) == _RUN_VECTORS:
+            del os.environ[VECTOR_CACHE_ENV]
+        _RUN_VECTORS = None
+
 
 #: most workers ``-n auto`` starts: the suite is mostly real processes (servers, the CLI,
 #: PostgreSQL, Chromium) that use cores of their own, so more workers than cores only queue
