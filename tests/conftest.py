@@ -52,13 +52,13 @@ _RUN_VECTORS: str | None = None
 def pytest_configure(config: pytest.Config) -> None:
     """Point every embedder of the run (this process's, the xdist workers', every process a
     test starts) at one vector cache in a new temporary directory, unless the caller named
-    one (``$TOOLSCOUT_VECTOR_CACHE``): the demo and bench card texts that many tests index
+    one (``$TOOLSCOUT_VECTOR_CACHE``; set empty: no cache): the demo and bench card texts that many tests index
     into catalogs of their own are embedded once per run, not once per catalog. The
     vectors are the model's own (stored as it returned them); a test of the model itself
     calls it directly."""
     global _RUN_VECTORS
-    if hasattr(config, "workerinput") or os.environ.get(VECTOR_CACHE_ENV):
-        return  # a worker inherits the controlling process's environment
+    if hasattr(config, "workerinput") or VECTOR_CACHE_ENV in os.environ:
+        return  # a worker inherits the controlling process's; set empty, there is none
     _RUN_VECTORS = tempfile.mkdtemp(prefix="toolscout-vectors-")
     os.environ[VECTOR_CACHE_ENV] = _RUN_VECTORS
 

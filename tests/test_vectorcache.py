@@ -207,3 +207,16 @@ def test_a_second_catalog_of_the_same_cards_embeds_nothing(tmp_path: Path) -> No
             found.append(got.ids)
         assert (cached.misses == 0) == (name == "b"), (name, cached.hits, cached.misses)
     assert found[0] == found[1] == ["weather.forecast"]
+
+
+def test_the_model_is_loaded_by_the_first_text_the_cache_lacks(tmp_path: Path) -> None:
+    from toolscout.embed.minilm import MiniLMEmbedder
+
+    CachedEmbedder(embedder(), VectorCache(tmp_path)).embed(TEXTS[:2])
+    model = MiniLMEmbedder(spin_wait=False)
+    cached = CachedEmbedder(model, VectorCache(tmp_path))
+    cached.load()
+    cached.embed(TEXTS[:2])
+    assert model._session is None  # every text was cached: never loaded
+    cached.embed(TEXTS)
+    assert model._session is not None and (cached.hits, cached.misses) == (4, 1)
