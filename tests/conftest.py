@@ -52,8 +52,8 @@ _RUN_VECTORS: str | None = None
 def pytest_configure(config: pytest.Config) -> None:
     """Point every embedder of the run (this process's, the xdist workers', every process a
     test starts) at one vector cache in a new temporary directory, unless the caller named
-    one (``$TOOLSCOUT_VECTOR_CACHE``; set empty: no cache): the demo and bench card texts that many tests index
-    into catalogs of their own are embedded once per run, not once per catalog. The
+    one (``$TOOLSCOUT_VECTOR_CACHE``; set empty: no cache): the demo and bench card texts
+    that many tests index into catalogs of their own are embedded once per run. The
     vectors are the model's own (stored as it returned them); a test of the model itself
     calls it directly."""
     global _RUN_VECTORS
