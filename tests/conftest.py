@@ -18,19 +18,59 @@ Every ``toolscout`` process a test starts encodes without ONNX Runtime's spin-wa
 workers, servers and CLI processes side by side on few cores, where a spinning thread
 only takes a core from another process (the vectors are the same; ``index`` of a
 94-tool set took about 22% less CPU). ``tests/test_embed.py`` checks the default spins.
+
+Every embedder of the run answers texts embedded before from one vector cache
+(``$TOOLSCOUT_VECTOR_CACHE``, a temporary directory per run, see :func:`pytest_configure`):
+the same demo and bench card texts are indexed into many catalogs by many processes.
+
+``--cpu-durations N`` lists the N tests that used most CPU (their process's and the
+processes they started), which is what the suite's time on two cores is made of.
 """
 
 from __future__ import annotations
 
 import os
+import resource
+import shutil
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from toolscout.embed.vectorcache import VECTOR_CACHE_ENV
+
 os.environ.setdefault("TOOLSCOUT_EMBED_SPIN", "0")
+
+#: the run's shared vector cache (``toolscout.embed.vectorcache``), made by the controlling
+#: process (the one process of a serial run) and removed when it ends
+_RUN_VECTORS: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point every embedder of the run (this process's, the xdist workers', every process a
+    test starts) at one vector cache in a new temporary directory, unless the caller named
+    one (``$TOOLSCOUT_VECTOR_CACHE``; set empty: no cache): the demo and bench card texts
+    that many tests index into catalogs of their own are embedded once per run. The
+    vectors are the model's own (stored as it returned them); a test of the model itself
+    calls it directly."""
+    global _RUN_VECTORS
+    if hasattr(config, "workerinput") or VECTOR_CACHE_ENV in os.environ:
+        return  # a worker inherits the controlling process's; set empty, there is none
+    _RUN_VECTORS = tempfile.mkdtemp(prefix="toolscout-vectors-")
+    os.environ[VECTOR_CACHE_ENV] = _RUN_VECTORS
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _RUN_VECTORS
+    if _RUN_VECTORS is not None:
+        shutil.rmtree(_RUN_VECTORS, ignore_errors=True)
+        if os.environ.get(VECTOR_CACHE_ENV) == _RUN_VECTORS:
+            del os.environ[VECTOR_CACHE_ENV]
+        _RUN_VECTORS = None
+
 
 #: most workers ``-n auto`` starts: the suite is mostly real processes (servers, the CLI,
 #: PostgreSQL, Chromium) that use cores of their own, so more workers than cores only queue
@@ -49,6 +89,37 @@ HEAVY = (
 
 #: fixture scopes that tie a module's tests to one process
 _SHARED_SCOPES = {"module", "class", "package"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--cpu-durations",
+        type=int,
+        default=None,
+        metavar="N",
+        help="list the N tests that used most CPU (user + system, the test process and the "
+        "processes it started and reaped; 0: all), besides the run's total",
+    )
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and of every child process it has reaped."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+#: CPU seconds of each test (set-up, call and teardown) in this process
+_CPU: dict[str, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Record the test's CPU: its process's and its reaped child processes' (a server a
+    module fixture started counts where it is stopped, at the module's last test)."""
+    start = _cpu_seconds()
+    yield
+    _CPU[item.nodeid] = _CPU.get(item.nodeid, 0.0) + _cpu_seconds() - start
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -138,15 +209,31 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     output: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["case_counts"] = dict(_case_counts())
+        output["cpu"] = dict(_CPU)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """On the controlling process: add up the case counts a worker reported."""
-    _WORKER_COUNTS.update(getattr(node, "workeroutput", {}).get("case_counts", {}))
+    output = getattr(node, "workeroutput", {})
+    _WORKER_COUNTS.update(output.get("case_counts", {}))
+    _CPU.update(output.get("cpu", {}))
+
+
+def _cpu_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """``--cpu-durations N``: the N tests that used most CPU, and the run's total."""
+    top = terminalreporter.config.getoption("cpu_durations")
+    if top is None or not _CPU:
+        return
+    ranked = sorted(_CPU.items(), key=lambda kv: -kv[1])
+    terminalreporter.section("most CPU (user + system, with reaped child processes)")
+    for nodeid, seconds in ranked[: top or None]:
+        terminalreporter.write_line(f"{seconds:8.2f}s {nodeid}")
+    terminalreporter.write_line(f"total: {sum(_CPU.values()):.1f}s over {len(_CPU)} tests")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    _cpu_summary(terminalreporter)
     counts = _case_counts() + _WORKER_COUNTS
     if not counts:
         return

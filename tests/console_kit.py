@@ -17,10 +17,10 @@ ADMIN_SCOPES = ("toolscout:admin", "toolscout:platform")
 
 def build_demo(path: Path) -> None:
     """The whole bundled demo catalog and its policy, as `toolscout demo` indexes them."""
-    from support import embedder
+    from support import card_embedder
     from toolscout import Settings, Toolscout
 
-    with Toolscout.open(Settings(db=str(path), jwt_key=KEY), embedder=embedder()) as ts:
+    with Toolscout.open(Settings(db=str(path), jwt_key=KEY), embedder=card_embedder()) as ts:
         ts.catalog.set_policy(read_policy(demo_catalog_dir() / "policy.yaml"))
         ts.catalog.add(read_catalog([demo_catalog_dir()]), replace_all=True)
 

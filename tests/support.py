@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from toolscout.cards import ToolSpec, make_spec
+from toolscout.embed.base import Embedder
 from toolscout.embed.minilm import MiniLMEmbedder
+from toolscout.embed.vectorcache import with_vector_cache
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
@@ -23,6 +25,15 @@ def embedder() -> MiniLMEmbedder:
     spin-waiting (the same vectors): the suite runs on several workers beside servers and
     CLI processes, and a spinning thread takes a core from each of them."""
     return MiniLMEmbedder(spin_wait=False)
+
+
+@lru_cache(maxsize=1)
+def card_embedder() -> Embedder:
+    """:func:`embedder` answering from the run's vector cache (``$TOOLSCOUT_VECTOR_CACHE``,
+    set by ``conftest.py``), for a fixture that indexes a catalog other tests and processes
+    index too (the demo's cards): its texts are embedded once per run. The plain model
+    when no cache is set."""
+    return with_vector_cache(embedder())
 
 
 def spec(tool_id: str, summary: str = "Does a thing.", **kw: Any) -> ToolSpec:

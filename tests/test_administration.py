@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from serve_fixture import KEY, auth, token
-from support import embedder, spec
+from support import card_embedder, embedder, spec
 from toolscout import Principal, Settings, Toolscout
 from toolscout.errors import AdminDenied, ImportRefused
 from toolscout.loader import demo_catalog_dir, read_catalog, read_policy
@@ -200,7 +200,8 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     path = tmp_path_factory.mktemp("admin") / "demo.db"
     # built by the local operator, audited apart: the server keys its own audit log
-    with Toolscout.open(Settings(db=str(path), audit_path=":memory:"), embedder=embedder()) as ts:
+    settings = Settings(db=str(path), audit_path=":memory:")
+    with Toolscout.open(settings, embedder=card_embedder()) as ts:
         ts.catalog.set_policy(read_policy(demo_catalog_dir() / "policy.yaml"))
         ts.add(read_catalog([demo_catalog_dir() / f for f in ("database.yaml", "chat.yaml")]))
     service = build_service(str(path), jwt_key=KEY, dry_run=True)

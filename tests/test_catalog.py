@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support import embedder, spec
+from support import card_embedder, embedder, spec
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.inject import Tier, render
 from toolscout.discovery.tokencount import count_json
@@ -33,7 +33,7 @@ ADMIN_TOOLS = ("billing.issue_full_refund", "database.drop_partition")
 def catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Catalog]:
     db = tmp_path_factory.mktemp("demo") / "demo.db"
     cat = Catalog.open(
-        db, embedder=embedder(), policy=read_policy(demo_catalog_dir() / "policy.yaml")
+        db, embedder=card_embedder(), policy=read_policy(demo_catalog_dir() / "policy.yaml")
     )
     cat.add(read_catalog([demo_catalog_dir()]))
     yield cat

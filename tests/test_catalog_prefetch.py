@@ -9,6 +9,7 @@ from support import embedder, spec
 from toolscout.discovery import lexical, tokencount
 from toolscout.discovery.catalog import Catalog, prefetch_models
 from toolscout.embed.minilm import MiniLMEmbedder
+from toolscout.embed.vectorcache import VECTOR_CACHE_ENV
 
 
 def _wait_loaded(model: MiniLMEmbedder, seconds: float = 120.0) -> bool:
@@ -74,6 +75,7 @@ def test_a_process_that_ends_while_the_models_load_exits_cleanly(tmp_path: Path)
         "c = Catalog.open(sys.argv[1], log=False); time.sleep(float(sys.argv[2])); c.close()"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    env.pop(VECTOR_CACHE_ENV, None)  # with the suite's cache the model is not loaded ahead
     for pause in (0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4):  # ending at moments of the load
         done = subprocess.run(
             [sys.executable, "-c", code, str(path), str(pause)],

@@ -91,8 +91,13 @@ def test_the_environment_turns_spin_wait_off_and_caps_threads(
         monkeypatch.setenv(name, "1")
 
 
-def test_the_server_encodes_without_spin_wait(tmp_path: Path) -> None:
+def test_the_server_encodes_without_spin_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from toolscout.cli.serve import build_service
+    from toolscout.embed.vectorcache import VECTOR_CACHE_ENV
+
+    monkeypatch.delenv(VECTOR_CACHE_ENV, raising=False)  # the suite's cache would wrap it
 
     service = build_service(str(tmp_path / "c.db"), jwt_key="k" * 32)
     try:

@@ -14,6 +14,7 @@ from toolscout.embed import EMBEDDERS, make_embedder
 from toolscout.embed.base import Embedder
 from toolscout.embed.e5 import MultilingualE5Embedder
 from toolscout.embed.minilm import MiniLMEmbedder
+from toolscout.embed.vectorcache import VECTOR_CACHE_ENV
 from toolscout.errors import ConfigError, ModelError
 from toolscout.policy import Principal
 from toolscout.settings import Settings
@@ -37,7 +38,8 @@ def test_the_option_is_an_embedder_that_reads_other_languages(e5: MultilingualE5
     assert e5.embed([]).shape == (0, 384)
 
 
-def test_embedders_are_chosen_by_name_or_model_id() -> None:
+def test_embedders_are_chosen_by_name_or_model_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(VECTOR_CACHE_ENV, raising=False)  # the suite's cache wraps them
     assert isinstance(make_embedder(), MiniLMEmbedder)
     assert isinstance(make_embedder("multilingual-e5-small"), MultilingualE5Embedder)
     assert isinstance(make_embedder(EMBEDDERS["multilingual-e5-small"]), MultilingualE5Embedder)

@@ -28,11 +28,11 @@ DEMO_FILES = ("orders.yaml", "billing.yaml", "cloud.yaml")
 
 
 def build_demo(path: Path) -> None:
-    from support import embedder
+    from support import card_embedder
     from toolscout import Settings, Toolscout
 
     settings = Settings(db=str(path), jwt_key=KEY, audit_key=AUDIT_KEY)
-    with Toolscout.open(settings, embedder=embedder()) as ts:
+    with Toolscout.open(settings, embedder=card_embedder()) as ts:
         ts.catalog.set_policy(read_policy(demo_catalog_dir() / "policy.yaml"))
         ts.catalog.add(read_catalog([demo_catalog_dir() / f for f in DEMO_FILES]))
 

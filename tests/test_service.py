@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from support import embedder, spec
+from support import card_embedder, embedder, spec
 from toolscout import (
     DryRunExecutor,
     PolicyConfig,
@@ -37,7 +37,7 @@ SUPPORT = Principal.of("alice", "acme", roles=["support_agent"])
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("svc") / "demo.db"
-    with Toolscout.open(path, embedder=embedder()) as ts:
+    with Toolscout.open(path, embedder=card_embedder()) as ts:
         ts.catalog.set_policy(read_policy(demo_catalog_dir() / "policy.yaml"))
         ts.add(read_catalog([demo_catalog_dir()]))
     return path
@@ -197,7 +197,7 @@ def test_memory_store_serves_the_same_loop() -> None:
     from toolscout import MemoryStore
 
     store = MemoryStore()
-    with Toolscout.open(Settings(db=":memory:"), store=store, embedder=embedder(),
+    with Toolscout.open(Settings(db=":memory:"), store=store, embedder=card_embedder(),
                         executors=DryRunExecutor()) as ts:  # fmt: skip
         ts.add(read_catalog([demo_catalog_dir()]))
         ts.catalog.set_policy(read_policy(demo_catalog_dir() / "policy.yaml"))

