@@ -450,6 +450,8 @@ class Retriever:
             BLEND if blend is None else blend,
             LEAD if lead else 0.0,
             orders=chosen or ("ranker", "ranker"),
+            floor=self.settings.ranker_floor,
+            cover=self.settings.ranker_cover,
         )
         return self.ranker
 
