@@ -33,6 +33,7 @@ from toolscout.discovery.orders import (
     multi_queries,
 )
 from toolscout.discovery.parts import request_parts
+from toolscout.discovery.search import Candidate, Retrieval, keep_list_firsts
 from toolscout.errors import ConfigError
 from toolscout.settings import SearchSettings
 from toolscout.stores.base import Hits
@@ -240,26 +241,26 @@ def test_the_safety_floor_hands_an_unsure_pool_to_the_fixed_fusion() -> None:
 
 
 def test_the_coverage_rule_keeps_the_lists_firsts_in_the_top(tmp_path: Path) -> None:
-    fields, idf = _ranker_case()
     names = [t for t, _ in TOOLS]
-    # BM25's first is scored low by everything else; dense's first is ranked first anyway
-    lex = Hits(["hr.payslip", *names[:6]], [1.0, 0.99, 0.98, 0.97, 0.96, 0.95, 0.94])
-    dense = Hits(names[:6], [0.9, 0.85, 0.8, 0.75, 0.7, 0.65])
-    plain = Ranker(PRIOR, PRIOR_NONE, fields, idf, blend=32.0)
-    ranked, p = plain.rank(["weather"], lex, dense)
-    assert "hr.payslip" not in [r[0] for r in ranked[:3]]
-    cover = Ranker(PRIOR, PRIOR_NONE, fields, idf, blend=32.0, cover=3)
-    got, p_cover = cover.rank(["weather"], lex, dense)
-    assert [r[0] for r in got[:2]] == [r[0] for r in ranked[:2]]
-    assert got[2][0] == "hr.payslip" and p_cover == p
-    assert all(a[1] > b[1] for a, b in pairwise(got))
+    cands = [Candidate(t, fused=1.0 - i / 20) for i, t in enumerate(names)]
+    # BM25's first ranks 9th, dense's first ranks 1st: only BM25's moves, to the 5th place
+    out = Retrieval(cands, 0.5, False, 0.7, lexical_ids=[names[8], names[0]],
+                    dense_ids=[names[0], names[1]])  # fmt: skip
+    got = keep_list_firsts(out, 5)
+    assert [c.id for c in got[:5]] == [*names[:4], names[8]]
+    assert [c.id for c in got[5:9]] == names[4:8] and len(got) == len(cands)
+    assert got[3].fused > got[4].fused > got[5].fused  # it scores just under the 4th
+    out.dense_ids = [names[12]]  # two missing: the ranker keeps its first three
+    got = keep_list_firsts(out, 5)
+    assert [c.id for c in got[:5]] == [*names[:3], names[8], names[12]]
     # the settings reach the retriever; off by default; bad values refused
     with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
         cat.add(_specs())
-        off = cat.retriever(SearchSettings()).learned_ranker()
-        assert off is not None and (off.floor, off.cover) == (FLOOR, COVER) == (0.0, 0)
+        off = cat.retriever(SearchSettings())
+        assert off.learned_ranker().floor == FLOOR == 0.0  # type: ignore[union-attr]
+        assert off.settings.ranker_cover == COVER == 0
         on = cat.retriever(SearchSettings(ranker_floor=0.3, ranker_cover=5)).learned_ranker()
-        assert on is not None and (on.floor, on.cover) == (0.3, 5)
+        assert on is not None and on.floor == 0.3
     with pytest.raises(ConfigError, match="ranker_floor"):
         SearchSettings(ranker_floor=1.5)
     with pytest.raises(ConfigError, match="ranker_cover"):

@@ -697,9 +697,6 @@ class Ranker:
     #: the safety floor: below this probability that its first is right, the pool takes
     #: the fixed fusion's order (0: never; :data:`orders.FLOOR`)
     floor: float = 0.0
-    #: the coverage rule: BM25's and dense's first hits kept within this many places
-    #: (0: off; :func:`orders.covered`)
-    cover: int = 0
 
     def rank(
         self, query_terms: Sequence[str], lex: Hits, dense: Hits, parts: int = 0
@@ -720,15 +717,9 @@ class Ranker:
             r = ordered(x, self.weights, self.blend, "fixed")
             order = np.argsort(-r, kind="stable")
             p = platt(top_probability(s, self.none_bias, int(order[0])), *self.platt)
-        ranks = [int(i) for i in order]
-        score = [float(v) for v in r]
-        if self.cover:
-            where = {t: i for i, t in enumerate(ids)}
-            firsts = [where[h.ids[0]] for h in (lex, dense) if h.ids and h.ids[0] in where]
-            ranks, score = order_choice.covered(ranks, score, firsts, self.cover)
-        best = score[ranks[0]]
+        best = float(r[order[0]])
         ranked = [
-            (ids[i], math.exp(score[i] - best), float(x[i, 0]), float(x[i, 2])) for i in ranks
+            (ids[i], math.exp(float(r[i]) - best), float(x[i, 0]), float(x[i, 2])) for i in order
         ]
         return ranked, p
 
