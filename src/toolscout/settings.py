@@ -105,7 +105,7 @@ class SearchSettings:
     #: right is below this, the fixed fusion orders its pool (0: never, the shipped default)
     ranker_floor: float = 0.0
     #: the coverage rule: the first hits of the BM25 and the dense lists are kept within
-    #: this many places of the learned ranker's order (0: off, the shipped default)
+    #: this many places of the retrieval's final order (0: off, the shipped default)
     ranker_cover: int = 0
 
     def __post_init__(self) -> None:
