@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +16,24 @@ from toolscout.discovery.calibrate import (
     PRIOR,
     PRIOR_NONE,
     Calibration,
+    FieldTerms,
     Ranker,
     ordered,
 )
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.lexical import words
-from toolscout.discovery.orders import _JOINERS, ORDERS, choose, describe, multi_queries
+from toolscout.discovery.orders import (
+    _JOINERS,
+    COVER,
+    FLOOR,
+    ORDERS,
+    choose,
+    covered,
+    describe,
+    multi_queries,
+)
 from toolscout.discovery.parts import request_parts
+from toolscout.discovery.search import Candidate, Retrieval, keep_list_firsts
 from toolscout.errors import ConfigError
 from toolscout.settings import SearchSettings
 from toolscout.stores.base import Hits
@@ -182,3 +195,73 @@ def test_a_request_in_parts_on_one_task_keeps_the_one_part_order(tmp_path: Path)
         assert ids(one_task, "bm25/bm25") != ids(one_task, "ranker")  # the orders differ here
         assert ids(one_task, "ranker/bm25") == ids(one_task, "ranker")
         assert ids(several, "ranker/bm25") == ids(several, "bm25/bm25")
+
+
+def test_covered_places_each_missing_first_at_the_end_of_the_top() -> None:
+    order = [4, 3, 2, 1, 0, 5, 6]
+    score = [0.1, 0.5, 0.6, 0.7, 0.9, 0.05, 0.01]  # log-scale, descending along ``order``
+    same, kept = covered(order, score, [4, 2], 5)  # both already in the top five
+    assert same == order and kept == score
+    new, adj = covered(order, score, [6, 5, 6], 5)  # twice the same one counts once
+    assert new == [4, 3, 2, 6, 5, 1, 0]
+    assert new[:5] == [4, 3, 2, 6, 5] and set(new) == set(order)
+    assert all(adj[a] > adj[b] for a, b in pairwise(new))  # descending
+    assert adj[4] == score[4] and adj[3] == score[3] and adj[2] == score[2]  # the first kept
+    one, _ = covered(order, score, [6, 99], 3)  # an index outside the pool is ignored
+    assert one == [4, 3, 6, 2, 1, 0, 5]
+    with pytest.raises(ValueError, match="at >= 1"):
+        covered(order, score, [6], 0)
+
+
+def _ranker_case() -> tuple[FieldTerms, Callable[[str], float]]:
+    fields = FieldTerms.of([s.card for s in _specs()])
+
+    def idf(_: str) -> float:
+        return 1.0
+
+    return fields, idf
+
+
+def test_the_safety_floor_hands_an_unsure_pool_to_the_fixed_fusion() -> None:
+    fields, idf = _ranker_case()
+    # BM25 far apart, cosines close: the learned score follows BM25, the fixed fusion's
+    # 0.7 × min-max cosine the dense list's first
+    lex = Hits(["mail.send", "files.upload"], [1.0, 0.1])
+    dense = Hits(["files.upload", "mail.send"], [0.5, 0.45])
+    plain = Ranker(PRIOR, PRIOR_NONE, fields, idf)
+    ranked, p = plain.rank(["send"], lex, dense)
+    assert FLOOR == 0.0 and ranked[0][0] == "mail.send"
+    above = Ranker(PRIOR, PRIOR_NONE, fields, idf, floor=p / 2)
+    assert above.rank(["send"], lex, dense) == (ranked, p)  # sure enough: unchanged
+    below = Ranker(PRIOR, PRIOR_NONE, fields, idf, floor=1.0)
+    floored, p_floor = below.rank(["send"], lex, dense)
+    assert floored[0][0] == "files.upload"  # the fixed fusion's first
+    assert 0.0 < p_floor < p  # the fitted model's probability of the new first
+    assert floored[0][1] == 1.0 and all(0.0 < r[1] <= 1.0 for r in floored)
+
+
+def test_the_coverage_rule_keeps_the_lists_firsts_in_the_top(tmp_path: Path) -> None:
+    names = [t for t, _ in TOOLS]
+    cands = [Candidate(t, fused=1.0 - i / 20) for i, t in enumerate(names)]
+    # BM25's first ranks 9th, dense's first ranks 1st: only BM25's moves, to the 5th place
+    out = Retrieval(cands, 0.5, False, 0.7, lexical_ids=[names[8], names[0]],
+                    dense_ids=[names[0], names[1]])  # fmt: skip
+    got = keep_list_firsts(out, 5)
+    assert [c.id for c in got[:5]] == [*names[:4], names[8]]
+    assert [c.id for c in got[5:9]] == names[4:8] and len(got) == len(cands)
+    assert got[3].fused > got[4].fused > got[5].fused  # it scores just under the 4th
+    out.dense_ids = [names[12]]  # two missing: the ranker keeps its first three
+    got = keep_list_firsts(out, 5)
+    assert [c.id for c in got[:5]] == [*names[:3], names[8], names[12]]
+    # the settings reach the retriever; off by default; bad values refused
+    with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
+        cat.add(_specs())
+        off = cat.retriever(SearchSettings())
+        assert off.learned_ranker().floor == FLOOR == 0.0  # type: ignore[union-attr]
+        assert off.settings.ranker_cover == COVER == 0
+        on = cat.retriever(SearchSettings(ranker_floor=0.3, ranker_cover=5)).learned_ranker()
+        assert on is not None and on.floor == 0.3
+    with pytest.raises(ConfigError, match="ranker_floor"):
+        SearchSettings(ranker_floor=1.5)
+    with pytest.raises(ConfigError, match="ranker_cover"):
+        SearchSettings(ranker_cover=-1)

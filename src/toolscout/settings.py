@@ -101,6 +101,12 @@ class SearchSettings:
     #: how much of the fixed fusion's score the learned ranker adds to its own (None: the
     #: shipped calibrate.BLEND)
     ranker_blend: float | None = None
+    #: the safety floor: where the learned ranker's probability that its first tool is
+    #: right is below this, the fixed fusion orders its pool (0: never, the shipped default)
+    ranker_floor: float = 0.0
+    #: the coverage rule: the first hits of the BM25 and the dense lists are kept within
+    #: this many places of the retrieval's final order (0: off, the shipped default)
+    ranker_cover: int = 0
 
     def __post_init__(self) -> None:
         if not (self.lexical or self.dense):
@@ -120,6 +126,10 @@ class SearchSettings:
                     f"ranker_order must be one of {_ORDERS} or two of them as 'a/b', "
                     f"got {self.ranker_order!r}"
                 )
+        if not 0.0 <= self.ranker_floor <= 1.0:
+            raise ConfigError(f"ranker_floor must be within [0, 1], got {self.ranker_floor}")
+        if not 0 <= self.ranker_cover <= 100:
+            raise ConfigError(f"ranker_cover must be within [0, 100], got {self.ranker_cover}")
         if self.order_margin is not None and not -1.0 <= self.order_margin <= 1.0:
             raise ConfigError(f"order_margin must be within [-1, 1], got {self.order_margin}")
         if not 0.0 <= self.abstain_below <= 1.0:

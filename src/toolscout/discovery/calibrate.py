@@ -694,6 +694,9 @@ class Ranker:
     shape: bool = False
     #: the order (:func:`ordered`) of a request read whole, and of one read in several parts
     orders: tuple[str, str] = ("ranker", "ranker")
+    #: the safety floor: below this probability that its first is right, the pool takes
+    #: the fixed fusion's order (0: never; :data:`orders.FLOOR`)
+    floor: float = 0.0
 
     def rank(
         self, query_terms: Sequence[str], lex: Hits, dense: Hits, parts: int = 0
@@ -709,12 +712,16 @@ class Ranker:
         if self.lead:
             r = r + self.lead * x[:, 0]
         order = np.argsort(-r, kind="stable")
+        p = platt(top_probability(s, self.none_bias, int(order[0])), *self.platt)
+        if p < self.floor:  # unsure: the fixed fusion orders (the probability is still s's)
+            r = ordered(x, self.weights, self.blend, "fixed")
+            order = np.argsort(-r, kind="stable")
+            p = platt(top_probability(s, self.none_bias, int(order[0])), *self.platt)
         best = float(r[order[0]])
         ranked = [
             (ids[i], math.exp(float(r[i]) - best), float(x[i, 0]), float(x[i, 2])) for i in order
         ]
-        p = top_probability(s, self.none_bias, int(order[0]))
-        return ranked, platt(p, *self.platt)
+        return ranked, p
 
 
 # -- the confidence a shortlist reports ----------------------------------------------------

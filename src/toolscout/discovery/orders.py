@@ -112,3 +112,40 @@ def describe(evidence: Mapping[str, Mapping[str, float]], margin: float | None) 
         return ""
     chosen = {shape: choose(evidence, shape, margin) for shape in SHAPES}
     return f"order: one-part requests by {chosen['single']}, several-part by {chosen['multi']}"
+
+
+# -- the two guards of the ranker's order (opt-in; docs/benchmarks.md, round five) ---------
+#: the safety floor's default: never (the ranker's order stands whatever its probability)
+FLOOR = 0.0
+#: the coverage rule's default: off (0); otherwise the places the lists' firsts must be in
+COVER = 0
+
+
+def covered(
+    order: Sequence[int], score: Sequence[float], must: Sequence[int], at: int
+) -> tuple[list[int], list[float]]:
+    """``order`` (indices, best first) with every index of ``must`` within its first
+    ``at`` places, and ``score`` (log-scale, one per index) adjusted to stay descending.
+
+    The coverage rule: the first hit of the BM25 list and of the dense list each get a
+    place in the top ``at`` (a request of several tools whose words BM25 keeps and whose
+    gist dense keeps should show both). A missing one takes a place at the end of the
+    top ``at``, just after the ranker's own first ``at - len(missing)``, and pushes the
+    ranker's last ones down; nothing else moves. Indices not in ``order`` are ignored.
+    """
+    if at < 1:
+        raise ValueError(f"covered needs at >= 1, got {at}")
+    present = set(order)
+    top = set(order[:at])
+    missing = [m for m in dict.fromkeys(must) if m in present and m not in top]
+    out = list(score)
+    if not missing:
+        return list(order), out
+    keep = max(at - len(missing), 1)
+    moved = set(missing)
+    new = [*order[:keep], *missing, *(i for i in order[keep:] if i not in moved)]
+    for j in range(keep, len(new)):
+        before = out[new[j - 1]]
+        if j < keep + len(missing) or out[new[j]] >= before:
+            out[new[j]] = before - 1e-6
+    return new, out

@@ -37,7 +37,7 @@ from toolscout.discovery.lexical import (
     terms,
     words,
 )
-from toolscout.discovery.orders import ORDER_MARGIN, SHAPES, choose
+from toolscout.discovery.orders import ORDER_MARGIN, SHAPES, choose, covered
 from toolscout.discovery.parts import COVER_CONFIDENCE, PartRanking, joint_order, request_parts
 from toolscout.embed.base import Embedder, normalise
 from toolscout.errors import QueryError
@@ -284,6 +284,22 @@ def _add_votes(cands: list[Candidate], votes: Hits) -> None:
     cands.sort(key=lambda c: (-c.fused, c.id))
 
 
+def keep_list_firsts(out: Retrieval, at: int) -> list[Candidate]:
+    """The coverage rule (``SearchSettings.ranker_cover``): the final order of a retrieval
+    with the first hit of its BM25 list and of its dense list within the first ``at``
+    places (:func:`orders.covered`); a moved candidate scores just under the one before it."""
+    cands = out.candidates
+    where = {c.id: i for i, c in enumerate(cands)}
+    firsts = [where[ids[0]] for ids in (out.lexical_ids, out.dense_ids) if ids and ids[0] in where]
+    order, _ = covered(range(len(cands)), [c.fused for c in cands], firsts, at)
+    moved = {i for i in order[:at] if i >= at}
+    new: list[Candidate] = []
+    for i in order:
+        c = cands[i]
+        new.append(replace(c, fused=new[-1].fused * (1 - 1e-6)) if i in moved and new else c)
+    return new
+
+
 def _rrf(rank: int | None, k: int = 60) -> float:
     return 0.0 if rank is None else 1.0 / (k + rank + 1)
 
@@ -450,6 +466,7 @@ class Retriever:
             BLEND if blend is None else blend,
             LEAD if lead else 0.0,
             orders=chosen or ("ranker", "ranker"),
+            floor=self.settings.ranker_floor,
         )
         return self.ranker
 
@@ -519,6 +536,8 @@ class Retriever:
                 query, parts or pieces, vectors, allowed, out, joint=not parts,
                 one_task=(lambda: whole(0)) if again else None,
             )  # fmt: skip
+        if self.settings.ranker_cover and self.learned_ranker() is not None:
+            out.candidates = keep_list_firsts(out, self.settings.ranker_cover)
         return out
 
     def _per_piece(
