@@ -113,9 +113,14 @@ class PipeOut:
         if self._writer is not None:
             await self._writer.drain()
 
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+    def close(self) -> bool:
+        """Close the transport; whether everything written has left (else the transport
+        goes on writing what is buffered, and the descriptor must stay open for it)."""
+        if self._writer is None:
+            return True
+        drained = self._writer.transport.get_write_buffer_size() == 0
+        self._writer.close()
+        return drained
 
 
 def _claim(fd: int, flags: int, diversion: str | int) -> int:
@@ -134,13 +139,16 @@ def _claim(fd: int, flags: int, diversion: str | int) -> int:
     return private
 
 
-def _restore(fd: int, private: int) -> None:
-    """Point ``fd`` back at the wire (blocking again) and close the private descriptor."""
+def _restore(fd: int, private: int, close: bool = True) -> None:
+    """Point ``fd`` back at the wire (blocking again, unless it is still being written)
+    and close the private descriptor (``close``)."""
     with contextlib.suppress(OSError):
-        os.set_blocking(private, True)
+        if close:
+            os.set_blocking(private, True)
         os.dup2(private, fd)
-    with contextlib.suppress(OSError):
-        os.close(private)
+    if close:
+        with contextlib.suppress(OSError):
+            os.close(private)
 
 
 @asynccontextmanager
@@ -163,12 +171,9 @@ async def stdio(prefix: bytes = b"") -> AsyncIterator[tuple[Any, Any]]:
             claimed.append((1, private))
             out = PipeOut(private)
         yield lines, out
-    finally:
-        if out is not None:
-            with contextlib.suppress(Exception):
-                await out.flush()
-            out.close()
+    finally:  # nothing awaited here: the block may end cancelled
+        drained = out.close() if out is not None else True
         if lines is not None:
             lines.close()
         for fd, private in reversed(claimed):
-            _restore(fd, private)
+            _restore(fd, private, close=drained or fd != 1)
