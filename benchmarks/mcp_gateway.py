@@ -296,7 +296,9 @@ async def bench_in_process(calls: int) -> dict[str, Any]:
     from toolscout.mcp.server import MCPGateway
 
     app = {"command": sys.executable, "args": [str(APP), "--stdio"], "toolscout": {"scopes": []}}
-    settings = {"mode": "direct", "principal": {"subject": "bench"}, "rate_per_second": 0}
+    # connect_timeout_s: on a loaded machine the upstream takes more than 10 s to start
+    settings = {"mode": "direct", "principal": {"subject": "bench"}, "rate_per_second": 0,
+                "connect_timeout_s": 120}  # fmt: skip
     gateway = MCPGateway(parse_config({"mcpServers": {"app": app}, "toolscout": settings}))
     try:
         async with gateway.running(), Client(gateway.server) as client:
