@@ -134,6 +134,9 @@ def _claim(fd: int, flags: int, diversion: str | int) -> int:
         raise
     try:
         os.dup2(other, fd)
+    except OSError:
+        os.close(private)
+        raise
     finally:
         os.close(other)
     return private
@@ -163,13 +166,15 @@ async def stdio(prefix: bytes = b"") -> AsyncIterator[tuple[Any, Any]]:
     claimed: list[tuple[int, int]] = []
     try:
         if pipe_like(0):
-            private = _claim(0, os.O_RDONLY, os.devnull)
-            claimed.append((0, private))
-            lines = PipeLines(private, prefix)
+            with contextlib.suppress(OSError):  # no descriptor to spare: the SDK's way
+                private = _claim(0, os.O_RDONLY, os.devnull)
+                claimed.append((0, private))
+                lines = PipeLines(private, prefix)
         if pipe_like(1):
-            private = _claim(1, os.O_WRONLY, 2)
-            claimed.append((1, private))
-            out = PipeOut(private)
+            with contextlib.suppress(OSError):
+                private = _claim(1, os.O_WRONLY, 2)
+                claimed.append((1, private))
+                out = PipeOut(private)
         yield lines, out
     finally:  # nothing awaited here: the block may end cancelled
         drained = out.close() if out is not None else True
