@@ -93,7 +93,45 @@ async def timed(call: Callable[[], Awaitable[Any]]) -> float:
     return elapsed
 
 
-async def side_by_side(direct: Any, gateway: Any, calls: int) -> dict[str, Any]:
+def cpu_seconds(config: Path) -> float:
+    """User + system CPU seconds of the gateway process serving ``config`` (found by its
+    command line under /proc), or -1 when it cannot be read (not Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if str(config).encode() not in argv or b"serve" not in argv:
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return -1.0
+
+
+class _Cpu:
+    """CPU per measured call of the gateway processes (``name -> config``): a figure the
+    machine's load inflates far less than wall time (only cache and frequency effects)."""
+
+    def __init__(self, configs: dict[str, Path]) -> None:
+        self.configs = configs
+        self.start: dict[str, float] = {}
+
+    def begin(self) -> None:
+        self.start = {name: cpu_seconds(cfg) for name, cfg in self.configs.items()}
+
+    def per_call_ms(self, calls: int) -> dict[str, float]:
+        out = {}
+        for name, cfg in self.configs.items():
+            now, then = cpu_seconds(cfg), self.start.get(name, -1.0)
+            if now >= 0 and then >= 0:
+                out[name] = round((now - then) * 1000 / calls, 3)
+        return out
+
+
+async def side_by_side(
+    direct: Any, gateway: Any, calls: int, cpu: _Cpu | None = None
+) -> dict[str, Any]:
     """Alternate direct and gateway calls of the same tool; warm both up first.
 
     The gateway's tool is called by the name it lists (the upstream's own ``echo`` when no
@@ -105,6 +143,8 @@ async def side_by_side(direct: Any, gateway: Any, calls: int) -> dict[str, Any]:
     d: list[float] = []
     g: list[float] = []
     for i in range(calls + 20):
+        if i == 20 and cpu is not None:
+            cpu.begin()
         text = f"ping {i}"
         one = await timed(lambda t=text: direct.call_tool("echo", {"text": t}))  # type: ignore[misc]
         two = await timed(lambda t=text: gateway.call_tool(name, {"text": t}))  # type: ignore[misc]
@@ -119,6 +159,8 @@ async def side_by_side(direct: Any, gateway: Any, calls: int) -> dict[str, Any]:
         "overhead_p50_ms": round(gs["p50_ms"] - ds["p50_ms"], 3),
         "overhead_p99_ms": round(gs["p99_ms"] - ds["p99_ms"], 3),
     }
+    if cpu is not None:  # the gateway processes' own CPU per forwarded call
+        out["gateway_cpu_ms_per_call"] = cpu.per_call_ms(calls)
     extra = getattr(gateway, "extra", None)
     if extra:  # the compared tree's gateway, called in the same turns
         cs = summary(extra[20:])
@@ -158,7 +200,7 @@ async def bench_stdio(tmp: Path, calls: int, compare: Path | None = None) -> dic
             Client(upstream, read_timeout_seconds=120) as direct,
             Client(via, read_timeout_seconds=120) as gateway,
         ):
-            return await side_by_side(direct, gateway, calls)
+            return await side_by_side(direct, gateway, calls, _Cpu({"this": config}))
     other = gateway_config(tmp, {"app": app})  # its own catalog and audit log
     old_env = {**os.environ, "PYTHONPATH": str(compare.resolve())}
     old = StdioServerParameters(
@@ -169,7 +211,8 @@ async def bench_stdio(tmp: Path, calls: int, compare: Path | None = None) -> dic
         Client(via, read_timeout_seconds=120) as gateway,
         Client(old, read_timeout_seconds=120) as before,
     ):
-        both = await side_by_side(direct, _Both(gateway, before), calls)
+        cpu = _Cpu({"this": config, "compare": other})
+        both = await side_by_side(direct, _Both(gateway, before), calls, cpu)
     return both
 
 
@@ -254,7 +297,9 @@ async def bench_in_process(calls: int) -> dict[str, Any]:
     from toolscout.mcp.server import MCPGateway
 
     app = {"command": sys.executable, "args": [str(APP), "--stdio"], "toolscout": {"scopes": []}}
-    settings = {"mode": "direct", "principal": {"subject": "bench"}, "rate_per_second": 0}
+    # connect_timeout_s: on a loaded machine the upstream takes more than 10 s to start
+    settings = {"mode": "direct", "principal": {"subject": "bench"}, "rate_per_second": 0,
+                "connect_timeout_s": 120}  # fmt: skip
     gateway = MCPGateway(parse_config({"mcpServers": {"app": app}, "toolscout": settings}))
     try:
         async with gateway.running(), Client(gateway.server) as client:
@@ -509,6 +554,8 @@ def forwarding(calls: int, compare: Path | None) -> None:
     for name, r in rows:
         print(f"{name:<16}{r['direct']['p50_ms']:>12.2f}{r['gateway']['p50_ms']:>13.2f}"
               f"{r['overhead_p50_ms']:>14.2f}{r['overhead_p99_ms']:>14.2f}")  # fmt: skip
+    for name, ms in stdio.get("gateway_cpu_ms_per_call", {}).items():
+        print(f"gateway process CPU per call ({name}): {ms:.3f} ms")
     print(f"wrote {out.relative_to(ROOT)}")
 
 

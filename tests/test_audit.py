@@ -237,6 +237,29 @@ def test_begin_then_complete_are_two_chained_rows(log: AuditLog) -> None:
         log.complete(outcome.id, status="ok", reason="ok", latency_ms=0)
 
 
+def test_an_attempt_begun_elsewhere_is_completed_from_the_file(tmp_path: Path) -> None:
+    """``complete`` chains the outcome from the attempt it remembers; one begun by another
+    log object (another process) is read back from the file, with the same fields."""
+    path = tmp_path / "audit.db"
+    with AuditLog(path) as first, AuditLog(path) as second:
+        mine = first.begin(subject="alice", tenant="acme", tool_id="t", args_digest="d1")
+        theirs = second.begin(subject="bob", tenant="beta", tool_id="u", args_digest="d2")
+        crossed = first.complete(theirs, status="ok", reason="ok", latency_ms=1.0)
+        own = first.complete(mine, status="error", reason="tool_failed", latency_ms=2.0)
+        assert (crossed.ref, crossed.subject, crossed.tenant, crossed.tool_id) == (
+            theirs,
+            "bob",
+            "beta",
+            "u",
+        )
+        assert crossed.args_digest == "d2"
+        assert (own.ref, own.subject, own.tool_id, own.args_digest) == (mine, "alice", "t", "d1")
+        assert own.prev_hash == crossed.hash  # one chain, in the order written
+        with pytest.raises(ConfigError):  # an outcome is no attempt
+            second.complete(own.id, status="ok", reason="ok", latency_ms=0)
+        assert first.verify().ok
+
+
 def test_begin_fails_when_the_database_is_write_locked(tmp_path: Path) -> None:
     path = tmp_path / "audit.db"
     with AuditLog(path) as log:

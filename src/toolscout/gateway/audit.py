@@ -86,6 +86,8 @@ DECISIONS = ("allowed", "denied", "error")
 KINDS = ("record", "attempt", "outcome", "admin")
 STARTED = "started"
 TRIGGERS = ("audit_log_no_update", "audit_log_no_delete")
+#: attempts remembered in memory until their outcome (past this, the oldest is read back)
+MAX_OPEN = 4096
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_log (
@@ -271,6 +273,9 @@ class AuditLog:
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the audit log at {path}: {exc}") from None
         self._lock = threading.Lock()
+        #: attempts begun here and not completed yet: id -> (subject, tenant, tool, digest),
+        #: so :meth:`complete` chains the outcome without reading the attempt back
+        self._open: dict[int, tuple[str, str, str, str]] = {}
 
     def _check_key(self) -> None:
         row = self._conn.execute("SELECT value FROM audit_meta WHERE key = 'key_id'").fetchone()
@@ -492,7 +497,17 @@ class AuditLog:
         fields = self._fields(
             subject, tenant, tool_id, args_digest, "allowed", reason, 0.0, STARTED, ts
         )
-        return self._write(fields, "attempt", 0).id
+        record = self._write(fields, "attempt", 0)
+        with self._lock:
+            if len(self._open) >= MAX_OPEN:  # never completed (a crashed caller): forget one
+                self._open.pop(next(iter(self._open)))
+            self._open[record.id] = (
+                record.subject,
+                record.tenant,
+                record.tool_id,
+                record.args_digest,
+            )
+        return record.id
 
     def complete(
         self,
@@ -510,21 +525,27 @@ class AuditLog:
         Retries a busy database a few times; if it still fails the attempt row
         stays, showing a call that ran without a recorded outcome.
         """
+        attempt_id = int(attempt_id)
         with self._lock:
-            row = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM audit_log WHERE id = ? AND kind = 'attempt'",
-                (int(attempt_id),),
-            ).fetchone()
-        if row is None:
+            kept = self._open.pop(attempt_id, None)
+            if kept is None:  # begun by another log object or process: read it back
+                row = self._conn.execute(
+                    f"SELECT {_COLUMNS} FROM audit_log WHERE id = ? AND kind = 'attempt'",
+                    (attempt_id,),
+                ).fetchone()
+                if row is not None:
+                    one = AuditRecord(*row)
+                    kept = (one.subject, one.tenant, one.tool_id, one.args_digest)
+        if kept is None:
             raise ConfigError(f"no audit attempt with id {attempt_id}")
-        attempt = AuditRecord(*row)
+        subject, tenant, tool_id, digest = kept
         if decision is None:
             decision = "allowed" if status == "ok" else "error"
         fields = self._fields(
-            attempt.subject,
-            attempt.tenant,
-            attempt.tool_id,
-            attempt.args_digest,
+            subject,
+            tenant,
+            tool_id,
+            digest,
             decision,
             reason,
             latency_ms,
@@ -533,7 +554,7 @@ class AuditLog:
         )
         for attempt_no in range(retries):
             try:
-                return self._write(fields, "outcome", attempt.id, detail)
+                return self._write(fields, "outcome", attempt_id, detail)
             except StoreError:
                 if attempt_no == retries - 1:
                     raise

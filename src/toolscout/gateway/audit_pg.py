@@ -121,6 +121,7 @@ class PostgresAuditLog(AuditLog):
             conn.close()
             raise
         self._lock = threading.Lock()
+        self._open = {}
 
     def verify(self, expected_head: Head | str | None = None) -> Verification:
         """The chain check, and the append-only triggers present (a failure if not)."""

@@ -417,18 +417,24 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         """Serve one client over this process's stdin/stdout."""
         from mcp.server.stdio import stdio_server
 
+        from toolscout.mcp import pipes
+
         self.check("stdio")
         started = early.take()  # `toolscout mcp serve` read (and maybe answered) initialize
         mark("serving stdio")
         async with self.running():
             if started is None:
-                async with stdio_server() as (read, write):
+                # pipes: stdin and stdout on the event loop, not a thread hop per line
+                async with pipes.stdio() as (lines, out), stdio_server(lines, out) as (read, write):
                     await self.server.run(read, write, self.server.create_initialization_options())
                 return
             await asyncio.to_thread(started.wait)
-            async with stdio_server(stdin=started.stdin()) as (read, write):
-                once = early.Recorder(write, started, self.errlog, own=self.instructions())
-                await self.server.run(read, once, self.server.create_initialization_options())
+            async with (
+                pipes.stdio(started.read) as (lines, out),
+                stdio_server(stdin=lines or started.stdin(), stdout=out) as (read, write),
+            ):
+                kept = early.Recorder(write, started, self.errlog, own=self.instructions())
+                await self.server.run(read, kept, self.server.create_initialization_options())
 
     def http_app(self, *, host: str = "127.0.0.1", port: int = 8701) -> Any:
         """The Starlette app: ``/mcp`` behind bearer auth, plus protected-resource metadata."""

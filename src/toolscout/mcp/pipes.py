@@ -1,0 +1,184 @@
+"""The caller-facing stdio of the gateway on the event loop, without a thread per line.
+
+The SDK's ``stdio_server`` reads stdin and writes stdout through ``anyio.wrap_file``:
+every line read, every write and every flush is a hop to a worker thread and back
+(three per forwarded call), each a wake-up of another thread and a wait for the
+interpreter lock — on a loaded 2-core machine a few milliseconds per call. When
+stdin and stdout are pipes or sockets (as when a client spawns the gateway), this
+module serves them with asyncio's own pipe transports instead, and hands the SDK
+the same interface it takes (``stdio_server(stdin=..., stdout=...)``): an async
+iterator of text lines and an async ``write`` / ``flush``.
+
+Like the SDK with a stream it claims itself, :func:`stdio` moves the wire to private
+descriptors and points fd 0 at the null device and fd 1 at stderr while serving, so
+stray output of a handler or a child never reaches the client; both are put back on
+exit. A descriptor that is not a pipe or a socket (a terminal, a file) is left to
+the SDK's own threaded reading and writing (``None`` in its place).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+__all__ = ["LINE_LIMIT", "PipeLines", "PipeOut", "pipe_like", "stdio"]
+
+#: longest line read (a JSON-RPC message; the argument caps are far below it)
+LINE_LIMIT = 1 << 30
+
+
+def pipe_like(fd: int) -> bool:
+    """Whether ``fd`` is a pipe or a socket of its own (what asyncio's pipe transports
+    serve, which make it non-blocking). Left out: a terminal (the flag would outlive the
+    gateway in the shell), and a pipe that stderr shares (``2>&1``: a write to stderr,
+    ours or a child's, could then fail with ``EAGAIN``)."""
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return False
+    if not (stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode)):
+        return False
+    with contextlib.suppress(OSError):
+        err = os.fstat(2)
+        if fd != 2 and (err.st_dev, err.st_ino) == (info.st_dev, info.st_ino):
+            return False
+    return True
+
+
+class PipeLines:
+    """The lines of a pipe (after ``prefix``: bytes already read from it), as text."""
+
+    def __init__(self, fd: int, prefix: bytes = b"") -> None:
+        self._fd = fd
+        self._prefix = prefix
+        self._reader: asyncio.StreamReader | None = None
+        self._transport: asyncio.BaseTransport | None = None
+
+    def __aiter__(self) -> PipeLines:
+        return self
+
+    async def _open(self) -> asyncio.StreamReader:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
+        if self._prefix:
+            reader.feed_data(self._prefix)
+            self._prefix = b""
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        pipe = os.fdopen(self._fd, "rb", buffering=0, closefd=False)
+        self._transport, _ = await loop.connect_read_pipe(lambda: protocol, pipe)
+        return reader
+
+    async def __anext__(self) -> str:
+        reader = self._reader
+        if reader is None:
+            reader = self._reader = await self._open()
+        line = await reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+class PipeOut:
+    """Text written to a pipe: ``write`` queues it, ``flush`` waits until the pipe took it."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def _open(self) -> asyncio.StreamWriter:
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(self._fd, "wb", buffering=0, closefd=False)
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.streams.FlowControlMixin(loop=loop), pipe
+        )
+        return asyncio.StreamWriter(transport, protocol, None, loop)
+
+    async def write(self, text: str) -> None:
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = await self._open()
+        writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        if self._writer is not None:
+            await self._writer.drain()
+
+    def close(self) -> bool:
+        """Close the transport; whether everything written has left (else the transport
+        goes on writing what is buffered, and the descriptor must stay open for it)."""
+        if self._writer is None:
+            return True
+        drained = self._writer.transport.get_write_buffer_size() == 0
+        self._writer.close()
+        return drained
+
+
+def _claim(fd: int, flags: int, diversion: str | int) -> int:
+    """Move ``fd``'s wire to a private descriptor (close-on-exec, above 2), point ``fd`` at
+    ``diversion`` (a path, or a descriptor to duplicate); the private descriptor."""
+    private: int = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    try:
+        other = os.open(diversion, flags) if isinstance(diversion, str) else os.dup(diversion)
+    except OSError:
+        os.close(private)
+        raise
+    try:
+        os.dup2(other, fd)
+    except OSError:
+        os.close(private)
+        raise
+    finally:
+        os.close(other)
+    return private
+
+
+def _restore(fd: int, private: int, close: bool = True) -> None:
+    """Point ``fd`` back at the wire (blocking again, unless it is still being written)
+    and close the private descriptor (``close``)."""
+    with contextlib.suppress(OSError):
+        if close:
+            os.set_blocking(private, True)
+        os.dup2(private, fd)
+    if close:
+        with contextlib.suppress(OSError):
+            os.close(private)
+
+
+@asynccontextmanager
+async def stdio(prefix: bytes = b"") -> AsyncIterator[tuple[Any, Any]]:
+    """(stdin lines, stdout writer) for ``stdio_server(stdin=..., stdout=...)`` while the
+    block runs; either is ``None`` when its descriptor is no pipe or socket (the SDK then
+    claims and serves it itself). ``prefix``: bytes already read from stdin (they come
+    first). With stdin left to the SDK, the prefix is not used: the caller passes its
+    own reader of it."""
+    lines: PipeLines | None = None
+    out: PipeOut | None = None
+    claimed: list[tuple[int, int]] = []
+    try:
+        if pipe_like(0):
+            with contextlib.suppress(OSError):  # no descriptor to spare: the SDK's way
+                private = _claim(0, os.O_RDONLY, os.devnull)
+                claimed.append((0, private))
+                lines = PipeLines(private, prefix)
+        if pipe_like(1):
+            with contextlib.suppress(OSError):
+                private = _claim(1, os.O_WRONLY, 2)
+                claimed.append((1, private))
+                out = PipeOut(private)
+        yield lines, out
+    finally:  # nothing awaited here: the block may end cancelled
+        drained = out.close() if out is not None else True
+        if lines is not None:
+            lines.close()
+        for fd, private in reversed(claimed):
+            _restore(fd, private, close=drained or fd != 1)
