@@ -10,6 +10,7 @@ from toolscout.discovery import lexical, tokencount
 from toolscout.discovery.catalog import Catalog, prefetch_models
 from toolscout.embed.minilm import MiniLMEmbedder
 from toolscout.embed.vectorcache import VECTOR_CACHE_ENV
+from toolscout.policy import Principal
 
 
 def _wait_loaded(model: MiniLMEmbedder, seconds: float = 120.0) -> bool:
@@ -46,6 +47,14 @@ def test_opening_a_stored_catalog_prefetches_but_an_empty_one_does_not(tmp_path:
         assert empty._session is None  # nothing stored yet: nothing to discover over
     with Catalog.open(path, embedder=embedder(), log=False) as cat:
         cat.add([spec("a.find_order", "Find an order by its number.")])
+    before = path.read_bytes()
+    with Catalog.open(path, embedder=MiniLMEmbedder(), log=False) as cat:
+        time.sleep(0.5)  # no dense index kept yet: opening maps nothing and writes nothing
+        assert cat.store._dense is None  # type: ignore[attr-defined]
+    assert path.read_bytes() == before
+    with Catalog.open(path, embedder=embedder(), log=False) as cat:
+        found = cat.discover("find my order", Principal.of("u"), tier="progressive")
+        assert found.ids == ["a.find_order"]  # a search builds the dense index and keeps it
     stored = MiniLMEmbedder()
     with Catalog.open(path, embedder=stored, log=False) as cat:
         assert _wait_loaded(stored)  # no embed call made it load

@@ -609,9 +609,18 @@ class SQLiteStore:
         return hits
 
     def prepare_dense(self, model_id: str) -> None:
-        """Map (or build) the dense index of ``model_id`` now, not on the first search (a
-        new process does it while the query encoder loads)."""
-        self._dense_index(model_id)
+        """Map the dense index of ``model_id`` a process kept for this generation now, not
+        on the first search (a new process does it while the query encoder loads). An index
+        that must be built is left to the first search: a process that only opens the
+        catalog (a refused import, a lint) writes nothing to it."""
+        with self._lock:
+            if self._dense is not None and self._dense_model == model_id:
+                return
+            generation = self.generation()
+            index = self._kept_dense(model_id, generation, list(self._ids()[1]))
+            if index is not None:
+                self._dense = index
+                self._dense_model = model_id
 
     def _dense_index(self, model_id: str) -> _DenseIndex:
         with self._lock:
