@@ -20,13 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
-
-import jwt
-from jwt.exceptions import InvalidJTIError, InvalidSubjectError
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from toolscout.errors import ConfigError, TokenError
 from toolscout.policy import Principal
+
+if TYPE_CHECKING:  # PyJWT (and cryptography) are imported where a token is handled
+    import jwt
 
 #: tokens longer than this are refused before any parsing
 MAX_TOKEN_BYTES = 8 * 1024
@@ -329,6 +329,8 @@ def load_private_key(pem: bytes) -> Any:
 
 def _jwks_keys(data: Any, algorithms: tuple[str, ...]) -> dict[str, dict[str, jwt.PyJWK]]:
     """kid -> alg -> key, for every key usable with an allowed algorithm."""
+    import jwt
+
     if not isinstance(data, Mapping) or not isinstance(data.get("keys"), list):
         raise ConfigError("a JWKS must be an object with a 'keys' list")
     out: dict[str, dict[str, jwt.PyJWK]] = {}
@@ -354,6 +356,9 @@ def _jwks_keys(data: Any, algorithms: tuple[str, ...]) -> dict[str, dict[str, jw
 
 def _token_error(exc: Exception) -> TokenError:
     """Map a PyJWT exception to a TokenError with a stable reason code."""
+    import jwt
+    from jwt.exceptions import InvalidJTIError, InvalidSubjectError
+
     if isinstance(exc, jwt.InvalidSignatureError):
         return TokenError("token signature does not verify", reason=BAD_SIGNATURE)
     if isinstance(exc, jwt.ExpiredSignatureError):
@@ -479,6 +484,8 @@ class JWTVerifier:
         )
 
     def _key_for(self, token: str) -> Any:
+        import jwt
+
         if self._jwks is None:
             return self._key
         try:
@@ -500,6 +507,8 @@ class JWTVerifier:
         return by_alg[alg]
 
     def verify(self, token: str) -> Principal:
+        import jwt
+
         if not isinstance(token, str) or not token.strip():
             raise TokenError("no token was presented", reason=MISSING)
         if len(token) > self.max_token_bytes:
@@ -558,6 +567,8 @@ def issue_token(
     now: float | None = None,
 ) -> str:
     """Mint a token for development: an HMAC secret for HS*, a PEM private key otherwise."""
+    import jwt
+
     (alg,) = check_algorithms([algorithm])
     if not subject:
         raise ConfigError("a token needs a subject")
