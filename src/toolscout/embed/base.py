@@ -29,6 +29,22 @@ class Embedder(Protocol):
         ...
 
 
+class Wrapped:
+    """Base of an embedder over another one (``inner``): its vectors are in the inner
+    model's space, so the model id and the dimension are the inner one's."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+
 def normalise(vectors: npt.NDArray[Any]) -> Vectors:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     out: Vectors = (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)

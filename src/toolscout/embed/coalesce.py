@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from toolscout.embed.base import Embedder, Vectors
+from toolscout.embed.base import Embedder, Vectors, Wrapped
 from toolscout.errors import ConfigError
 
 #: a call with more texts than this (an index being built) runs on its own, not queued
@@ -40,13 +40,13 @@ class _Ask:
     done: bool = field(default=False)
 
 
-class CoalescingEmbedder:
+class CoalescingEmbedder(Wrapped):
     """An :class:`Embedder` whose concurrent ``embed`` calls share encoder runs."""
 
     def __init__(self, inner: Embedder, *, max_texts: int = MAX_TEXTS) -> None:
         if max_texts < 1:
             raise ConfigError(f"max_texts must be at least 1, got {max_texts}")
-        self.inner = inner
+        super().__init__(inner)
         self.max_texts = max_texts
         self._cond = threading.Condition()
         self._queue: list[_Ask] = []
@@ -54,14 +54,6 @@ class CoalescingEmbedder:
         #: encoder runs made, and calls answered (runs < calls: texts were coalesced)
         self.runs = 0
         self.calls = 0
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def load(self) -> None:
         """Load the wrapped model now, when it can be loaded ahead."""

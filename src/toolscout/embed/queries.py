@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from toolscout.embed.base import Embedder, Vectors
+from toolscout.embed.base import Embedder, Vectors, Wrapped
 from toolscout.errors import ConfigError
 
 
-class QuerySide:
+class QuerySide(Wrapped):
     """Cards through ``cards``, requests through ``queries``: one model id, one vector space."""
 
     def __init__(self, cards: Embedder, queries: Embedder) -> None:
@@ -25,16 +25,13 @@ class QuerySide:
                 f"the query encoder ({queries.model_id}, {queries.dim} dimensions) must be a"
                 f" graph of the cards' model ({cards.model_id}, {cards.dim} dimensions)"
             )
-        self.cards = cards
+        super().__init__(cards)
         self.query_side = queries
 
     @property
-    def model_id(self) -> str:
-        return self.cards.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.cards.dim
+    def cards(self) -> Embedder:
+        """The embedder the catalog's cards are indexed with."""
+        return self.inner
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         return self.cards.embed(texts)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolscout.embed.base import Embedder, Vectors
+from toolscout.embed.base import Embedder, Vectors, Wrapped
 
 #: the directory of the shared vector cache (unset: no cache)
 VECTOR_CACHE_ENV = "TOOLSCOUT_VECTOR_CACHE"
@@ -152,23 +152,15 @@ def _chunks(items: list[bytes], size: int) -> Iterator[list[bytes]]:
         yield items[start : start + size]
 
 
-class CachedEmbedder:
+class CachedEmbedder(Wrapped):
     """An :class:`Embedder` that embeds only the texts the cache does not hold."""
 
     def __init__(self, inner: Embedder, cache: VectorCache) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.cache = cache
         #: texts answered from the cache, and texts the model embedded
         self.hits = 0
         self.misses = 0
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def load(self) -> None:
         """Nothing: the model is loaded by the first text the cache does not hold, so a

@@ -85,8 +85,9 @@ class Readiness:
         embedder = getattr(catalog, "embedder", None)
         if embedder is not None:  # both graphs when requests have their own
             embedder.embed([WARM_UP_QUERY])
-            if query_embedder(embedder) is not embedder:
-                query_embedder(embedder).embed([WARM_UP_QUERY])
+            queries = query_embedder(embedder)
+            if queries is not embedder:
+                queries.embed([WARM_UP_QUERY])
         catalog.discover(WARM_UP_QUERY, _WARM_UP_PRINCIPAL, k=1, record=False)
         gateway = getattr(self._service, "gateway", None)
         if gateway is not None:

@@ -25,6 +25,7 @@ import numpy as np
 from toolscout.cards import ToolSpec
 from toolscout.discovery.lexical import STOPWORDS, phrase_key, stem, words
 from toolscout.discovery.search import Candidate, PhraseIndex, Retriever, parse_query
+from toolscout.embed.base import Wrapped
 from toolscout.lint.findings import Finding, OverlapPair
 
 if TYPE_CHECKING:
@@ -54,25 +55,17 @@ class Probe:
     kind: str  # alias, masked-summary, name, not-for, summary
 
 
-class _Batched:
+class _Batched(Wrapped):
     """An embedder that answers from vectors computed in one batch, the model otherwise."""
 
     def __init__(self, inner: Embedder, texts: Sequence[str]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         uniq = list(dict.fromkeys(texts))
         self._vecs: dict[str, Vectors] = {}
         for i in range(0, len(uniq), 256):
             chunk = uniq[i : i + 256]
             for text, vec in zip(chunk, inner.embed(chunk), strict=True):
                 self._vecs[text] = vec
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if all(t in self._vecs for t in texts):
