@@ -121,6 +121,20 @@ _DERIVED_ROWS_TABLE = (
     " PRIMARY KEY (token, part, name)) WITHOUT ROWID"
 )
 
+_INSERT_DERIVED_ROWS = (
+    "INSERT INTO derived_rows(token, part, name, pos, value) VALUES (?, ?, ?, ?, ?)"
+)
+
+
+def _part_rows(
+    token: str, part: str, items: Iterable[tuple[str, str]]
+) -> list[tuple[str, str, str, int, str]]:
+    """One part of a derived map as ``derived_rows`` rows, in key order (appended to the
+    B-tree, not spread over it)."""
+    rows = [(token, part, name, i, value) for i, (name, value) in enumerate(items)]
+    rows.sort(key=lambda r: r[2])
+    return rows
+
 
 def scope_value(tenants: Sequence[str]) -> str:
     """The scope column of a tool offered to ``tenants`` (none: every tenant)."""
@@ -752,12 +766,7 @@ class SQLiteStore:
                     "DELETE FROM derived_rows WHERE token = ?", (json.loads(old[0])["token"],)
                 )
         for part, items in parts.items():
-            rows = [(token, part, name, i, value) for i, (name, value) in enumerate(items)]
-            rows.sort(key=lambda r: r[2])  # in key order: appended to the B-tree, not spread
-            self._db.executemany(
-                "INSERT INTO derived_rows(token, part, name, pos, value) VALUES (?, ?, ?, ?, ?)",
-                rows,
-            )
+            self._db.executemany(_INSERT_DERIVED_ROWS, _part_rows(token, part, items))
 
     def set_derived_rows(
         self,
@@ -798,16 +807,11 @@ class SQLiteStore:
                 self._db.execute(_DERIVED_ROWS_TABLE)
                 self._db.execute("COMMIT")
             for part, items in parts.items():
-                rows = [(token, part, name, i, value) for i, (name, value) in enumerate(items)]
-                rows.sort(key=lambda r: r[2])
+                rows = _part_rows(token, part, items)
                 for start in range(0, len(rows), step):
                     with self._lock:
                         self._db.execute("BEGIN IMMEDIATE")
-                        self._db.executemany(
-                            "INSERT INTO derived_rows(token, part, name, pos, value)"
-                            " VALUES (?, ?, ?, ?, ?)",
-                            rows[start : start + step],
-                        )
+                        self._db.executemany(_INSERT_DERIVED_ROWS, rows[start : start + step])
                         self._db.execute("COMMIT")
             with self._lock:
                 self._db.execute("BEGIN IMMEDIATE")
