@@ -273,9 +273,9 @@ class AuditLog:
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the audit log at {path}: {exc}") from None
         self._lock = threading.Lock()
-        #: attempts begun here and not completed yet: id -> (subject, tenant, tool, digest),
-        #: so :meth:`complete` chains the outcome without reading the attempt back
-        self._open: dict[int, tuple[str, str, str, str]] = {}
+        #: attempts begun here and not completed yet, by id, so :meth:`complete` chains
+        #: the outcome without reading the attempt back
+        self._open: dict[int, AuditRecord] = {}
 
     def _check_key(self) -> None:
         row = self._conn.execute("SELECT value FROM audit_meta WHERE key = 'key_id'").fetchone()
@@ -501,12 +501,7 @@ class AuditLog:
         with self._lock:
             if len(self._open) >= MAX_OPEN:  # never completed (a crashed caller): forget one
                 self._open.pop(next(iter(self._open)))
-            self._open[record.id] = (
-                record.subject,
-                record.tenant,
-                record.tool_id,
-                record.args_digest,
-            )
+            self._open[record.id] = record
         return record.id
 
     def complete(
@@ -527,25 +522,22 @@ class AuditLog:
         """
         attempt_id = int(attempt_id)
         with self._lock:
-            kept = self._open.pop(attempt_id, None)
-            if kept is None:  # begun by another log object or process: read it back
+            attempt = self._open.pop(attempt_id, None)
+            if attempt is None:  # begun by another log object or process: read it back
                 row = self._conn.execute(
                     f"SELECT {_COLUMNS} FROM audit_log WHERE id = ? AND kind = 'attempt'",
                     (attempt_id,),
                 ).fetchone()
-                if row is not None:
-                    one = AuditRecord(*row)
-                    kept = (one.subject, one.tenant, one.tool_id, one.args_digest)
-        if kept is None:
+                attempt = None if row is None else AuditRecord(*row)
+        if attempt is None:
             raise ConfigError(f"no audit attempt with id {attempt_id}")
-        subject, tenant, tool_id, digest = kept
         if decision is None:
             decision = "allowed" if status == "ok" else "error"
         fields = self._fields(
-            subject,
-            tenant,
-            tool_id,
-            digest,
+            attempt.subject,
+            attempt.tenant,
+            attempt.tool_id,
+            attempt.args_digest,
             decision,
             reason,
             latency_ms,
