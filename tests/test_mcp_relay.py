@@ -27,6 +27,17 @@ def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     yield from local_gateway(servers, tmp_path)
 
 
+@pytest.fixture
+def patient_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The same upstream with its default time-out (far past the caller's 2 s wait), so the
+    caller's cancellation is the only thing that can end the call: with ``slow`` at 1 s the
+    gateway's own time-out (1-2 s after the send, by when progress was last seen) raced it."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    servers = {"app": {"command": sys.executable, "args": [str(APP), "--stdio"],
+                       "toolscout": {"scopes": [], "timeout_s": 120}}}  # fmt: skip
+    yield from local_gateway(servers, tmp_path)
+
+
 def _text(result: Any) -> str:
     return "\n".join(getattr(b, "text", "") for b in result.content)
 
@@ -95,11 +106,13 @@ def test_size_limits_are_per_server_and_generous_by_default(
     assert _text(out["tight_small"]) == "fits"
 
 
-def test_a_callers_cancellation_reaches_the_upstream_call(gateway: MCPGateway) -> None:
+def test_a_callers_cancellation_reaches_the_upstream_call(patient_gateway: MCPGateway) -> None:
     """A client that gives up on a call cancels it through the gateway: the upstream request
     is abandoned (the SDK tells the upstream), the audit says ``cancelled``, and the session
     serves the next call."""
     from mcp import Client
+
+    gateway = patient_gateway
 
     async def scenario() -> tuple[list[int], Any]:
         async with gateway.running(wait_s=60), Client(gateway.server, mode="legacy") as client:
