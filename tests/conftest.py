@@ -111,15 +111,30 @@ def _cpu_seconds() -> float:
 
 #: CPU seconds of each test (set-up, call and teardown) in this process
 _CPU: dict[str, float] = {}
+#: processes each test's own process started (set-up, call and teardown): every
+#: ``subprocess.Popen``, asyncio's and anyio's included, and ``os.posix_spawn``
+_SPAWNS: dict[str, int] = {}
+_spawned = 0
+
+
+def _count_spawns(event: str, args: tuple[Any, ...]) -> None:
+    global _spawned
+    if event in ("subprocess.Popen", "os.posix_spawn"):
+        _spawned += 1
+
+
+sys.addaudithook(_count_spawns)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """Record the test's CPU: its process's and its reaped child processes' (a server a
-    module fixture started counts where it is stopped, at the module's last test)."""
-    start = _cpu_seconds()
+    module fixture started counts where it is stopped, at the module's last test), and
+    how many processes it started (a module fixture's count at the module's first test)."""
+    start, spawned = _cpu_seconds(), _spawned
     yield
     _CPU[item.nodeid] = _CPU.get(item.nodeid, 0.0) + _cpu_seconds() - start
+    _SPAWNS[item.nodeid] = _SPAWNS.get(item.nodeid, 0) + _spawned - spawned
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -210,6 +225,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if output is not None:
         output["case_counts"] = dict(_case_counts())
         output["cpu"] = dict(_CPU)
+        output["spawns"] = dict(_SPAWNS)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -218,18 +234,32 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     output = getattr(node, "workeroutput", {})
     _WORKER_COUNTS.update(output.get("case_counts", {}))
     _CPU.update(output.get("cpu", {}))
+    _SPAWNS.update(output.get("spawns", {}))
 
 
 def _cpu_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """``--cpu-durations N``: the N tests that used most CPU, and the run's total."""
+    """``--cpu-durations N``: the N tests and the N files that used most CPU (with the
+    processes they started), and the run's total."""
     top = terminalreporter.config.getoption("cpu_durations")
     if top is None or not _CPU:
         return
-    ranked = sorted(_CPU.items(), key=lambda kv: -kv[1])
+    files: dict[str, float] = {}
+    file_spawns: Counter[str] = Counter()
+    for nodeid, seconds in _CPU.items():
+        path = nodeid.split("::", 1)[0]
+        files[path] = files.get(path, 0.0) + seconds
+        file_spawns[path] += _SPAWNS.get(nodeid, 0)
     terminalreporter.section("most CPU (user + system, with reaped child processes)")
-    for nodeid, seconds in ranked[: top or None]:
-        terminalreporter.write_line(f"{seconds:8.2f}s {nodeid}")
-    terminalreporter.write_line(f"total: {sum(_CPU.values()):.1f}s over {len(_CPU)} tests")
+    terminalreporter.write_line("     CPU  processes  test")
+    for nodeid, seconds in sorted(_CPU.items(), key=lambda kv: -kv[1])[: top or None]:
+        terminalreporter.write_line(f"{seconds:8.2f}s {_SPAWNS.get(nodeid, 0):6d}     {nodeid}")
+    terminalreporter.write_line("     CPU  processes  file")
+    for path, seconds in sorted(files.items(), key=lambda kv: -kv[1])[: top or None]:
+        terminalreporter.write_line(f"{seconds:8.2f}s {file_spawns[path]:6d}     {path}")
+    terminalreporter.write_line(
+        f"total: {sum(_CPU.values()):.1f}s over {len(_CPU)} tests, "
+        f"{sum(_SPAWNS.values())} processes started by the tests' own processes"
+    )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
