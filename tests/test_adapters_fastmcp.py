@@ -4,6 +4,7 @@ own client in process."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,12 @@ from typing import Any
 import pytest
 
 fastmcp = pytest.importorskip("fastmcp")
+# imported here, at collection, not lazily by ``fastmcp.Client`` inside a test: it imports
+# py-key-value modules through beartype's import hook, which parses them into Python AST
+# objects; CPython 3.11's AST converter keeps one recursion counter for all threads, so
+# another thread making AST objects at that moment fails it with "SystemError: AST
+# constructor recursion depth mismatch" (it failed a full run on a loaded machine)
+importlib.import_module("fastmcp.client")
 
 from toolscout import Principal, Settings, Toolscout, issue_token, make_spec  # noqa: E402
 from toolscout.adapters.fastmcp import ToolscoutSearchTransform, specs_of  # noqa: E402
