@@ -77,12 +77,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 MAX_WORKERS = 4
 
 #: modules (or ``module::test``) that take longest, started first in this order when the
-#: suite runs on several workers; a stale entry only changes the order, never what runs
+#: suite runs on several workers; a stale entry only changes the order, never what runs.
+#: By the wall time of a full run (docs/benchmarks.md, Test suite time): every unit of
+#: 40 s or more there, so none starts in the last minutes and leaves a worker idle
 HEAVY = (
-    "test_mcp_conformance.py",  # one harness run for both modes: the longest unit
-    "test_cli.py::test_bfcl_index_then_search",
+    "test_cli.py::test_bfcl_index_then_search",  # the longest unit (bfcl's 7,392 card views)
+    "test_mcp_conformance.py",  # one harness run for both modes
+    "test_security.py",  # one group: its last test counts the cases of the others
     "test_soak.py",
     "test_readme.py",
+    "test_cli_inputs.py::test_policy_beside_the_catalog_needs_a_flag_to_replace",
+    "test_cli_inputs.py::test_reimport_cannot_widen_or_take_over_a_tool",
+    "test_adapters_mcp_clients.py::test_inspector_cli_over_stdio_with_separator_or_short_option",
+    "test_mcp_everything.py",  # one group, with a 35-second upstream operation
+    "test_cli_inputs.py::test_messy_catalog_imports_with_warnings_and_is_searchable",
     "test_console_browser.py",
     "test_http.py",
 )
@@ -159,8 +167,9 @@ def _weight(item: pytest.Item) -> int:
     """Position in :data:`HEAVY` (lower runs earlier); everything else after."""
     path = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
     name = item.nodeid.split("::", 2)[1] if "::" in item.nodeid else ""
+    name = name.split("[", 1)[0].split("@", 1)[0]  # no parameters, no xdist group
     for rank, entry in enumerate(HEAVY):
-        if entry in (path, f"{path}::{name.split('[', 1)[0]}"):
+        if entry in (path, f"{path}::{name}"):
             return rank
     return len(HEAVY)
 
