@@ -29,6 +29,7 @@ processes they started), which is what the suite's time on two cores is made of.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -36,6 +37,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,12 +57,29 @@ def pytest_configure(config: pytest.Config) -> None:
     one (``$TOOLSCOUT_VECTOR_CACHE``; set empty: no cache): the demo and bench card texts
     that many tests index into catalogs of their own are embedded once per run. The
     vectors are the model's own (stored as it returned them); a test of the model itself
-    calls it directly."""
+    calls it directly. And byte-compile the package once (:func:`_compile_package`)."""
     global _RUN_VECTORS
-    if hasattr(config, "workerinput") or VECTOR_CACHE_ENV in os.environ:
-        return  # a worker inherits the controlling process's; set empty, there is none
+    if hasattr(config, "workerinput"):
+        return  # a worker inherits the controlling process's cache and compiled package
+    _compile_package()
+    if VECTOR_CACHE_ENV in os.environ:
+        return  # the caller's cache; set empty, there is none
     _RUN_VECTORS = tempfile.mkdtemp(prefix="toolscout-vectors-")
     os.environ[VECTOR_CACHE_ENV] = _RUN_VECTORS
+
+
+def _compile_package() -> None:
+    """Write the ``__pycache__`` of the ``toolscout`` package the run imports, where it is
+    missing or stale. The suite starts several hundred ``toolscout`` processes; where
+    ``$PYTHONDONTWRITEBYTECODE`` is set (a source checkout on PYTHONPATH in such an
+    environment) none of them writes its bytecode, so each compiled every module it
+    imported again (0.1-0.4 s of CPU a process). An unwritable tree is left as it is."""
+    import compileall
+
+    import toolscout
+
+    with contextlib.suppress(OSError):
+        compileall.compile_dir(Path(toolscout.__file__).parent, quiet=2)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
