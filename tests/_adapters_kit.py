@@ -16,6 +16,7 @@ sys.path.insert(0, str(EXAMPLES))
 
 import _demo  # noqa: E402
 
+from demo_fixture import _shared, demo_db_copy  # noqa: E402
 from toolscout import Principal, Toolscout  # noqa: E402
 from toolscout.adapters.replay import Recorded, ReplayEndpoint  # noqa: E402
 
@@ -23,9 +24,26 @@ K = 5
 SUPPORT = Principal.of("alice", "acme", roles=["support_agent"])
 
 
+def _build_demo(db: Path) -> None:
+    """The examples' demo catalog indexed into ``db`` (``_demo.demo``) and closed."""
+    before = os.environ.get("TOOLSCOUT_EXAMPLE_DB")
+    os.environ["TOOLSCOUT_EXAMPLE_DB"] = str(db)
+    try:
+        _demo.demo().close()
+    finally:
+        if before is None:
+            del os.environ["TOOLSCOUT_EXAMPLE_DB"]
+        else:
+            os.environ["TOOLSCOUT_EXAMPLE_DB"] = before
+
+
 def demo_db(factory: pytest.TempPathFactory) -> Path:
-    """The examples' demo database, in this session's base temporary directory."""
-    path = factory.getbasetemp() / "adapters-demo.db"
+    """The examples' demo database, in this session's base temporary directory: a copy of
+    one indexed once per run (the xdist workers share it: ``demo_fixture``), so a worker
+    does not index the 205 cards again."""
+    path = factory.getbasetemp() / "adapters-demo" / "demo.db"
+    if not path.exists():
+        demo_db_copy(_shared(factory, "adapters-demo", _build_demo), path.parent)
     os.environ["TOOLSCOUT_EXAMPLE_DB"] = str(path)
     return path
 
