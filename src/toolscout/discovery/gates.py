@@ -1,0 +1,92 @@
+"""Gates on the request's shape: a step around the ranker only where the request warrants it.
+
+The steps around the learned ranker (the merge of a long request's parts, reformulation,
+the exact-hit guarantee, the prerequisite step, the dedupe) each help some requests and
+cost others. A gate keeps a step on only where the request's shape is on one side of a
+threshold: ``"exact_hits:terms<12"`` keeps the exact-hit guarantee for requests of fewer
+than twelve distinct content terms. The shape is read off the request alone
+(:func:`request_shape`): distinct content terms, characters, sentences and the parts
+``discovery/parts.py`` reads it in. No gate is shipped unless it won leave-one-set-out over
+the six dev sets on full sets, with no set losing (``benchmarks/steps.py``,
+docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from toolscout.discovery.lexical import sentences, terms
+from toolscout.discovery.parts import request_parts
+from toolscout.errors import ConfigError
+from toolscout.settings import SearchSettings
+
+#: the steps a gate may apply to (SearchSettings' switch of the same name)
+STEPS: tuple[str, ...] = ("parts", "reformulate", "exact_hits", "prerequisites", "dedupe")
+#: what a gate may read of the request
+FEATURES: tuple[str, ...] = ("terms", "chars", "sentences", "parts")
+#: the shipped gates (none: every step on for every request, as before)
+SHIPPED: tuple[str, ...] = ()
+
+_SPEC = re.compile(r"^\s*(\w+)\s*:\s*(\w+)\s*(>=|<)\s*(\d+(?:\.\d+)?)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """``step`` is on only where ``feature`` is ``>=`` (side "ge") or ``<`` (side "lt")
+    ``threshold``."""
+
+    step: str
+    feature: str
+    threshold: float
+    side: str
+
+    def on(self, shape: Mapping[str, float]) -> bool:
+        return (shape[self.feature] >= self.threshold) == (self.side == "ge")
+
+    def __str__(self) -> str:
+        op = ">=" if self.side == "ge" else "<"
+        return f"{self.step}:{self.feature}{op}{self.threshold:g}"
+
+
+def parse(spec: str) -> Gate:
+    """A gate from its spelling, ``"step:feature>=threshold"`` or ``"step:feature<threshold"``."""
+    m = _SPEC.match(spec) if isinstance(spec, str) else None
+    if m is None:
+        raise ConfigError(
+            f"a step gate is spelt 'step:feature>=number' or 'step:feature<number', got {spec!r}"
+        )
+    step, feature, op, threshold = m.groups()
+    if step not in STEPS:
+        raise ConfigError(f"a step gate's step must be one of {STEPS}, got {step!r}")
+    if feature not in FEATURES:
+        raise ConfigError(f"a step gate's feature must be one of {FEATURES}, got {feature!r}")
+    return Gate(step, feature, float(threshold), "ge" if op == ">=" else "lt")
+
+
+def parse_all(specs: Sequence[str] | None) -> tuple[Gate, ...]:
+    """The gates of ``specs`` (None: the shipped ones); at most one per step."""
+    gates = tuple(parse(s) for s in (SHIPPED if specs is None else specs))
+    steps = [g.step for g in gates]
+    twice = sorted({s for s in steps if steps.count(s) > 1})
+    if twice:
+        raise ConfigError(f"at most one step gate per step; {twice} have more")
+    return gates
+
+
+def request_shape(text: str) -> dict[str, float]:
+    """What a gate may read of a request (nothing of the catalog, nothing learned)."""
+    return {
+        "terms": float(len(set(terms(text)))),
+        "chars": float(len(text)),
+        "sentences": float(sum(1 for s in sentences(text) if s.strip())),
+        "parts": float(len(request_parts(text))),
+    }
+
+
+def step_on(step: str, text: str, settings: SearchSettings) -> bool:
+    """Whether ``step`` (switched on in ``settings``) applies to the request ``text``: yes
+    unless a gate on that step (``settings.step_gates``; None: :data:`SHIPPED`) says no."""
+    gates = [g for g in parse_all(settings.step_gates) if g.step == step]
+    return not gates or gates[0].on(request_shape(text))
