@@ -217,9 +217,14 @@ def gated(data: Mapping[str, Any], step: str, gate: Gate, key: str) -> list[floa
     return [a if ((v >= t) == (side == "ge")) else b for a, b, v in zip(on, off, vals, strict=True)]
 
 
+#: the features the gates may read (``--product-only``: only those the product computes,
+#: ``gates.FEATURES``; the others need the catalog's help and are here to measure)
+GATE_FEATURES: list[str] = list(FEATURES)
+
+
 def gates() -> list[Gate]:
     out: list[Gate] = [None, NEVER]
-    for f in FEATURES:
+    for f in GATE_FEATURES:
         for t in THRESHOLDS[f]:
             out += [(f, float(t), "ge"), (f, float(t), "lt")]
     return out
@@ -322,7 +327,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/steps.json")
     parser.add_argument("--limit", type=int, default=None, help="a seeded sample (smoke)")
     parser.add_argument("--report", action="store_true", help="only the tables, from --json")
+    parser.add_argument(
+        "--product-only", action="store_true", help="gates on what the product computes only"
+    )
     args = parser.parse_args(args_list)
+    if args.product_only:
+        from toolscout.discovery.gates import FEATURES as PRODUCT
+
+        GATE_FEATURES[:] = list(PRODUCT)
 
     doc: dict[str, Any] = {"commands": [], "sets": {}}
     if args.json.exists():

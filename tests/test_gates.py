@@ -134,3 +134,12 @@ def test_discovery_applies_the_exact_hit_and_prerequisite_gates(tmp_path: Path) 
         assert cat.discover(named, who, k=3).tools[0].exact
         no_exact = SearchSettings(step_gates=("exact_hits:terms>=20",))
         assert not any(t.exact for t in cat.discover(named, who, k=3, settings=no_exact).tools)
+
+
+def test_the_shipped_gate_keeps_the_dedupe_for_short_requests_only() -> None:
+    assert gates.parse_all(None) == (gates.Gate("dedupe", "terms", 10.0, "lt"),)
+    shipped = SearchSettings()
+    assert gates.step_on("dedupe", "convert 300 euros to dollars", shipped)
+    assert not gates.step_on("dedupe", LONG, shipped)
+    # no gates: the dedupe for every request, as before
+    assert gates.step_on("dedupe", LONG, SearchSettings(step_gates=()))
