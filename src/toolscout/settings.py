@@ -52,7 +52,8 @@ class SearchSettings:
     exact_hits: bool = True
     #: reformulate low-confidence queries (identifier splitting, catalog synonyms, feedback)
     reformulate: bool = True
-    #: push near-duplicates (card cosine >= 0.97) behind distinct tools in the top-K
+    #: push near-duplicates (card cosine >= 0.97) behind distinct tools in the top-K (the
+    #: shipped step gate keeps it for requests of fewer than ten content terms: step_gates)
     dedupe: bool = True
     #: a near-duplicate gives way only to a distinct tool scoring at least this share of
     #: its own score (0: to any distinct tool; 1: only to one scoring as high; None: the
