@@ -7,6 +7,7 @@ only when called.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,6 +18,11 @@ DB_ENV = "TOOLSCOUT_DB"
 #: the learned ranker's orders (discovery.orders.ORDERS, spelled here: settings import no
 #: discovery module; tests/test_orders.py pins the two equal)
 _ORDERS = ("ranker", "lead", "fixed", "bm25")
+#: a step gate's spelling, its steps and features (discovery.gates' STEPS and FEATURES,
+#: spelt here for the same reason; tests/test_gates.py pins them equal)
+_GATE = re.compile(r"^\s*(\w+)\s*:\s*(\w+)\s*(?:>=|<)\s*\d+(?:\.\d+)?\s*$")
+_GATE_STEPS = ("parts", "reformulate", "exact_hits", "prerequisites", "dedupe")
+_GATE_FEATURES = ("terms", "chars", "sentences", "parts")
 
 
 def default_db_path() -> Path:
@@ -46,7 +52,8 @@ class SearchSettings:
     exact_hits: bool = True
     #: reformulate low-confidence queries (identifier splitting, catalog synonyms, feedback)
     reformulate: bool = True
-    #: push near-duplicates (card cosine >= 0.97) behind distinct tools in the top-K
+    #: push near-duplicates (card cosine >= 0.97) behind distinct tools in the top-K (the
+    #: shipped step gate keeps it for requests of fewer than ten content terms: step_gates)
     dedupe: bool = True
     #: a near-duplicate gives way only to a distinct tool scoring at least this share of
     #: its own score (0: to any distinct tool; 1: only to one scoring as high; None: the
@@ -107,6 +114,11 @@ class SearchSettings:
     #: the coverage rule: the first hits of the BM25 and the dense lists are kept within
     #: this many places of the retrieval's final order (0: off, the shipped default)
     ranker_cover: int = 0
+    #: gates on the request's shape, "step:feature>=n" or "step:feature<n": the step (parts,
+    #: reformulate, exact_hits, prerequisites, dedupe) only where the request's shape
+    #: (terms, chars, sentences, parts) is on that side (discovery/gates.py; None: the
+    #: shipped gates.SHIPPED, chosen leave-one-set-out by benchmarks/steps.py)
+    step_gates: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not (self.lexical or self.dense):
@@ -139,12 +151,38 @@ class SearchSettings:
                 f"max_query_chars must be within [64, max_request_chars "
                 f"({self.max_request_chars})], got {self.max_query_chars}"
             )
+        if self.step_gates is not None:
+            _check_gates(self.step_gates)
         if self.candidate_pool < 10:
             raise ConfigError(f"candidate_pool must be at least 10, got {self.candidate_pool}")
 
     def but(self, **changes: object) -> SearchSettings:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _check_gates(gates: tuple[str, ...]) -> None:
+    """Refuse a step gate that is misspelt, names an unknown step or feature, or gates a
+    step twice."""
+    if not isinstance(gates, tuple):
+        raise ConfigError(f"step_gates must be a tuple of strings, got {type(gates).__name__}")
+    steps: list[str] = []
+    for gate in gates:
+        m = _GATE.match(gate) if isinstance(gate, str) else None
+        if m is None:
+            raise ConfigError(
+                f"a step gate is spelt 'step:feature>=number' or 'step:feature<number', "
+                f"got {gate!r}"
+            )
+        if m.group(1) not in _GATE_STEPS:
+            raise ConfigError(f"a step gate's step must be one of {_GATE_STEPS}, got {gate!r}")
+        if m.group(2) not in _GATE_FEATURES:
+            raise ConfigError(
+                f"a step gate's feature must be one of {_GATE_FEATURES}, got {gate!r}"
+            )
+        if m.group(1) in steps:
+            raise ConfigError(f"at most one step gate per step; {m.group(1)!r} has two")
+        steps.append(m.group(1))
 
 
 #: how the discovery log keeps query text

@@ -27,6 +27,7 @@ from toolscout.discovery.calibrate import (
     idf_of,
 )
 from toolscout.discovery.focus import focus
+from toolscout.discovery.gates import step_on
 from toolscout.discovery.intents import IntentSplitter, interleave, split_intents
 from toolscout.discovery.lexical import (
     STOPWORDS,
@@ -505,7 +506,8 @@ class Retriever:
         of several parts is also retrieved part by part (discovery/parts.py)."""
         parts = split_intents(query.text, self.splitter) if self.settings.multi_intent else []
         parts = parts if len(parts) > 1 else []
-        pieces = request_parts(query.text) if self.settings.parts and not parts else []
+        read_in_parts = self.settings.parts and step_on("parts", query.text, self.settings)
+        pieces = request_parts(query.text) if read_in_parts and not parts else []
         keys = _embed_keys([query.text, *parts, *pieces])
         vectors = self._cached(keys) if self.settings.dense else None
         if lex is not None:
@@ -520,9 +522,11 @@ class Retriever:
             lex = self._lex(query.terms, allowed)
         vector = vectors[0] if vectors is not None else None
 
+        reformulating = step_on("reformulate", query.text, self.settings)
+
         def whole(shape: int) -> Retrieval:
             out = self._once(query, query.terms, vector, allowed, lex, shape)
-            if self.settings.reformulate and out.low_confidence:
+            if self.settings.reformulate and out.low_confidence and reformulating:
                 out = self._reformulate(query, vector, allowed, out, lex, shape)
             return out
 
