@@ -109,24 +109,7 @@ class MiniLMEmbedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        session = self._kept_session(ort) if self._keep else None
-        kind = "kept"
-        if session is None:
-            kind = "shipped"
-            model = _checked(self._model_path or default_model_path(), MODEL_SHA256, "ONNX model")
-            if self.quantised:
-                from toolscout.embed.quantise import quantised_model
-
-                model = quantised_model(model, MODEL_SHA256, self._model_cache)
-                session = embed_session.plain(ort, model, self._options(ort))
-            elif self._keep:
-                target = self._kept_path(ort)
-                session, kept = embed_session.make_and_keep(
-                    ort, model, target, self._options(ort)
-                )
-                kind = "shipped, kept" if kept else kind
-            else:
-                session = embed_session.plain(ort, model, self._options(ort))
+        session, kind = self._make_session(ort)
         with resources.as_file(resources.files("toolscout.data").joinpath(TOKENIZER_FILE)) as tp:
             tok_path = _checked(Path(tp), TOKENIZER_SHA256, "tokenizer file")
             tokenizer = Tokenizer.from_file(str(tok_path))
@@ -135,6 +118,25 @@ class MiniLMEmbedder:
         self.session_kind = kind
         self._session = session
         self._tokenizer = tokenizer
+
+    def _make_session(self, ort: Any) -> tuple[Any, str]:
+        """The ONNX Runtime session and where it came from (:attr:`session_kind`)."""
+        options = self._options(ort)
+        if self._keep:
+            kept = embed_session.from_kept(ort, self._kept_path(ort), options)
+            if kept is not None:
+                return kept, "kept"
+        model = _checked(self._model_path or default_model_path(), MODEL_SHA256, "ONNX model")
+        if self.quantised:
+            from toolscout.embed.quantise import quantised_model
+
+            model = quantised_model(model, MODEL_SHA256, self._model_cache)
+        elif self._keep:
+            session, kept_now = embed_session.make_and_keep(
+                ort, model, self._kept_path(ort), options
+            )
+            return session, "shipped, kept" if kept_now else "shipped"
+        return embed_session.plain(ort, model, options), "shipped"
 
     def _options(self, ort: Any) -> Callable[[], Any]:
         def options() -> Any:
@@ -154,13 +156,6 @@ class MiniLMEmbedder:
 
         where = self._model_cache if self._model_cache is not None else model_cache_dir()
         return where / embed_session.kept_name(MODEL_SHA256, ort.__version__)
-
-    def _kept_session(self, ort: Any) -> Any:
-        """A session over the kept optimised graph (``embed/session.py``), or None. Only
-        for the shipped model: a file given by path is read as it is, every time."""
-        if self._model_path is not None:
-            return None
-        return embed_session.from_kept(ort, self._kept_path(ort), self._options(ort))
 
     def load(self) -> None:
         """Load the model and tokenizer now (otherwise on the first ``embed``)."""

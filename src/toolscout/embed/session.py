@@ -16,19 +16,21 @@ process that writes it runs a probe batch through both sessions and keeps the fi
 if every output bit is equal. Its name holds the shipped file's digest, the ONNX Runtime
 version, the machine's architecture and a digest of its CPU features (the optimiser may
 pick kernels by them), and a bump of :data:`KEPT_VERSION`. It is written under a temporary
-name and renamed, with a sidecar holding its sha256; a reader checks that digest (beside
+name and renamed, with a sidecar holding its size and CRC-32; a reader checks them (beside
 the session being created, on a thread of its own) and throws the session away and
-removes the file when it differs. ``$TOOLSCOUT_KEPT_SESSION=0`` turns keeping off.
+removes the file when they differ. ``$TOOLSCOUT_KEPT_SESSION=0`` turns keeping off.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import platform
 import tempfile
 import threading
+import zlib
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -76,12 +78,13 @@ def kept_name(source_sha256: str, ort_version: str) -> str:
     )
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+def file_check(path: Path) -> str:
+    """The kept graph's check: its size and CRC-32, read through a map of the file (the
+    pages ONNX Runtime maps next). A check against damage (a cut-short or changed file),
+    at a third of sha256's CPU; whoever can write the user's cache could as well change
+    the settings or the environment the process runs with."""
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        return f"{len(view)}:{zlib.crc32(view):08x}"
 
 
 def _sidecar(path: Path) -> Path:
@@ -89,20 +92,20 @@ def _sidecar(path: Path) -> Path:
 
 
 def from_kept(ort: Any, path: Path, options: Options) -> Any | None:
-    """A session over the kept graph at ``path`` whose digest matches its sidecar, else
+    """A session over the kept graph at ``path`` whose check matches its sidecar, else
     None (nothing kept, or a file that is not what was written: then it is removed)."""
     try:
-        expected = json.loads(_sidecar(path).read_text())["sha256"]
+        expected = json.loads(_sidecar(path).read_text())["check"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     digest: list[str] = []
 
     def check_digest() -> None:
-        with suppress(OSError):
-            digest.append(_sha256(path))
+        with suppress(OSError, ValueError):  # ValueError: an empty file cannot be mapped
+            digest.append(file_check(path))
 
     check = threading.Thread(target=check_digest, name="toolscout-kept-digest", daemon=True)
-    check.start()  # hashing releases the interpreter: beside the session being made
+    check.start()  # the CRC releases the interpreter: beside the session being made
     session = None
     with suppress(Exception):  # unreadable: made again from the shipped file
         session = _mapped(ort, path, options)
@@ -181,7 +184,7 @@ def _publish(ort: Any, tmp: Path, target: Path, options: Options, expected: np.n
     os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep it from other users of a shared cache
     fd, side = tempfile.mkstemp(prefix=".making-", suffix=".json", dir=target.parent)
     with os.fdopen(fd, "w") as f:
-        json.dump({"sha256": _sha256(tmp), "version": KEPT_VERSION}, f)
+        json.dump({"check": file_check(tmp), "version": KEPT_VERSION}, f)
     os.chmod(side, 0o644)
     # the graph first, then its sidecar: a reader never finds a sidecar naming another file
     # (one naming an older file of the same name fails the digest check and is made again)
@@ -200,6 +203,7 @@ def plain(ort: Any, model: Path, options: Options) -> Any:
 __all__ = [
     "KEPT_SESSION_ENV",
     "KEPT_VERSION",
+    "file_check",
     "from_kept",
     "keeping_enabled",
     "kept_name",
