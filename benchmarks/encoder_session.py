@@ -11,7 +11,7 @@ whole process up to the loaded encoder, and the 1-minute load average.
 
 ``--check`` embeds the bundled demo catalog's card views and every bfcl tool's card views
 and request with both sessions in one process and compares the vectors bit for bit.
-Writes ``benchmarks/results/encoder_session.json``.
+Writes ``benchmarks/results/encoder_session.json`` (a part not run this time is kept).
 """
 
 from __future__ import annotations
@@ -90,7 +90,9 @@ def main() -> None:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--bench", type=Path, default=ROOT.parent / "shared" / "bench")
     args = ap.parse_args()
-    result: dict[str, Any] = {"cpus": os.cpu_count()}
+    path = ROOT / "benchmarks" / "results" / "encoder_session.json"
+    result: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    result["cpus"] = os.cpu_count()
     if args.check:
         result["check"] = check(args.bench)
     runs = []
@@ -109,8 +111,8 @@ def main() -> None:
                   f" {out['load_thread_cpu_s']:.3f} s thread CPU, {out['load_process_cpu_s']:.3f}"
                   f" s process CPU; loaded at {out['loaded_at_s']:.3f} s; load avg {before}",
                   flush=True)  # fmt: skip
-    result["runs"] = runs
-    path = ROOT / "benchmarks" / "results" / "encoder_session.json"
+    if runs or "runs" not in result:  # a --check alone keeps the last runs' figures
+        result["runs"] = runs
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written {path.relative_to(ROOT)}")
 
