@@ -63,6 +63,12 @@ def test_opening_a_stored_catalog_prefetches_but_an_empty_one_does_not(tmp_path:
         while cat.store._dense is None and time.monotonic() < deadline:  # type: ignore[attr-defined]
             time.sleep(0.05)
         assert cat.store._dense is not None  # type: ignore[attr-defined]  # mapped, no search made
+        while cat.store._scopes is None and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.05)
+        scopes = cat.store._scopes  # type: ignore[attr-defined]  # read for the first search
+        assert scopes is not None and set(scopes.of) == {"a.find_order"}
+        found = cat.discover("find my order", Principal.of("u"), tier="progressive")
+        assert found.ids == ["a.find_order"] and cat.store._scopes is scopes  # type: ignore[attr-defined]
     off = MiniLMEmbedder()
     with Catalog.open(path, embedder=off, log=False, prefetch=False):
         time.sleep(0.2)

@@ -206,6 +206,18 @@ def prefetch_models(
     return threads
 
 
+def _prepare_store(store: Store, model_id: str) -> None:
+    """What a store can read ahead of a new process's first search, in turn: its dense
+    index mapped (``prepare_dense``), its lexical maps read (``prepare_lexical``); both
+    optional store methods. A failure is left for the search to report."""
+    dense = getattr(store, "prepare_dense", None)
+    lexical = getattr(store, "prepare_lexical", None)
+    if callable(dense):
+        _quietly(lambda: dense(model_id))
+    if callable(lexical):
+        _quietly(lexical)
+
+
 def _quietly(job: Callable[[], object]) -> None:
     with suppress(Exception):  # reported by the first use, which loads it again
         job()
@@ -343,10 +355,9 @@ class Catalog:
         # the token counter after the first answer (kept counts may spare it; building it
         # holds the interpreter for ~0.2-0.4 s, which stalled the first discovery itself)
         catalog._tokens_after_first = prefetch and not catalog.counts_kept
-        prepare = getattr(store, "prepare_dense", None)
-        if prefetch and callable(prepare):  # the dense index, mapped while the encoder loads
+        if prefetch:  # the dense index mapped, the lexical maps read, while the encoder loads
             threading.Thread(
-                target=_quietly, args=(lambda: prepare(chosen.model_id),),
+                target=_quietly, args=(lambda: _prepare_store(store, chosen.model_id),),
                 name="toolscout-prefetch", daemon=False,
             ).start()  # fmt: skip
         return catalog

@@ -587,21 +587,13 @@ class SQLiteStore:
         bm25_weights = ", ".join(repr(float(weights.get(f, 0.0))) for f in (*FIELD_NAMES, ""))
         hits = Hits()
         with self._lock:
-            if self._ids_by_rid is None:
-                self._ids_by_rid = dict(zip(*self._ids(), strict=True))
-            ids_by_rid = self._ids_by_rid
-            if self._scopes is None:
-                self._scopes = _Scopes(
-                    (ids_by_rid[rid], scope)
-                    for rid, scope in self._db.execute("SELECT rowid, scope FROM tool_fts")
-                    if rid in ids_by_rid
-                )
+            ids_by_rid, scopes = self._lexical_maps()
             # FTS5 cannot filter by the allowed set inside the ranking, and ranks every match
             # before the first row comes back: the match is narrowed to the tenants the
             # allowed tools are offered to (when that is a small share of the catalog), then
             # the rows are read best first until ``limit`` allowed ones were seen (no join:
             # the rowid is mapped in memory)
-            scope = self._scopes.filter(allowed)
+            scope = scopes.filter(allowed)
             if scope:
                 expr = f"({expr}) AND scope : ({scope})"
             try:
@@ -621,6 +613,26 @@ class SQLiteStore:
             except sqlite3.OperationalError as exc:
                 raise StoreError(f"lexical search failed: {exc}") from exc
         return hits
+
+    def _lexical_maps(self) -> tuple[dict[int, str], _Scopes]:
+        """The rowid -> id map and each tool's scope tokens (read once per generation)."""
+        with self._lock:
+            if self._ids_by_rid is None:
+                self._ids_by_rid = dict(zip(*self._ids(), strict=True))
+            ids_by_rid = self._ids_by_rid
+            if self._scopes is None:
+                self._scopes = _Scopes(
+                    (ids_by_rid[rid], scope)
+                    for rid, scope in self._db.execute("SELECT rowid, scope FROM tool_fts")
+                    if rid in ids_by_rid
+                )
+            return ids_by_rid, self._scopes
+
+    def prepare_lexical(self) -> None:
+        """Read what a process's first lexical search needs (the rowid -> id map, every
+        tool's scope tokens: ~0.1 s at 20k tools) now, not on that search (a new process
+        does it while the query encoder loads). Reads only: nothing is written."""
+        self._lexical_maps()
 
     def prepare_dense(self, model_id: str) -> None:
         """Map the dense index of ``model_id`` a process kept for this generation now, not
