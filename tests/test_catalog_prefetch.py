@@ -137,3 +137,30 @@ cat.close()
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0] == "(True, False) True"
+
+
+def test_the_lexical_maps_read_ahead_are_of_the_generation_seen(tmp_path: Path) -> None:
+    """``prepare_lexical`` reads the scope column on a connection of its own: what it read
+    is used only at the generation the store has seen; a write by another process in
+    between leaves it to the first search, which reads the new state."""
+    from toolscout.stores.sqlite import SQLiteStore
+
+    path = tmp_path / "c.db"
+    with Catalog.open(path, embedder=embedder(), log=False) as cat:
+        cat.add([spec("a.find_order", "Find an order by its number.")])
+    store = SQLiteStore(path)
+    store.generation()
+    store.prepare_lexical()
+    assert store._scopes is not None and set(store._scopes.of) == {"a.find_order"}
+    store.close()
+    store = SQLiteStore(path)
+    store.generation()
+    with Catalog.open(path, embedder=embedder(), log=False, prefetch=False) as other:
+        other.add([spec("b.refund_invoice", "Refund an invoice.")])  # another process writes
+    store.prepare_lexical()
+    assert store._scopes is None  # read at a later generation than this store has seen
+    store.generation()  # sees the write
+    store.prepare_lexical()
+    assert store._scopes is not None
+    assert set(store._scopes.of) == {"a.find_order", "b.refund_invoice"}
+    store.close()

@@ -631,8 +631,35 @@ class SQLiteStore:
     def prepare_lexical(self) -> None:
         """Read what a process's first lexical search needs (the rowid -> id map, every
         tool's scope tokens: ~0.1 s at 20k tools) now, not on that search (a new process
-        does it while the query encoder loads). Reads only: nothing is written."""
-        self._lexical_maps()
+        does it while the query encoder loads). The scope column is read through a
+        read-only connection of its own, so this connection's readers do not wait for it;
+        it is used only if it was read at the generation this connection has seen."""
+        with self._lock:
+            if self._scopes is not None or str(self.path) == ":memory:":
+                return
+            seen = self._seen_generation
+            rids, ids = self._ids()
+        ids_by_rid = dict(zip(rids, ids, strict=True))
+        try:
+            side = sqlite3.connect(f"{Path(self.path).resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return
+        try:
+            side.execute("BEGIN")
+            row = side.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+            rows = side.execute("SELECT rowid, scope FROM tool_fts").fetchall()
+            side.execute("COMMIT")
+        except sqlite3.Error:
+            return
+        finally:
+            side.close()
+        if row is None or int(row[0]) != seen:
+            return  # another generation: the first search reads them as before
+        scopes = _Scopes((ids_by_rid[rid], scope) for rid, scope in rows if rid in ids_by_rid)
+        with self._lock:
+            if self._seen_generation == seen and self._scopes is None:
+                self._ids_by_rid = self._ids_by_rid or ids_by_rid
+                self._scopes = scopes
 
     def prepare_dense(self, model_id: str) -> None:
         """Map the dense index of ``model_id`` a process kept for this generation now, not
