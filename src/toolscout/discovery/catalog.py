@@ -206,16 +206,12 @@ def prefetch_models(
     return threads
 
 
-def _prepare_store(store: Store, model_id: str) -> None:
-    """What a store can read ahead of a new process's first search, in turn: its dense
-    index mapped (``prepare_dense``), its lexical maps read (``prepare_lexical``); both
-    optional store methods. A failure is left for the search to report."""
-    dense = getattr(store, "prepare_dense", None)
-    lexical = getattr(store, "prepare_lexical", None)
-    if callable(dense):
-        _quietly(lambda: dense(model_id))
-    if callable(lexical):
-        _quietly(lexical)
+def _read_ahead(job: object) -> None:
+    """Run ``job`` (an optional store method, e.g. ``prepare_lexical``: reading what a new
+    process's first search needs) on a prefetch thread, when the store has it."""
+    if callable(job):
+        name = "toolscout-prefetch"
+        threading.Thread(target=_quietly, args=(job,), name=name, daemon=False).start()
 
 
 def _quietly(job: Callable[[], object]) -> None:
@@ -339,6 +335,7 @@ class Catalog:
         prefetch = prefetch and store.generation() > 0
         if prefetch:  # the encoder and the stemmer first: the first discovery needs both
             prefetch_models(chosen, tokens=False, stemmer=True)
+            _read_ahead(getattr(store, "prepare_lexical", None))  # its scope tokens
         dlog = None
         if log and isinstance(path, str | Path):
             from toolscout.telemetry.log import open_log
@@ -352,14 +349,12 @@ class Catalog:
             log=dlog,
             reformulator=reformulator,
         )
+        prepare = getattr(store, "prepare_dense", None)
+        if prefetch and callable(prepare):  # the dense index, mapped while the encoder loads
+            _read_ahead(lambda: prepare(chosen.model_id))
         # the token counter after the first answer (kept counts may spare it; building it
         # holds the interpreter for ~0.2-0.4 s, which stalled the first discovery itself)
         catalog._tokens_after_first = prefetch and not catalog.counts_kept
-        if prefetch:  # the dense index mapped, the lexical maps read, while the encoder loads
-            threading.Thread(
-                target=_quietly, args=(lambda: _prepare_store(store, chosen.model_id),),
-                name="toolscout-prefetch", daemon=False,
-            ).start()  # fmt: skip
         return catalog
 
     @property
