@@ -335,7 +335,6 @@ class Catalog:
         prefetch = prefetch and store.generation() > 0
         if prefetch:  # the encoder and the stemmer first: the first discovery needs both
             prefetch_models(chosen, tokens=False, stemmer=True)
-            _read_ahead(getattr(store, "prepare_lexical", None))  # its scope tokens
         dlog = None
         if log and isinstance(path, str | Path):
             from toolscout.telemetry.log import open_log
@@ -350,6 +349,8 @@ class Catalog:
             reformulator=reformulator,
         )
         prepare = getattr(store, "prepare_dense", None)
+        if prefetch:  # the lexical scope tokens (a thread of its own: not beside the ids)
+            _read_ahead(getattr(store, "prepare_lexical", None))
         if prefetch and callable(prepare):  # the dense index, mapped while the encoder loads
             _read_ahead(lambda: prepare(chosen.model_id))
         # the token counter after the first answer (kept counts may spare it; building it
