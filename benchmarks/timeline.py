@@ -45,8 +45,12 @@ WATCH: dict[str, tuple[str, ...]] = {
         "SQLiteStore.__init__", "SQLiteStore.document_frequency", "SQLiteStore.cards_of",
         "SQLiteStore.tenant_share", "SQLiteStore._ids", "SQLiteStore.lexical",
         "SQLiteStore.dense", "SQLiteStore._kept_dense", "SQLiteStore._dense_index",
+        "SQLiteStore.prepare_lexical", "SQLiteStore.prepare_dense",
     ),
-    "toolscout.embed.minilm": ("MiniLMEmbedder._load", "MiniLMEmbedder.embed", "_checked"),
+    "toolscout.embed.minilm": (
+        "MiniLMEmbedder._load", "MiniLMEmbedder.embed", "_checked", "MiniLMEmbedder._make_session",
+    ),
+    "toolscout.embed.session": ("from_kept", "make_and_keep", "file_check"),
     "toolscout.discovery.lexical": ("_stemmer",),
     "toolscout.discovery.tokencount": ("encoding",),
     "toolscout.discovery.pipeline": (

@@ -1,4 +1,5 @@
-"""Opening a stored catalog loads the query encoder and the token counter in the background."""
+"""Opening a stored catalog loads the query encoder (and, after the first answer, the token
+counter) in the background."""
 
 from __future__ import annotations
 
@@ -62,6 +63,12 @@ def test_opening_a_stored_catalog_prefetches_but_an_empty_one_does_not(tmp_path:
         while cat.store._dense is None and time.monotonic() < deadline:  # type: ignore[attr-defined]
             time.sleep(0.05)
         assert cat.store._dense is not None  # type: ignore[attr-defined]  # mapped, no search made
+        while cat.store._scopes is None and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.05)
+        scopes = cat.store._scopes  # type: ignore[attr-defined]  # read for the first search
+        assert scopes is not None and set(scopes.of) == {"a.find_order"}
+        found = cat.discover("find my order", Principal.of("u"), tier="progressive")
+        assert found.ids == ["a.find_order"] and cat.store._scopes is scopes  # type: ignore[attr-defined]
     off = MiniLMEmbedder()
     with Catalog.open(path, embedder=off, log=False, prefetch=False):
         time.sleep(0.2)
@@ -91,3 +98,69 @@ def test_a_process_that_ends_while_the_models_load_exits_cleanly(tmp_path: Path)
             capture_output=True, text=True, timeout=300, env=env,
         )  # fmt: skip
         assert done.returncode == 0 and "terminate" not in done.stderr, done.stderr
+
+
+def test_the_token_counter_loads_after_the_first_answer_not_beside_it(tmp_path: Path) -> None:
+    """Building the o200k encoding holds the interpreter for a few tenths of a second: a
+    new process's first discovery (which counts from the kept counts when they cover it)
+    no longer runs beside that build; it starts once the first answer is out."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.db"
+    with Catalog.open(path, embedder=embedder(), log=False) as cat:
+        cat.add([spec(f"a.tool_{i}", f"Does thing number {i}.") for i in range(3)])
+    code = r"""
+import sys, time
+from toolscout.discovery import tokencount
+from toolscout.discovery.catalog import Catalog
+from toolscout.policy import Principal
+cat = Catalog.open(sys.argv[1], log=False)
+assert not cat.counts_kept
+deadline = time.monotonic() + 120
+while cat.embedder._session is None and time.monotonic() < deadline:
+    time.sleep(0.02)
+time.sleep(0.3)
+before = (tokencount._encoding is None, tokencount._encoding_lock.locked())
+cat.discover("does thing number 2", Principal.of("u"), tier="progressive")
+while tokencount._encoding is None and time.monotonic() < deadline:
+    time.sleep(0.02)
+print(before, tokencount._encoding is not None)
+cat.close()
+"""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    env.pop(VECTOR_CACHE_ENV, None)  # with the suite's cache the model is not loaded ahead
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300,
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "(True, False) True"
+
+
+def test_the_lexical_maps_read_ahead_are_of_the_generation_seen(tmp_path: Path) -> None:
+    """``prepare_lexical`` reads the scope column on a connection of its own: what it read
+    is used only at the generation the store has seen; a write by another process in
+    between leaves it to the first search, which reads the new state."""
+    from toolscout.stores.sqlite import SQLiteStore
+
+    path = tmp_path / "c.db"
+    with Catalog.open(path, embedder=embedder(), log=False) as cat:
+        cat.add([spec("a.find_order", "Find an order by its number.")])
+    store = SQLiteStore(path)
+    store.generation()
+    store.prepare_lexical()
+    assert store._scopes is not None and set(store._scopes.of) == {"a.find_order"}
+    store.close()
+    store = SQLiteStore(path)
+    store.generation()
+    with Catalog.open(path, embedder=embedder(), log=False, prefetch=False) as other:
+        other.add([spec("b.refund_invoice", "Refund an invoice.")])  # another process writes
+    store.prepare_lexical()
+    assert store._scopes is None  # read at a later generation than this store has seen
+    store.generation()  # sees the write
+    store.prepare_lexical()
+    assert store._scopes is not None
+    assert set(store._scopes.of) == {"a.find_order", "b.refund_invoice"}
+    store.close()

@@ -52,3 +52,28 @@ def test_a_list_of_objects_counts_as_its_whole_text(items: list[dict[str, object
 def test_a_list_that_is_not_all_objects_is_counted_whole() -> None:
     for value in ([], [1, {"a": 2}], ["x", "y"], [[{"a": 1}]]):
         assert count_json(value) == count_text(json.dumps(value, separators=(",", ":")))
+
+
+def test_a_count_from_kept_parts_does_not_wait_for_the_encoding_being_built() -> None:
+    # a new process prefetches the encoding on a thread (~0.5 s of CPU); its first
+    # discovery counts from the parts an earlier process kept, and must not wait for it
+    import subprocess
+    import sys
+
+    child = r"""
+import threading, time
+from toolscout.discovery import tokencount as tc
+text = '{"type":"function","function":{"name":"find_order"}}'
+tc.preload({tc.text_digest(text): (11, '{"', '"}}')}, {'[{"': 2, '"}}]': 1})
+build = threading.Thread(target=tc.encoding)
+build.start()
+while not tc._encoding_lock.locked():
+    time.sleep(0.0005)
+n = tc.count_items([text])
+print(n, tc._encoding is None)
+build.join()
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["14", "True"]  # counted while the build was under way

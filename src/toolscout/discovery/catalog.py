@@ -206,6 +206,14 @@ def prefetch_models(
     return threads
 
 
+def _read_ahead(job: object) -> None:
+    """Run ``job`` (an optional store method, e.g. ``prepare_lexical``: reading what a new
+    process's first search needs) on a prefetch thread, when the store has it."""
+    if callable(job):
+        name = "toolscout-prefetch"
+        threading.Thread(target=_quietly, args=(job,), name=name, daemon=False).start()
+
+
 def _quietly(job: Callable[[], object]) -> None:
     with suppress(Exception):  # reported by the first use, which loads it again
         job()
@@ -293,6 +301,7 @@ class Catalog:
         self._tokens_kept = -1  # texts whose token parts the store holds (-1: not read yet)
         self._keeping: list[threading.Thread] = []  # derived state written in the background
         self._keeping_lock = threading.Lock()
+        self._tokens_after_first = False  # load the token counter once the first answer is out
         if policy is not None and self._stored_policy() != policy:
             self.set_policy(policy)
         self.refresh()
@@ -316,14 +325,15 @@ class Catalog:
         ``query_log`` says what the discovery log keeps of each query: its ``text``, a
         ``hash``, or ``none``; text is reduced to its hash after ``query_text_days``
         (``None``: kept until the row is pruned). ``prefetch``: a store that holds a
-        catalog starts loading the query encoder and the token counter in the background
-        (:meth:`prefetch`) while its state is read."""
+        catalog starts loading the query encoder, the stemmer and its dense index in the
+        background while its state is read, and the token counter once the first discovery
+        has answered (that one counts from the kept counts, or loads it if they miss)."""
         from toolscout.stores import open_store
 
         store = open_store(path)
         chosen = embedder or stored_embedder(store)
         prefetch = prefetch and store.generation() > 0
-        if prefetch:  # the encoder; the token counter once the kept counts are known
+        if prefetch:  # the encoder and the stemmer first: the first discovery needs both
             prefetch_models(chosen, tokens=False, stemmer=True)
         dlog = None
         if log and isinstance(path, str | Path):
@@ -338,14 +348,14 @@ class Catalog:
             log=dlog,
             reformulator=reformulator,
         )
-        if prefetch and not catalog.counts_kept:  # kept counts may spare the tokenizer
-            prefetch_models(None)
         prepare = getattr(store, "prepare_dense", None)
+        if prefetch:  # the lexical scope tokens (a thread of its own: not beside the ids)
+            _read_ahead(getattr(store, "prepare_lexical", None))
         if prefetch and callable(prepare):  # the dense index, mapped while the encoder loads
-            threading.Thread(
-                target=_quietly, args=(lambda: prepare(chosen.model_id),),
-                name="toolscout-prefetch", daemon=False,
-            ).start()  # fmt: skip
+            _read_ahead(lambda: prepare(chosen.model_id))
+        # the token counter after the first answer (kept counts may spare it; building it
+        # holds the interpreter for ~0.2-0.4 s, which stalled the first discovery itself)
+        catalog._tokens_after_first = prefetch and not catalog.counts_kept
         return catalog
 
     @property
@@ -911,7 +921,7 @@ class Catalog:
         (``record=False``: not written to the discovery log)."""
         from toolscout.discovery.pipeline import discover
 
-        return discover(
+        shortlist = discover(
             self,
             query,
             principal,
@@ -924,6 +934,10 @@ class Catalog:
             conversation=conversation,
             record=record,
         )
+        if self._tokens_after_first:  # Catalog.open: the token counter, after the first answer
+            self._tokens_after_first = False
+            prefetch_models(None)
+        return shortlist
 
     def record_call(self, shortlist: Shortlist | None, tool_id: str, *, ok: bool = True) -> None:
         """Tell the discovery log which tool was called after a discovery."""

@@ -44,7 +44,8 @@ _O200K_PATTERN = "|".join(
     ]
 )
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # the caches below; never held while the encoding is built
+_encoding_lock = threading.Lock()
 _encoding: Any = None
 _chunker: Any = None
 
@@ -77,9 +78,13 @@ def _load_ranks() -> dict[bytes, int]:
 
 
 def encoding() -> Any:
-    """The o200k_base ``tiktoken.Encoding``, built once per process."""
+    """The o200k_base ``tiktoken.Encoding``, built once per process (under a lock of its
+    own: a count answered from the cached or kept parts does not wait for a build under
+    way on a prefetch thread)."""
     global _encoding
-    with _lock:
+    if _encoding is not None:
+        return _encoding
+    with _encoding_lock:
         if _encoding is None:
             import tiktoken
 

