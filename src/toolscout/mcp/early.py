@@ -27,8 +27,10 @@ import contextlib
 import io
 import json
 import os
+import select
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ __all__ = [
     "SERVER_INFO",
     "Early",
     "Recorder",
+    "arm",
     "begin",
     "begun",
     "initialize_result",
@@ -118,6 +121,13 @@ def begun() -> bool:
     return _started is not None
 
 
+def arm(front: Callable[[dict[str, Any], str], dict[str, Any] | None] | None) -> None:
+    """Offer the requests after ``initialize`` to ``front`` until the SDK is up
+    (:meth:`Early.arm`; nothing when :func:`begin` did not start reading)."""
+    if _started is not None:
+        _started.arm(front)
+
+
 def take() -> Early | None:
     """What :func:`begin` started in this process, once (the gateway serving stdio)."""
     global _started
@@ -169,21 +179,57 @@ def _valid_params(params: Any) -> bool:
 
 class Early:
     """The client's first message, read (and ``initialize`` answered) on a thread while
-    the rest of the gateway loads."""
+    the rest of the gateway loads; once answered, the reader of the client's stdin until
+    the SDK is up (:meth:`handover`): a request the gateway can answer without the SDK
+    (:meth:`arm`, ``mcp/front.py``) is answered here, every other message is kept, in
+    order and unchanged, for the SDK."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
-        self.read = b""  # every byte read from stdin (the first line, and what followed)
+        #: the bytes for the SDK: every byte read from stdin but the lines answered here
+        #: (complete once :meth:`handover` returned)
+        self.read = b""
         self.request: dict[str, Any] | None = None  # the first message, if initialize
         self.sent: dict[str, Any] | None = None  # the result answered early, if any
+        #: the methods of the requests answered after ``initialize``, in order
+        self.answered: list[str] = []
         self._thread = threading.Thread(target=self._first, name="toolscout-early", daemon=True)
+        self._front: Callable[[dict[str, Any], str], dict[str, Any] | None] | None = None
+        self._armed = threading.Event()  # :meth:`arm` or :meth:`handover` said
+        self._closing = False
+        self._held = False  # a request went to the SDK: all after it do too (their order)
+        self._wake_r, self._wake_w = -1, -1
 
     def start(self) -> None:
+        self._wake_r, self._wake_w = os.pipe()
         self._thread.start()
 
     def wait(self) -> None:
         """Until the client's first message is read (and answered, when it can be)."""
         self._thread.join()
+
+    def arm(self, front: Callable[[dict[str, Any], str], dict[str, Any] | None] | None) -> None:
+        """From now until :meth:`handover`, a request after ``initialize`` is offered to
+        ``front`` (the message, the protocol version answered): its result is sent, or,
+        for None, the message is kept for the SDK. ``front`` None: nothing is answered."""
+        self._front = front
+        self._armed.set()
+
+    def handover(self) -> None:
+        """Stop reading (the SDK is up): the lines read and not answered, and whatever
+        was read of the next one, are in :attr:`read` when this returns. A request being
+        answered is answered first."""
+        self._closing = True
+        self._armed.set()
+        if self._wake_w >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
+        self._thread.join()
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._wake_r = self._wake_w = -1
 
     def _first(self) -> None:
         buf = b""
@@ -197,29 +243,82 @@ class Early:
             pass
         self.read = buf
         mark("first message read")
-        line = buf.split(b"\n", 1)[0]
+        line, _, rest = buf.partition(b"\n")
+        if self._initialize(line) and b"\n" in buf:
+            self.read = line + b"\n"
+            self._follow(rest)
+
+    def _initialize(self, line: bytes) -> bool:
+        """Answer the first line if it is an ``initialize`` the SDK would accept; whether
+        it was answered."""
         try:
             message = json.loads(line)
         except ValueError:
-            return
+            return False
         if not isinstance(message, dict) or message.get("method") != "initialize":
-            return
+            return False
         if "id" not in message:
-            return
+            return False
         self.request = message
         params = message.get("params")
         if not isinstance(params, dict) or not _valid_params(params):
-            return  # the SDK says what is wrong with it
+            return False  # the SDK says what is wrong with it
         result = initialize_result(params["protocolVersion"], self.mode)
-        reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
-        data = (json.dumps(reply, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
-        try:
-            while data:
-                data = data[os.write(1, data) :]
-        except OSError:
-            return
+        if not _write({"jsonrpc": "2.0", "id": message["id"], "result": result}):
+            return False
         self.sent = result
         mark("initialize answered early")
+        return True
+
+    def _follow(self, buf: bytes) -> None:
+        """Read on after ``initialize``: each complete line offered (:meth:`_offer`),
+        or kept for the SDK, until :meth:`handover` (or the end of stdin)."""
+        kept: list[bytes] = []
+        ended = False
+        while True:
+            while b"\n" in buf and not self._closing:
+                line, _, buf = buf.partition(b"\n")
+                if not self._offer(line):
+                    kept.append(line + b"\n")
+            if self._closing or ended:
+                break
+            try:
+                ready, _, _ = select.select([0, self._wake_r], [], [])
+                if self._wake_r in ready or 0 not in ready:
+                    break
+                chunk = os.read(0, 65536)
+            except OSError:
+                break
+            ended = not chunk
+            buf += chunk
+        self.read += b"".join(kept) + buf
+
+    def _offer(self, line: bytes) -> bool:
+        """Whether ``line`` was answered here (a request ``front`` answered, while no
+        request before it was left to the SDK)."""
+        if self._held:
+            return False
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or "method" not in message:
+            return False  # not a message for us: the SDK says so
+        if "id" not in message:
+            return False  # a notification: the SDK takes it (after what it has)
+        self._armed.wait()  # the catalog opening, or the SDK up
+        front, sent = self._front, self.sent
+        result = None
+        if front is not None and sent is not None and not self._closing:
+            try:
+                result = front(message, sent["protocolVersion"])
+            except Exception as exc:  # the SDK answers it instead
+                mark(f"early answer failed ({type(exc).__name__}: {exc})")
+        if result is None or not _write({"jsonrpc": "2.0", "id": message["id"], "result": result}):
+            self._held = True
+            return False
+        self.answered.append(str(message["method"]))
+        return True
 
     def stdin(self) -> Any:
         """The client's messages for the SDK, as an async text file: what the thread read,
@@ -235,6 +334,17 @@ class Early:
         raw = _Prefixed(self.read, private)
         text = io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="replace")
         return anyio.wrap_file(text)
+
+
+def _write(reply: dict[str, Any]) -> bool:
+    """One JSON-RPC message to the client (stdout, not yet the SDK's); whether it went."""
+    data = (json.dumps(reply, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    try:
+        while data:
+            data = data[os.write(1, data) :]
+    except OSError:
+        return False
+    return True
 
 
 class _Prefixed(io.RawIOBase):
