@@ -161,9 +161,11 @@ def test_the_early_answers_are_the_sdks(tmp_path: Path, mode: str, tools: int) -
                 assert ours[2] is None  # it changes the caller's list: the SDK's path
                 ours[2] = sdk[2]
             assert ours[:2] == sdk[:2], (mode, version)
-            assert _masked(ours[2]) == _masked(sdk[2]), (mode, version)
-            assert mode == "dynamic" or answer_id(ours[2]) != answer_id(sdk[2])  # one each
-            assert len(sdk[0]["tools"]) == len(ours[0]["tools"]) >= 2
+            listed, searched = ours[0], ours[2]
+            assert listed is not None and searched is not None
+            assert _masked(searched) == _masked(sdk[2]), (mode, version)
+            assert mode == "dynamic" or answer_id(searched) != answer_id(sdk[2])  # one each
+            assert len(sdk[0]["tools"]) == len(listed["tools"]) >= 2
     finally:
         gateway.close()
 
@@ -192,3 +194,256 @@ def test_what_the_sdks_path_would_refuse_or_treat_otherwise_is_left_to_it(
         assert front(_search(2, "weather"), "2099-01-01") is None
     finally:
         gateway.close()
+
+
+# -- over a real pipe ---------------------------------------------------------------
+
+
+def _config(tmp: Path, mode: str = "meta") -> Path:
+    path = tmp / "servers.json"
+    servers = {"time": {"command": py_server("mcp-server-time"), "toolscout": {"scopes": ["t"]}}}
+    section = {"mode": mode, "principal": {"subject": "me", "scopes": ["t"]}}
+    path.write_text(json.dumps({"mcpServers": servers, "toolscout": section}))
+    return path
+
+
+class _Gateway:
+    """``toolscout mcp serve`` spawned over pipes, spoken to in raw JSON-RPC lines."""
+
+    def __init__(self, config: Path, db: Path) -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            "XDG_CACHE_HOME": str(config.parent / "cache"),
+            "TOOLSCOUT_TIMELINE": "1",
+        }
+        command = [sys.executable, "-m", "toolscout", "mcp", "serve", "-c", str(config)]
+        self.proc = subprocess.Popen(
+            [*command, "--db", str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        self.got: list[dict[str, Any]] = []
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        out = self.proc.stdout
+        assert out is not None
+        threading.Thread(target=self._pump, args=(out,), daemon=True).start()
+
+    def _pump(self, out: Any) -> None:
+        for line in out:
+            self._lines.put(line)
+
+    def send(self, *messages: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        self.proc.stdin.flush()
+
+    def until(self, wanted: int) -> dict[str, Any]:
+        while not any(m.get("id") == wanted for m in self.got):
+            self.got.append(json.loads(self._lines.get(timeout=WAIT_S)))
+        return next(m for m in self.got if m.get("id") == wanted)
+
+    def close(self) -> str:
+        """Stdin closed, the gateway gone; its stderr (the timeline)."""
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=WAIT_S)
+            while True:  # whatever else it wrote before its stdout closed
+                try:
+                    self.got.append(json.loads(self._lines.get(timeout=1.0)))
+                except queue.Empty:
+                    break
+            return self.proc.stderr.read().decode()
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+def _first_start(config: Path, db: Path) -> None:
+    """A first start: the time server indexed into the stored catalog."""
+    gw = _Gateway(config, db)
+    gw.send(_initialize(), _NOTE, _request(2, "tools/list"))
+    assert "tools" in gw.until(2)["result"]
+    err = gw.close()
+    assert "answered early" in err and "tools/list answered early" not in err  # nothing stored
+
+
+def _log(db: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    """The discovery log: the discoveries' ids, and each call's (tool, discovery id)."""
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        found = [row[0] for row in con.execute("SELECT id FROM discoveries ORDER BY ts")]
+        calls = list(con.execute("SELECT tool_id, discovery_id FROM calls ORDER BY ts"))
+    return found, calls
+
+
+def test_a_stored_start_answers_the_list_and_the_first_search_before_the_sdk(
+    tmp_path: Path,
+) -> None:
+    """Over a real pipe: the list and the first search answered early, once each; the
+    forwarded call and the later search served by the SDK's path, which links the call to
+    the early search (the caller's state is the gateway's); the log records each search
+    once."""
+    config, db = _config(tmp_path), tmp_path / "c.db"
+    _first_start(config, db)
+    gw = _Gateway(config, db)
+    gw.send(_initialize(), _NOTE, _request(2, "tools/list"), _search(3, "what time is it"))
+    listed = gw.until(2)["result"]["tools"]
+    assert [t["name"] for t in listed] == ["search_tools", "call_tool"]
+    first = gw.until(3)["result"]
+    found = json.loads(first["content"][0]["text"])
+    assert found["tools"][0]["name"] == "get_current_time" and "still indexing" in found["indexing"]
+    assert first["structuredContent"] == found
+    call = {"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}
+    gw.send(_request(4, "tools/call", call))
+    assert "Asia/Tokyo" in gw.until(4)["result"]["content"][0]["text"]
+    gw.send(_request(5, "ping"), _search(6, "convert a time between zones"))
+    assert gw.until(5)["result"] == {}
+    later = json.loads(gw.until(6)["result"]["content"][0]["text"])
+    assert later["tools"][0]["name"] == "convert_time"
+    err = gw.close()
+    answers = [m["id"] for m in gw.got if "id" in m]
+    assert sorted(answers) == [1, 2, 3, 4, 5, 6]  # each request answered once
+    sdk = err.split("MCP SDK imported")[1]
+    assert "first tools/list answered early" in err and "first search_tools answered early" in err
+    assert "first tools/list answered" not in err.replace("answered early", "")
+    # the later search went through the SDK's path, the first did not
+    assert err.count("first search_tools answered") == 2 and "differs" not in err
+    assert "serving stdio" in sdk
+    discoveries, calls = _log(db)
+    assert discoveries == [found["discovery_id"], later["discovery_id"]]  # once each
+    assert calls == [("time/get_current_time", found["discovery_id"])]
+
+
+def test_a_request_left_to_the_sdk_keeps_the_order_of_those_after_it(tmp_path: Path) -> None:
+    """A request the front does not answer (here ``resources/list``) goes to the SDK, and
+    so does everything after it, in order: the list and the search come from the SDK."""
+    config, db = _config(tmp_path), tmp_path / "c.db"
+    _first_start(config, db)
+    gw = _Gateway(config, db)
+    gw.send(
+        _initialize(),
+        _NOTE,
+        _request(2, "resources/list"),
+        _request(3, "tools/list"),
+        _search(4, "what time is it"),
+    )
+    for id_ in (2, 3, 4):
+        assert "result" in gw.until(id_)
+    err = gw.close()
+    assert sorted(m["id"] for m in gw.got if "id" in m) == [1, 2, 3, 4]
+    assert "answered early" in err and "tools/list answered early" not in err
+    assert "search_tools answered early" not in err
+    discoveries, _ = _log(db)
+    assert len(discoveries) == 1
+
+
+@pytest.mark.parametrize("mode", ["dynamic"])
+def test_a_dynamic_search_is_left_to_the_sdk(tmp_path: Path, mode: str) -> None:
+    """A ``dynamic`` search changes what the session lists and says so: the SDK's path
+    answers it (after the list, answered early), and the list changed is told."""
+    config, db = _config(tmp_path, mode), tmp_path / "c.db"
+    _first_start(config, db)
+    gw = _Gateway(config, db)
+    gw.send(_initialize(), _NOTE, _request(2, "tools/list"), _search(3, "what time is it"))
+    gw.until(2)
+    found = json.loads(gw.until(3)["result"]["content"][0]["text"])
+    assert found["tools"]
+    err = gw.close()
+    assert "first tools/list answered early" in err and "search_tools answered early" not in err
+    assert any(m.get("method") == "notifications/tools/list_changed" for m in gw.got)
+
+
+def test_the_reader_hands_on_what_it_did_not_answer(tmp_path: Path) -> None:
+    """In process, over an OS pipe: the bytes not answered, in order, unchanged (a partial
+    line too), once the reader is handed over."""
+    read, write = os.pipe()
+    saved = os.dup(0)
+    os.dup2(read, 0)
+    try:
+        reader = Early("meta")
+        reader.start()
+        unanswered = [json.dumps(_request(2, "resources/list")), json.dumps(_NOTE)]
+        lines = [json.dumps(_initialize()), json.dumps(_request(5, "ping")), *unanswered]
+        os.write(write, ("\n".join(lines) + "\n" + '{"partial').encode())
+        out_r, out_w = os.pipe()
+        saved_out = os.dup(1)
+        os.dup2(out_w, 1)
+        try:
+            reader.arm(lambda message, version: {} if message["method"] == "ping" else None)
+            while len(reader.answered) < 1:
+                threading.Event().wait(0.01)
+            reader.handover()
+        finally:
+            os.dup2(saved_out, 1)
+            os.close(saved_out)
+            os.close(out_w)
+        written = os.read(out_r, 65536).decode().splitlines()
+        os.close(out_r)
+        assert [json.loads(x)["id"] for x in written] == [1, 5]
+        assert reader.answered == ["ping"]
+        expected = "\n".join([lines[0], *unanswered]) + "\n" + '{"partial'
+        assert reader.read.decode() == expected
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(read)
+        os.close(write)
+
+
+def test_the_sdk_client_over_a_stored_start(tmp_path: Path) -> None:
+    """The real SDK client: initialize, tools/list and the first search answered before
+    the SDK was up, then a forwarded call and later searches served by the SDK's path."""
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    config, db = _config(tmp_path), tmp_path / "c.db"
+    _first_start(config, db)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "TOOLSCOUT_TIMELINE": "1",
+    }
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "toolscout", "mcp", "serve", "-c", str(config), "--db", str(db)],
+        env=env,
+    )
+    texts: list[str] = []
+
+    async def session() -> None:
+        with (tmp_path / "stderr.txt").open("w") as errlog:
+            transport = stdio_client(params, errlog=errlog)
+            async with Client(transport, mode="legacy", read_timeout_seconds=WAIT_S) as client:
+                listed = await client.list_tools()
+                assert [t.name for t in listed.tools] == ["search_tools", "call_tool"]
+                for name, args in (
+                    ("search_tools", {"query": "what time is it"}),
+                    ("call_tool", {"name": "get_current_time", "arguments": {"timezone": "UTC"}}),
+                    ("search_tools", {"query": "convert a time between zones", "k": 1}),
+                    ("search_tools", {"query": "what time is it in Tokyo"}),
+                ):
+                    result = await client.call_tool(name, args)
+                    assert not result.is_error, result
+                    texts.append(" ".join(getattr(b, "text", "") for b in result.content))
+
+    anyio.run(session)
+    err = (tmp_path / "stderr.txt").read_text()
+    assert "first tools/list answered early" in err and "first search_tools answered early" in err
+    assert err.count("first search_tools answered") == 2  # early, then by the SDK's path
+    first, called, later, again = texts
+    assert json.loads(first)["tools"][0]["name"] == "get_current_time"
+    assert "UTC" in called and json.loads(later)["tools"][0]["name"] == "convert_time"
+    discoveries, calls = _log(db)
+    assert len(discoveries) == 3 and discoveries[0] == json.loads(first)["discovery_id"]
+    assert calls == [("time/get_current_time", discoveries[0])]
+    assert json.loads(again)["discovery_id"] == discoveries[2]

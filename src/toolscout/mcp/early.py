@@ -217,8 +217,8 @@ class Early:
 
     def handover(self) -> None:
         """Stop reading (the SDK is up): the lines read and not answered, and whatever
-        was read of the next one, are in :attr:`read` when this returns. A request being
-        answered is answered first."""
+        was read of the next one, are in :attr:`read` when this returns. The complete
+        lines already read are offered first (a client's burst is answered as one)."""
         self._closing = True
         self._armed.set()
         if self._wake_w >= 0:
@@ -276,7 +276,7 @@ class Early:
         kept: list[bytes] = []
         ended = False
         while True:
-            while b"\n" in buf and not self._closing:
+            while b"\n" in buf:  # every complete line read is offered, even once closing
                 line, _, buf = buf.partition(b"\n")
                 if not self._offer(line):
                     kept.append(line + b"\n")
@@ -309,7 +309,7 @@ class Early:
         self._armed.wait()  # the catalog opening, or the SDK up
         front, sent = self._front, self.sent
         result = None
-        if front is not None and sent is not None and not self._closing:
+        if front is not None and sent is not None:
             try:
                 result = front(message, sent["protocolVersion"])
             except Exception as exc:  # the SDK answers it instead
