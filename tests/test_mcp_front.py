@@ -379,8 +379,7 @@ def test_the_reader_hands_on_what_it_did_not_answer(tmp_path: Path) -> None:
         os.dup2(out_w, 1)
         try:
             reader.arm(lambda message, version: {} if message["method"] == "ping" else None)
-            while len(reader.answered) < 1:
-                threading.Event().wait(0.01)
+            assert reader.sdk_wanted(WAIT_S)  # a request was left to it: import it now
             reader.handover()
         finally:
             os.dup2(saved_out, 1)
@@ -447,3 +446,32 @@ def test_the_sdk_client_over_a_stored_start(tmp_path: Path) -> None:
     assert len(discoveries) == 3 and discoveries[0] == json.loads(first)["discovery_id"]
     assert calls == [("time/get_current_time", discoveries[0])]
     assert json.loads(again)["discovery_id"] == discoveries[2]
+
+
+def test_the_sdk_waits_while_everything_is_answered_early(tmp_path: Path) -> None:
+    """Until a request is left to the SDK (or the first search is answered, or stdin
+    ends), the reader does not ask for the SDK: its import would compete with the first
+    search for the interpreter."""
+    read, write = os.pipe()
+    saved, saved_out = os.dup(0), os.dup(1)
+    out_r, out_w = os.pipe()
+    os.dup2(read, 0)
+    os.dup2(out_w, 1)
+    try:
+        reader = Early("meta")
+        reader.start()
+        reader.arm(lambda message, version: {} if message["method"] == "ping" else None)
+        os.write(write, (json.dumps(_initialize()) + "\n").encode())
+        os.write(write, (json.dumps(_request(2, "ping")) + "\n").encode())
+        assert not reader.sdk_wanted(0.5)  # answered here: nothing asks for the SDK
+        os.close(write)  # stdin ends: the SDK is wanted (to see it)
+        write = -1
+        assert reader.sdk_wanted(WAIT_S)
+        reader.handover()
+        assert reader.answered == ["ping"]
+    finally:
+        os.dup2(saved, 0)
+        os.dup2(saved_out, 1)
+        for fd in (saved, saved_out, read, write, out_r, out_w):
+            if fd >= 0:
+                os.close(fd)

@@ -44,6 +44,7 @@ __all__ = [
     "arm",
     "begin",
     "begun",
+    "sdk_wanted",
     "initialize_result",
     "own_instructions",
     "take",
@@ -128,6 +129,12 @@ def arm(front: Callable[[dict[str, Any], str], dict[str, Any] | None] | None) ->
         _started.arm(front)
 
 
+def sdk_wanted(timeout: float) -> None:
+    """:meth:`Early.sdk_wanted` (at once when :func:`begin` did not start reading)."""
+    if _started is not None:
+        _started.sdk_wanted(timeout)
+
+
 def take() -> Early | None:
     """What :func:`begin` started in this process, once (the gateway serving stdio)."""
     global _started
@@ -198,6 +205,9 @@ class Early:
         self._armed = threading.Event()  # :meth:`arm` or :meth:`handover` said
         self._closing = False
         self._held = False  # a request went to the SDK: all after it do too (their order)
+        #: the SDK is wanted now: a request left to it, the first search answered, stdin
+        #: ended or the reading stopped (:meth:`sdk_wanted`)
+        self._wanted = threading.Event()
         self._wake_r, self._wake_w = -1, -1
 
     def start(self) -> None:
@@ -214,6 +224,12 @@ class Early:
         for None, the message is kept for the SDK. ``front`` None: nothing is answered."""
         self._front = front
         self._armed.set()
+
+    def sdk_wanted(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until the SDK is wanted: a request was left
+        to it, the first ``search_tools`` was answered here, or stdin ended; whether it
+        is."""
+        return self._wanted.wait(timeout)
 
     def handover(self) -> None:
         """Stop reading (the SDK is up): the lines read and not answered, and whatever
@@ -247,6 +263,7 @@ class Early:
         if self._initialize(line) and b"\n" in buf:
             self.read = line + b"\n"
             self._follow(rest)
+        self._wanted.set()  # nothing more is read here
 
     def _initialize(self, line: bytes) -> bool:
         """Answer the first line if it is an ``initialize`` the SDK would accept; whether
@@ -316,8 +333,11 @@ class Early:
                 mark(f"early answer failed ({type(exc).__name__}: {exc})")
         if result is None or not _write({"jsonrpc": "2.0", "id": message["id"], "result": result}):
             self._held = True
+            self._wanted.set()
             return False
         self.answered.append(str(message["method"]))
+        if message["method"] == "tools/call":
+            self._wanted.set()
         return True
 
     def stdin(self) -> Any:

@@ -84,6 +84,10 @@ DEFER_STORED = True
 #: with a stored catalog and ``initialize`` answered by the early reader (stdio), the
 #: warm-up starts as soon as the catalog is open, beside the SDK's import
 EARLY_WARM = True
+#: with tools/list and search_tools answered before the SDK is up (mcp/front.py), the SDK's
+#: import waits (at most this many seconds) for the first search answered there, a request
+#: left to the SDK or the end of stdin, so the first search has the interpreter to itself
+SDK_AFTER_FIRST_SEARCH_S = 2.0
 
 
 class MCPGateway(TaskHandlers, ResourceHandlers):
@@ -154,6 +158,9 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         self._stored = stored  # as running() finds it
         early.arm(Front(self))
         mark("answering from the stored catalog")
+        if SDK_AFTER_FIRST_SEARCH_S > 0:
+            early.sdk_wanted(SDK_AFTER_FIRST_SEARCH_S)
+            mark("importing the MCP SDK")
 
     def _stored_servers(self) -> tuple[list[str], frozenset[str]]:
         """The ids of the stored tools of servers no longer configured, and the prefixes
