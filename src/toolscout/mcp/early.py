@@ -16,6 +16,11 @@ SDK's own answer, still the truth, is compared with the one sent and not sent tw
 real SDK for every listing mode and every protocol version it supports and requires the
 same answer, so an SDK that answers differently fails the tests before it ships.
 
+After ``initialize`` the thread stays the reader of stdin until the SDK is up
+(:meth:`Early.handover`): from the moment the stored catalog is open, the requests the
+gateway can answer without the SDK are answered here (:meth:`Early.arm`, ``mcp/front.py``),
+every other message is kept for the SDK, in order and unchanged.
+
 An early answer never tells of an upstream: the SDK's answer names the instructions of
 the upstreams the caller can see once they are connected, which at ``initialize`` on a
 stdio start they are not (upstreams connect in the background).

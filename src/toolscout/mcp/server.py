@@ -26,6 +26,7 @@ callers the same policy function allows the server's own scopes and tenants.
 The parts, each its own module (imports go down this list, never up):
 
 * ``server`` — :class:`MCPGateway`: assembly, lifecycle, the stdio and HTTP transports;
+* ``front`` — ``tools/list`` and ``search_tools`` answered over stdio before the SDK is up;
 * ``tasks`` — task-augmented calls and ``tasks/*`` (2025-11-25);
 * ``tools`` — ``tools/list`` per listing mode, ``tools/call``, the meta-tools, indexing;
 * ``resources`` — resources, templates, subscriptions, prompts, completion, logging;
