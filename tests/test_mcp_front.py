@@ -475,3 +475,17 @@ def test_the_sdk_waits_while_everything_is_answered_early(tmp_path: Path) -> Non
         for fd in (saved, saved_out, read, write, out_r, out_w):
             if fd >= 0:
                 os.close(fd)
+
+
+def test_a_session_is_told_of_list_changes_from_its_initialized_notification(
+    tmp_path: Path,
+) -> None:
+    """Its list may have been answered before the SDK was up: the session is remembered
+    for ``tools/list_changed`` from ``notifications/initialized``, not its first list."""
+    gateway = _stored_gateway(tmp_path, "meta", 12)
+    try:
+        assert not gateway._sessions
+        anyio.run(_sdk_answers, gateway, [_initialize(), _NOTE, _request(2, "ping")])
+        assert len(gateway._sessions) == 1
+    finally:
+        gateway.close()
