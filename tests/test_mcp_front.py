@@ -489,3 +489,30 @@ def test_a_session_is_told_of_list_changes_from_its_initialized_notification(
         assert len(gateway._sessions) == 1
     finally:
         gateway.close()
+
+
+def test_a_request_the_sdk_would_refuse_is_left_to_it(tmp_path: Path) -> None:
+    """Not JSON-RPC 2.0, or an id the SDK refuses: the SDK answers with its error, and
+    every request after it goes to the SDK too."""
+    read, write = os.pipe()
+    saved, saved_out = os.dup(0), os.dup(1)
+    out_r, out_w = os.pipe()
+    os.dup2(read, 0)
+    os.dup2(out_w, 1)
+    try:
+        bad = [{"id": 7, "method": "ping"}, {"jsonrpc": "2.0", "id": True, "method": "ping"}]
+        for first in bad:
+            lines = [_initialize(), first, _request(8, "ping")]
+            reader = Early("meta")
+            reader.start()
+            reader.arm(lambda message, version: {})
+            os.write(write, b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+            assert reader.sdk_wanted(WAIT_S)
+            reader.handover()
+            assert reader.answered == []
+            assert reader.read.decode().splitlines()[1:] == [json.dumps(m) for m in lines[1:]]
+    finally:
+        os.dup2(saved, 0)
+        os.dup2(saved_out, 1)
+        for fd in (saved, saved_out, read, write, out_r, out_w):
+            os.close(fd)

@@ -245,7 +245,8 @@ class Early:
         if self._wake_w >= 0:
             with contextlib.suppress(OSError):
                 os.write(self._wake_w, b"x")
-        self._thread.join()
+        if self._thread.ident is not None:  # started
+            self._thread.join()
         for fd in (self._wake_r, self._wake_w):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -328,6 +329,15 @@ class Early:
             return False  # not a message for us: the SDK says so
         if "id" not in message:
             return False  # a notification: the SDK takes it (after what it has)
+        id_ = message["id"]
+        if (
+            message.get("jsonrpc") != "2.0"
+            or isinstance(id_, bool)
+            or not isinstance(id_, int | str)
+        ):
+            self._held = True  # the SDK says what is wrong with it
+            self._wanted.set()
+            return False
         self._armed.wait()  # the catalog opening, or the SDK up
         front, sent = self._front, self.sent
         result = None
@@ -335,7 +345,13 @@ class Early:
             try:
                 result = front(message, sent["protocolVersion"])
             except Exception as exc:  # the SDK answers it instead
-                mark(f"early answer failed ({type(exc).__name__}: {exc})")
+                with contextlib.suppress(OSError, ValueError):
+                    print(
+                        f"toolscout: {message['method']} not answered early "
+                        f"({type(exc).__name__}: {exc}); the SDK answers it",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         if result is None or not _write({"jsonrpc": "2.0", "id": message["id"], "result": result}):
             self._held = True
             self._wanted.set()
