@@ -366,36 +366,33 @@ def test_the_reader_hands_on_what_it_did_not_answer(tmp_path: Path) -> None:
     """In process, over an OS pipe: the bytes not answered, in order, unchanged (a partial
     line too), once the reader is handed over."""
     read, write = os.pipe()
-    saved = os.dup(0)
+    out_r, out_w = os.pipe()
+    saved, saved_out = os.dup(0), os.dup(1)
     os.dup2(read, 0)
+    os.dup2(out_w, 1)  # before the reader starts: it answers initialize at once
     try:
         reader = Early("meta")
         reader.start()
         unanswered = [json.dumps(_request(2, "resources/list")), json.dumps(_NOTE)]
         lines = [json.dumps(_initialize()), json.dumps(_request(5, "ping")), *unanswered]
         os.write(write, ("\n".join(lines) + "\n" + '{"partial').encode())
-        out_r, out_w = os.pipe()
-        saved_out = os.dup(1)
-        os.dup2(out_w, 1)
-        try:
-            reader.arm(lambda message, version: {} if message["method"] == "ping" else None)
-            assert reader.sdk_wanted(WAIT_S)  # a request was left to it: import it now
-            reader.handover()
-        finally:
-            os.dup2(saved_out, 1)
-            os.close(saved_out)
-            os.close(out_w)
+        reader.arm(lambda message, version: {} if message["method"] == "ping" else None)
+        assert reader.sdk_wanted(WAIT_S)  # a request was left to it: import it now
+        reader.handover()
+        os.dup2(saved_out, 1)
+        os.close(out_w)
+        out_w = -1
         written = os.read(out_r, 65536).decode().splitlines()
-        os.close(out_r)
         assert [json.loads(x)["id"] for x in written] == [1, 5]
         assert reader.answered == ["ping"]
         expected = "\n".join([lines[0], *unanswered]) + "\n" + '{"partial'
         assert reader.read.decode() == expected
     finally:
         os.dup2(saved, 0)
-        os.close(saved)
-        os.close(read)
-        os.close(write)
+        os.dup2(saved_out, 1)
+        for fd in (saved, saved_out, read, write, out_r, out_w):
+            if fd >= 0:
+                os.close(fd)
 
 
 def test_the_sdk_client_over_a_stored_start(tmp_path: Path) -> None:
