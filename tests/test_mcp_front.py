@@ -80,8 +80,8 @@ async def _sdk_answers(gateway: MCPGateway, messages: list[dict[str, Any]]) -> l
             while len(got) < wanted:
                 item = await recv_out.receive()
                 dumped = item.message.model_dump(by_alias=True, exclude_unset=True, mode="json")
-                if "id" in dumped:  # not a notification (a dynamic search's list_changed)
-                    got.append(dumped)
+                got.append(dumped)  # a notification too (a dynamic search's list_changed)
+                wanted += "id" not in dumped
         tg.cancel_scope.cancel()
     return got
 
@@ -139,10 +139,15 @@ def answer_id(answer: dict[str, Any]) -> str:
     return str(json.loads(answer["content"][0]["text"])["discovery_id"])
 
 
-@pytest.mark.parametrize(("mode", "tools"), [(m, 12) for m in MODES] + [("auto", 4)])
+@pytest.mark.parametrize(
+    ("mode", "tools"), [(m, 12) for m in MODES] + [("auto", 4), ("dynamic", 20)]
+)
 def test_the_early_answers_are_the_sdks(tmp_path: Path, mode: str, tools: int) -> None:
+    """In the same gateway state (the caller's own state cleared before each path), the
+    early answers and notifications are the SDK's, per protocol version."""
     gateway = _stored_gateway(tmp_path, mode, tools)
-    front = Front(gateway)
+    notes: list[dict[str, Any]] = []
+    front = Front(gateway, notify=notes.append)
     try:
         for version in HANDSHAKE_VERSIONS:
             messages = [
@@ -152,20 +157,31 @@ def test_the_early_answers_are_the_sdks(tmp_path: Path, mode: str, tools: int) -
                 _request(3, "ping"),
                 _search(4, "look up the weather record"),
             ]
-            sdk = [m["result"] for m in anyio.run(_sdk_answers, gateway, messages)[1:]]
-            ours = [front(m, version) for m in messages[2:]]
+            gateway._callers.clear()
+            written = anyio.run(_sdk_answers, gateway, messages)
+            answers = sorted((m for m in written[1:] if "id" in m), key=lambda m: int(m["id"]))
+            sdk = [m["result"] for m in answers]
+            sdk_notes = [m for m in written if "id" not in m]
+            # the list after the search (in dynamic: what the search added), on its own
+            # (the SDK serves a connection's requests concurrently)
+            again = [*messages[:2], _request(5, "tools/list")]
+            sdk.append(anyio.run(_sdk_answers, gateway, again)[1]["result"])
+            gateway._callers.clear()
+            notes.clear()
+            ours = [front(m, version) for m in [*messages[2:], again[2]]]
             if version not in VERSIONS:
-                assert ours == [None, None, None]  # left to the SDK
+                assert ours == [None] * 4 and not notes  # left to the SDK
                 continue
-            if mode == "dynamic":
-                assert ours[2] is None  # it changes the caller's list: the SDK's path
-                ours[2] = sdk[2]
-            assert ours[:2] == sdk[:2], (mode, version)
             listed, searched = ours[0], ours[2]
             assert listed is not None and searched is not None
+            assert [ours[0], ours[1], ours[3]] == [sdk[0], sdk[1], sdk[3]], (mode, version)
             assert _masked(searched) == _masked(sdk[2]), (mode, version)
-            assert mode == "dynamic" or answer_id(searched) != answer_id(sdk[2])  # one each
+            assert answer_id(searched) != answer_id(sdk[2])  # each recorded once, its own
+            assert notes == sdk_notes, (mode, version)
+            assert bool(notes) == (mode == "dynamic")  # the tools found were new to the list
             assert len(sdk[0]["tools"]) == len(listed["tools"]) >= 2
+            if (mode, tools) == ("dynamic", 20):  # the search's tools are listed next
+                assert len(sdk[3]["tools"]) > len(sdk[0]["tools"]) == 2
     finally:
         gateway.close()
 
@@ -346,20 +362,25 @@ def test_a_request_left_to_the_sdk_keeps_the_order_of_those_after_it(tmp_path: P
     assert len(discoveries) == 1
 
 
-@pytest.mark.parametrize("mode", ["dynamic"])
-def test_a_dynamic_search_is_left_to_the_sdk(tmp_path: Path, mode: str) -> None:
-    """A ``dynamic`` search changes what the session lists and says so: the SDK's path
-    answers it (after the list, answered early), and the list changed is told."""
-    config, db = _config(tmp_path, mode), tmp_path / "c.db"
+def test_a_dynamic_search_answered_early_tells_the_list_changed(tmp_path: Path) -> None:
+    """A ``dynamic`` search changes what the session lists: answered early, the tools it
+    found are added to the caller's list (the gateway's own state, which the SDK's session
+    then serves) and ``tools/list_changed`` is written before the answer, as the SDK's path
+    does. Here every tool fits in the dynamic list (two tools), so the SDK's later list
+    is the same."""
+    config, db = _config(tmp_path, "dynamic"), tmp_path / "c.db"
     _first_start(config, db)
     gw = _Gateway(config, db)
     gw.send(_initialize(), _NOTE, _request(2, "tools/list"), _search(3, "what time is it"))
-    gw.until(2)
+    first = gw.until(2)["result"]["tools"]
     found = json.loads(gw.until(3)["result"]["content"][0]["text"])
     assert found["tools"]
+    gw.send(_request(4, "resources/list"), _request(5, "tools/list"))
+    assert gw.until(5)["result"]["tools"] == first
     err = gw.close()
-    assert "first tools/list answered early" in err and "search_tools answered early" not in err
-    assert any(m.get("method") == "notifications/tools/list_changed" for m in gw.got)
+    assert "first tools/list answered early" in err and "search_tools answered early" in err
+    kinds = [m.get("method", m.get("id")) for m in gw.got]
+    assert kinds.index("notifications/tools/list_changed") < kinds.index(3)
 
 
 def test_the_reader_hands_on_what_it_did_not_answer(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ __all__ = [
     "begin",
     "begun",
     "sdk_wanted",
+    "send",
     "initialize_result",
     "own_instructions",
     "take",
@@ -375,6 +376,12 @@ class Early:
         raw = _Prefixed(self.read, private)
         text = io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="replace")
         return anyio.wrap_file(text)
+
+
+def send(message: dict[str, Any]) -> bool:
+    """One message to the client before the SDK is up (a notification of the early
+    path, written by the reader's thread, between its answers); whether it went."""
+    return _write(message)
 
 
 def _write(reply: dict[str, Any]) -> bool:

@@ -16,11 +16,12 @@ the SDK's path would answer in the same state, as the same wire dict:
   and the same payload function as the SDK's path
   (:meth:`~toolscout.mcp.tools.ToolHandlers.search_payload`: the caller's recent
   discoveries noted in the gateway's own per-caller state, which the SDK's session then
-  serves; the "still indexing" note from the same upstream state).
+  serves; in the ``dynamic`` mode the tools found added to the caller's list there too,
+  and ``notifications/tools/list_changed`` written before the answer, as the SDK's path
+  does; the "still indexing" note from the same upstream state).
 
 Not answered here, so left to the SDK in their order: everything else, a request after
-one left to the SDK (the order of their effects is kept), a ``search_tools`` in the
-``dynamic`` mode (it changes the caller's tool list and tells the session so), arguments
+one left to the SDK (the order of their effects is kept), arguments
 the SDK's path refuses or a request with fields beyond the plain ones (a task, a cursor),
 a protocol version not in :data:`VERSIONS`, and a start where the SDK's path would wait
 for an upstream (a server with nothing in the stored catalog) or drop stale tools first.
@@ -30,28 +31,32 @@ version and listing mode, and drives the whole over a real pipe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from toolscout.mcp.early import send
 from toolscout.mcp.meta import SEARCH, meta_tool_wire, result_wire
 from toolscout.mcp.timeline import mark
 
 if TYPE_CHECKING:
     from toolscout.mcp.server import MCPGateway
 
-__all__ = ["VERSIONS", "Front"]
+__all__ = ["LIST_CHANGED", "VERSIONS", "Front"]
 
 #: the protocol versions answered here (the handshake versions whose serialisation of
 #: these results the tests hold equal to the SDK's)
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 _PLAIN = frozenset({"_meta"})
+#: what the SDK writes when a session's tool list changed (a dynamic search added tools)
+LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
 
 
 class Front:
     """The answers of a gateway (its stored catalog open, the SDK not yet imported)."""
 
-    def __init__(self, gateway: MCPGateway) -> None:
+    def __init__(self, gateway: MCPGateway, notify: Callable[[dict[str, Any]], Any] = send) -> None:
         self.gateway = gateway
+        self.notify = notify  # a notification to the client, before the answer
 
     def __call__(self, message: dict[str, Any], version: str) -> dict[str, Any] | None:
         """The result answering the request ``message`` on a connection of protocol
@@ -89,10 +94,12 @@ class Front:
         gw = self.gateway
         principal = gw.config.principal
         assert principal is not None
-        if gw.search_problem(args) is not None or gw.mode(principal) == "dynamic":
+        if gw.search_problem(args) is not None:
             return None
         mark("first search_tools received early", once=True)
         shortlist = gw.ts.discover(principal, args["query"], **gw.search_options(args))
         payload = gw.search_payload(principal, shortlist)
+        if gw.add_found(principal, payload):  # dynamic: the list changed, as the SDK tells
+            self.notify(LIST_CHANGED)
         mark("first search_tools answered early", once=True)
         return result_wire(payload)

@@ -199,20 +199,26 @@ class ToolHandlers(GatewayBase):
         mark("first search_tools: discovery done", once=True)
         payload = self.search_payload(principal, shortlist)
         mark("first search_tools answered", once=True)
-        if self.mode(principal) == "dynamic" and payload["tools"]:
-            state = self._state(principal)
-            added = False
-            # best match last, so it is the most recently used (the last to be dropped)
-            for entry in reversed(payload["tools"][: self.config.dynamic_limit]):
-                added |= entry["id"] not in state.dynamic
-                state.dynamic[entry["id"]] = None
-                state.dynamic.move_to_end(entry["id"])
-            while len(state.dynamic) > self.config.dynamic_limit:
-                state.dynamic.popitem(last=False)
-                added = True
-            if added:
-                await self._notify_tools_changed(ctx)
+        if self.add_found(principal, payload):
+            await self._notify_tools_changed(ctx)
         return text_result(payload)
+
+    def add_found(self, principal: Principal, payload: Mapping[str, Any]) -> bool:
+        """In the ``dynamic`` mode, the tools a search found (its ``payload``) added to the
+        caller's list; whether the list changed (the sessions are then told)."""
+        if self.mode(principal) != "dynamic" or not payload["tools"]:
+            return False
+        state = self._state(principal)
+        added = False
+        # best match last, so it is the most recently used (the last to be dropped)
+        for entry in reversed(payload["tools"][: self.config.dynamic_limit]):
+            added |= entry["id"] not in state.dynamic
+            state.dynamic[entry["id"]] = None
+            state.dynamic.move_to_end(entry["id"])
+        while len(state.dynamic) > self.config.dynamic_limit:
+            state.dynamic.popitem(last=False)
+            added = True
+        return added
 
     def search_problem(self, args: Mapping[str, Any]) -> str | None:
         """What is wrong with ``search_tools``' arguments (None: nothing)."""
