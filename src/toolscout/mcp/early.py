@@ -32,13 +32,12 @@ import contextlib
 import io
 import json
 import os
-import select
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from toolscout.mcp.front import Reader, Sent, send_message
 from toolscout.mcp.timeline import mark
 
 __all__ = [
@@ -50,7 +49,6 @@ __all__ = [
     "begin",
     "begun",
     "sdk_wanted",
-    "send",
     "initialize_result",
     "own_instructions",
     "take",
@@ -128,7 +126,7 @@ def begun() -> bool:
     return _started is not None
 
 
-def arm(front: Callable[[dict[str, Any], str], dict[str, Any] | None] | None) -> None:
+def arm(front: Sent | None) -> None:
     """Offer the requests after ``initialize`` to ``front`` until the SDK is up
     (:meth:`Early.arm`; nothing when :func:`begin` did not start reading)."""
     if _started is not None:
@@ -190,7 +188,7 @@ def _valid_params(params: Any) -> bool:
     )
 
 
-class Early:
+class Early(Reader):
     """The client's first message, read (and ``initialize`` answered) on a thread while
     the rest of the gateway loads; once answered, the reader of the client's stdin until
     the SDK is up (:meth:`handover`): a request the gateway can answer without the SDK
@@ -204,55 +202,16 @@ class Early:
         self.read = b""
         self.request: dict[str, Any] | None = None  # the first message, if initialize
         self.sent: dict[str, Any] | None = None  # the result answered early, if any
-        #: the methods of the requests answered after ``initialize``, in order
-        self.answered: list[str] = []
         self._thread = threading.Thread(target=self._first, name="toolscout-early", daemon=True)
-        self._front: Callable[[dict[str, Any], str], dict[str, Any] | None] | None = None
-        self._armed = threading.Event()  # :meth:`arm` or :meth:`handover` said
-        self._closing = False
-        self._held = False  # a request went to the SDK: all after it do too (their order)
-        #: the SDK is wanted now: a request left to it, the first search answered, stdin
-        #: ended or the reading stopped (:meth:`sdk_wanted`)
-        self._wanted = threading.Event()
-        self._wake_r, self._wake_w = -1, -1
+        Reader.__init__(self)
 
     def start(self) -> None:
-        self._wake_r, self._wake_w = os.pipe()
+        self._open()
         self._thread.start()
 
     def wait(self) -> None:
         """Until the client's first message is read (and answered, when it can be)."""
         self._thread.join()
-
-    def arm(self, front: Callable[[dict[str, Any], str], dict[str, Any] | None] | None) -> None:
-        """From now until :meth:`handover`, a request after ``initialize`` is offered to
-        ``front`` (the message, the protocol version answered): its result is sent, or,
-        for None, the message is kept for the SDK. ``front`` None: nothing is answered."""
-        self._front = front
-        self._armed.set()
-
-    def sdk_wanted(self, timeout: float) -> bool:
-        """Wait (at most ``timeout`` seconds) until the SDK is wanted: a request was left
-        to it, the first ``search_tools`` was answered here, or stdin ended; whether it
-        is."""
-        return self._wanted.wait(timeout)
-
-    def handover(self) -> None:
-        """Stop reading (the SDK is up): the lines read and not answered, and whatever
-        was read of the next one, are in :attr:`read` when this returns. The complete
-        lines already read are offered first (a client's burst is answered as one)."""
-        self._closing = True
-        self._armed.set()
-        if self._wake_w >= 0:
-            with contextlib.suppress(OSError):
-                os.write(self._wake_w, b"x")
-        if self._thread.ident is not None:  # started
-            self._thread.join()
-        for fd in (self._wake_r, self._wake_w):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self._wake_r = self._wake_w = -1
 
     def _first(self) -> None:
         buf = b""
@@ -288,78 +247,10 @@ class Early:
         if not isinstance(params, dict) or not _valid_params(params):
             return False  # the SDK says what is wrong with it
         result = initialize_result(params["protocolVersion"], self.mode)
-        if not _write({"jsonrpc": "2.0", "id": message["id"], "result": result}):
+        if not send_message({"jsonrpc": "2.0", "id": message["id"], "result": result}):
             return False
         self.sent = result
         mark("initialize answered early")
-        return True
-
-    def _follow(self, buf: bytes) -> None:
-        """Read on after ``initialize``: each complete line offered (:meth:`_offer`),
-        or kept for the SDK, until :meth:`handover` (or the end of stdin)."""
-        kept: list[bytes] = []
-        ended = False
-        while True:
-            while b"\n" in buf:  # every complete line read is offered, even once closing
-                line, _, buf = buf.partition(b"\n")
-                if not self._offer(line):
-                    kept.append(line + b"\n")
-            if self._closing or ended:
-                break
-            try:
-                ready, _, _ = select.select([0, self._wake_r], [], [])
-                if self._wake_r in ready or 0 not in ready:
-                    break
-                chunk = os.read(0, 65536)
-            except OSError:
-                break
-            ended = not chunk
-            buf += chunk
-        self.read += b"".join(kept) + buf
-
-    def _offer(self, line: bytes) -> bool:
-        """Whether ``line`` was answered here (a request ``front`` answered, while no
-        request before it was left to the SDK)."""
-        if self._held:
-            return False
-        try:
-            message = json.loads(line)
-        except ValueError:
-            message = None
-        if not isinstance(message, dict) or "method" not in message:
-            return False  # not a message for us: the SDK says so
-        if "id" not in message:
-            return False  # a notification: the SDK takes it (after what it has)
-        id_ = message["id"]
-        if (
-            message.get("jsonrpc") != "2.0"
-            or isinstance(id_, bool)
-            or not isinstance(id_, int | str)
-        ):
-            self._held = True  # the SDK says what is wrong with it
-            self._wanted.set()
-            return False
-        self._armed.wait()  # the catalog opening, or the SDK up
-        front, sent = self._front, self.sent
-        result = None
-        if front is not None and sent is not None:
-            try:
-                result = front(message, sent["protocolVersion"])
-            except Exception as exc:  # the SDK answers it instead
-                with contextlib.suppress(OSError, ValueError):
-                    print(
-                        f"toolscout: {message['method']} not answered early "
-                        f"({type(exc).__name__}: {exc}); the SDK answers it",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-        if result is None or not _write({"jsonrpc": "2.0", "id": message["id"], "result": result}):
-            self._held = True
-            self._wanted.set()
-            return False
-        self.answered.append(str(message["method"]))
-        if message["method"] == "tools/call":
-            self._wanted.set()
         return True
 
     def stdin(self) -> Any:
@@ -376,23 +267,6 @@ class Early:
         raw = _Prefixed(self.read, private)
         text = io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="replace")
         return anyio.wrap_file(text)
-
-
-def send(message: dict[str, Any]) -> bool:
-    """One message to the client before the SDK is up (a notification of the early
-    path, written by the reader's thread, between its answers); whether it went."""
-    return _write(message)
-
-
-def _write(reply: dict[str, Any]) -> bool:
-    """One JSON-RPC message to the client (stdout, not yet the SDK's); whether it went."""
-    data = (json.dumps(reply, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
-    try:
-        while data:
-            data = data[os.write(1, data) :]
-    except OSError:
-        return False
-    return True
 
 
 class _Prefixed(io.RawIOBase):

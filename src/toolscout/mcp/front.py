@@ -27,21 +27,32 @@ a protocol version not in :data:`VERSIONS`, and a start where the SDK's path wou
 for an upstream (a server with nothing in the stored catalog) or drop stale tools first.
 ``tests/test_mcp_front.py`` holds every answer to the SDK's serialisation per protocol
 version and listing mode, and drives the whole over a real pipe.
+
+:class:`Reader` is the reading (the early reader's after ``initialize``): it polls stdin
+and a wake-up pipe, offers each complete line, keeps the rest; :meth:`Reader.handover`
+(``serve_stdio``, once the SDK server is built) offers the complete lines already read,
+stops, and leaves in ``read`` the bytes for the SDK: ``initialize``, the lines not
+answered, any partial line, in order (the prefix ``mcp/pipes.py`` reads first).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import select
+import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolscout.mcp.early import send
 from toolscout.mcp.meta import SEARCH, meta_tool_wire, result_wire
 from toolscout.mcp.timeline import mark
 
 if TYPE_CHECKING:
     from toolscout.mcp.server import MCPGateway
 
-__all__ = ["LIST_CHANGED", "VERSIONS", "Front"]
+__all__ = ["LIST_CHANGED", "VERSIONS", "Front", "Reader", "Sent", "send_message"]
 
 #: the protocol versions answered here (the handshake versions whose serialisation of
 #: these results the tests hold equal to the SDK's)
@@ -49,14 +60,19 @@ VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 _PLAIN = frozenset({"_meta"})
 #: what the SDK writes when a session's tool list changed (a dynamic search added tools)
 LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+#: what answers a request early: (the message, the protocol version) → its result, or None
+Sent = Callable[[dict[str, Any], str], dict[str, Any] | None]
 
 
 class Front:
     """The answers of a gateway (its stored catalog open, the SDK not yet imported)."""
 
-    def __init__(self, gateway: MCPGateway, notify: Callable[[dict[str, Any]], Any] = send) -> None:
+    def __init__(
+        self, gateway: MCPGateway, notify: Callable[[dict[str, Any]], Any] | None = None
+    ) -> None:
         self.gateway = gateway
-        self.notify = notify  # a notification to the client, before the answer
+        #: a notification to the client, before the answer (default: to stdout)
+        self.notify = notify if notify is not None else send_message
 
     def __call__(self, message: dict[str, Any], version: str) -> dict[str, Any] | None:
         """The result answering the request ``message`` on a connection of protocol
@@ -103,3 +119,140 @@ class Front:
             self.notify(LIST_CHANGED)
         mark("first search_tools answered early", once=True)
         return result_wire(payload)
+
+
+class Reader:
+    """The reader of the client's stdin after ``initialize``, until the SDK is up
+    (:class:`~toolscout.mcp.early.Early`'s thread): each complete line is offered to the
+    front (:meth:`arm`) or kept, in order and unchanged, for the SDK (:attr:`read`)."""
+
+    read: bytes
+    sent: dict[str, Any] | None
+    _thread: threading.Thread
+
+    def __init__(self) -> None:
+        #: the methods of the requests answered after ``initialize``, in order
+        self.answered: list[str] = []
+        self._front: Sent | None = None
+        self._armed = threading.Event()  # :meth:`arm` or :meth:`handover` said
+        self._closing = False
+        self._held = False  # a request went to the SDK: all after it do too (their order)
+        #: the SDK is wanted now: a request left to it, the first search answered, stdin
+        #: ended or the reading stopped (:meth:`sdk_wanted`)
+        self._wanted = threading.Event()
+        self._wake_r, self._wake_w = -1, -1
+
+    def _open(self) -> None:
+        self._wake_r, self._wake_w = os.pipe()
+
+    def arm(self, front: Sent | None) -> None:
+        """From now until :meth:`handover`, a request after ``initialize`` is offered to
+        ``front`` (the message, the protocol version answered): its result is sent, or,
+        for None, the message is kept for the SDK. ``front`` None: nothing is answered."""
+        self._front = front
+        self._armed.set()
+
+    def sdk_wanted(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until the SDK is wanted: a request was left
+        to it, the first ``search_tools`` was answered here, or stdin ended; whether it
+        is."""
+        return self._wanted.wait(timeout)
+
+    def handover(self) -> None:
+        """Stop reading (the SDK is up): the lines read and not answered, and whatever
+        was read of the next one, are in :attr:`read` when this returns. The complete
+        lines already read are offered first (a client's burst is answered as one)."""
+        self._closing = True
+        self._armed.set()
+        if self._wake_w >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
+        if self._thread.ident is not None:  # started
+            self._thread.join()
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._wake_r = self._wake_w = -1
+
+    def _follow(self, buf: bytes) -> None:
+        """Read on after ``initialize``: each complete line offered (:meth:`_offer`),
+        or kept for the SDK, until :meth:`handover` (or the end of stdin)."""
+        kept: list[bytes] = []
+        ended = False
+        while True:
+            while b"\n" in buf:  # every complete line read is offered, even once closing
+                line, _, buf = buf.partition(b"\n")
+                if not self._offer(line):
+                    kept.append(line + b"\n")
+            if self._closing or ended:
+                break
+            try:
+                ready, _, _ = select.select([0, self._wake_r], [], [])
+                if self._wake_r in ready or 0 not in ready:
+                    break
+                chunk = os.read(0, 65536)
+            except OSError:
+                break
+            ended = not chunk
+            buf += chunk
+        self.read += b"".join(kept) + buf
+
+    def _offer(self, line: bytes) -> bool:
+        """Whether ``line`` was answered here (a request ``front`` answered, while no
+        request before it was left to the SDK)."""
+        if self._held:
+            return False
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or "method" not in message:
+            return False  # not a message for us: the SDK says so
+        if "id" not in message:
+            return False  # a notification: the SDK takes it (after what it has)
+        id_ = message["id"]
+        if (
+            message.get("jsonrpc") != "2.0"
+            or isinstance(id_, bool)
+            or not isinstance(id_, int | str)
+        ):
+            self._held = True  # the SDK says what is wrong with it
+            self._wanted.set()
+            return False
+        self._armed.wait()  # the catalog opening, or the SDK up
+        front, sent = self._front, self.sent
+        result = None
+        if front is not None and sent is not None:
+            try:
+                result = front(message, sent["protocolVersion"])
+            except Exception as exc:  # the SDK answers it instead
+                with contextlib.suppress(OSError, ValueError):
+                    print(
+                        f"toolscout: {message['method']} not answered early "
+                        f"({type(exc).__name__}: {exc}); the SDK answers it",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        if result is None or not send_message(
+            {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        ):
+            self._held = True
+            self._wanted.set()
+            return False
+        self.answered.append(str(message["method"]))
+        if message["method"] == "tools/call":
+            self._wanted.set()
+        return True
+
+
+def send_message(message: dict[str, Any]) -> bool:
+    """One JSON-RPC message to the client before the SDK is up (stdout, not yet the SDK's:
+    written by the reader's thread alone); whether it went."""
+    data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    try:
+        while data:
+            data = data[os.write(1, data) :]
+    except OSError:
+        return False
+    return True
