@@ -16,6 +16,11 @@ SDK's own answer, still the truth, is compared with the one sent and not sent tw
 real SDK for every listing mode and every protocol version it supports and requires the
 same answer, so an SDK that answers differently fails the tests before it ships.
 
+After ``initialize`` the thread stays the reader of stdin until the SDK is up
+(:meth:`Early.handover`): from the moment the stored catalog is open, the requests the
+gateway can answer without the SDK are answered here (:meth:`Early.arm`, ``mcp/front.py``),
+every other message is kept for the SDK, in order and unchanged.
+
 An early answer never tells of an upstream: the SDK's answer names the instructions of
 the upstreams the caller can see once they are connected, which at ``initialize`` on a
 stdio start they are not (upstreams connect in the background).
@@ -32,6 +37,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from toolscout.mcp.front import Reader, Sent, send_message
 from toolscout.mcp.timeline import mark
 
 __all__ = [
@@ -39,8 +45,10 @@ __all__ = [
     "SERVER_INFO",
     "Early",
     "Recorder",
+    "arm",
     "begin",
     "begun",
+    "sdk_wanted",
     "initialize_result",
     "own_instructions",
     "take",
@@ -118,6 +126,19 @@ def begun() -> bool:
     return _started is not None
 
 
+def arm(front: Sent | None) -> None:
+    """Offer the requests after ``initialize`` to ``front`` until the SDK is up
+    (:meth:`Early.arm`; nothing when :func:`begin` did not start reading)."""
+    if _started is not None:
+        _started.arm(front)
+
+
+def sdk_wanted(timeout: float) -> None:
+    """:meth:`Early.sdk_wanted` (at once when :func:`begin` did not start reading)."""
+    if _started is not None:
+        _started.sdk_wanted(timeout)
+
+
 def take() -> Early | None:
     """What :func:`begin` started in this process, once (the gateway serving stdio)."""
     global _started
@@ -167,18 +188,25 @@ def _valid_params(params: Any) -> bool:
     )
 
 
-class Early:
+class Early(Reader):
     """The client's first message, read (and ``initialize`` answered) on a thread while
-    the rest of the gateway loads."""
+    the rest of the gateway loads; once answered, the reader of the client's stdin until
+    the SDK is up (:meth:`handover`): a request the gateway can answer without the SDK
+    (:meth:`arm`, ``mcp/front.py``) is answered here, every other message is kept, in
+    order and unchanged, for the SDK."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
-        self.read = b""  # every byte read from stdin (the first line, and what followed)
+        #: the bytes for the SDK: every byte read from stdin but the lines answered here
+        #: (complete once :meth:`handover` returned)
+        self.read = b""
         self.request: dict[str, Any] | None = None  # the first message, if initialize
         self.sent: dict[str, Any] | None = None  # the result answered early, if any
         self._thread = threading.Thread(target=self._first, name="toolscout-early", daemon=True)
+        Reader.__init__(self)
 
     def start(self) -> None:
+        self._open()
         self._thread.start()
 
     def wait(self) -> None:
@@ -197,29 +225,33 @@ class Early:
             pass
         self.read = buf
         mark("first message read")
-        line = buf.split(b"\n", 1)[0]
+        line, _, rest = buf.partition(b"\n")
+        if self._initialize(line) and b"\n" in buf:
+            self.read = line + b"\n"
+            self._follow(rest)
+        self._wanted.set()  # nothing more is read here
+
+    def _initialize(self, line: bytes) -> bool:
+        """Answer the first line if it is an ``initialize`` the SDK would accept; whether
+        it was answered."""
         try:
             message = json.loads(line)
         except ValueError:
-            return
+            return False
         if not isinstance(message, dict) or message.get("method") != "initialize":
-            return
+            return False
         if "id" not in message:
-            return
+            return False
         self.request = message
         params = message.get("params")
         if not isinstance(params, dict) or not _valid_params(params):
-            return  # the SDK says what is wrong with it
+            return False  # the SDK says what is wrong with it
         result = initialize_result(params["protocolVersion"], self.mode)
-        reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
-        data = (json.dumps(reply, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
-        try:
-            while data:
-                data = data[os.write(1, data) :]
-        except OSError:
-            return
+        if not send_message({"jsonrpc": "2.0", "id": message["id"], "result": result}):
+            return False
         self.sent = result
         mark("initialize answered early")
+        return True
 
     def stdin(self) -> Any:
         """The client's messages for the SDK, as an async text file: what the thread read,

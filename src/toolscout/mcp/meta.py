@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mcp.types import CallToolResult, Tool
 
-__all__ = ["CALL", "META_TOOLS", "SEARCH", "meta_tools", "text_result"]
+__all__ = [
+    "CALL",
+    "META_TOOLS",
+    "SEARCH",
+    "meta_tool_wire",
+    "meta_tools",
+    "result_wire",
+    "text_result",
+]
 
 SEARCH, CALL = "search_tools", "call_tool"
 META_TOOLS = (SEARCH, CALL)
@@ -46,41 +54,53 @@ _CALL_SCHEMA: dict[str, Any] = {
 }
 
 
-def meta_tools() -> list[Tool]:
-    from mcp.types import Tool, ToolAnnotations
-
+def meta_tool_wire() -> list[dict[str, Any]]:
+    """The two meta-tools as the wire has them (what :func:`meta_tools` validates; the
+    early path of ``tools/list`` sends these, ``tests/test_mcp_front.py`` holds them to the
+    SDK's serialisation)."""
     return [
-        Tool(
-            name=SEARCH,
-            title="Search tools",
-            description=(
+        {
+            "name": SEARCH,
+            "title": "Search tools",
+            "description": (
                 "Find the tools for a task among every connected server's tools. Returns the "
                 "best matches you may use, each with its name and full inputSchema; run one "
                 "with call_tool."
             ),
-            input_schema=_SEARCH_SCHEMA,
-            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-        ),
-        Tool(
-            name=CALL,
-            title="Call a tool",
-            description=(
+            "inputSchema": json.loads(json.dumps(_SEARCH_SCHEMA)),  # a copy, nested too
+            "annotations": {"readOnlyHint": True, "openWorldHint": False},
+        },
+        {
+            "name": CALL,
+            "title": "Call a tool",
+            "description": (
                 "Run a tool that search_tools returned, by its name, with arguments that "
                 "match its inputSchema."
             ),
-            input_schema=_CALL_SCHEMA,
-            annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
-        ),
+            "inputSchema": json.loads(json.dumps(_CALL_SCHEMA)),
+            "annotations": {"readOnlyHint": False, "destructiveHint": True},
+        },
     ]
 
 
-def text_result(payload: Any, *, error: bool = False) -> CallToolResult:
-    from mcp.types import CallToolResult, TextContent
+def meta_tools() -> list[Tool]:
+    from mcp.types import Tool
 
+    return [Tool.model_validate(wire) for wire in meta_tool_wire()]
+
+
+def result_wire(payload: Any, *, error: bool = False) -> dict[str, Any]:
+    """A tool result as the wire has it: ``payload`` as a JSON text block (a string as
+    it is), the same JSON as structured content (a mapping, unless ``error``)."""
     text = payload if isinstance(payload, str) else json.dumps(payload, indent=1, default=str)
-    structured = None if error or not isinstance(payload, Mapping) else dict(payload)
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)],
-        structured_content=structured,
-        is_error=error,
-    )
+    wire: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+    if not error and isinstance(payload, Mapping):
+        wire["structuredContent"] = dict(payload)
+    wire["isError"] = error
+    return wire
+
+
+def text_result(payload: Any, *, error: bool = False) -> CallToolResult:
+    from mcp.types import CallToolResult
+
+    return CallToolResult.model_validate(result_wire(payload, error=error))

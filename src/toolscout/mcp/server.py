@@ -26,6 +26,7 @@ callers the same policy function allows the server's own scopes and tenants.
 The parts, each its own module (imports go down this list, never up):
 
 * ``server`` — :class:`MCPGateway`: assembly, lifecycle, the stdio and HTTP transports;
+* ``front`` — ``tools/list`` and ``search_tools`` answered over stdio before the SDK is up;
 * ``tasks`` — task-augmented calls and ``tasks/*`` (2025-11-25);
 * ``tools`` — ``tools/list`` per listing mode, ``tools/call``, the meta-tools, indexing;
 * ``resources`` — resources, templates, subscriptions, prompts, completion, logging;
@@ -84,6 +85,10 @@ DEFER_STORED = True
 #: with a stored catalog and ``initialize`` answered by the early reader (stdio), the
 #: warm-up starts as soon as the catalog is open, beside the SDK's import
 EARLY_WARM = True
+#: with tools/list and search_tools answered before the SDK is up (mcp/front.py), the SDK's
+#: import waits (at most this many seconds) for the first search answered there, a request
+#: left to the SDK or the end of stdin, so the first search has the interpreter to itself
+SDK_AFTER_FIRST_SEARCH_S = 2.0
 
 
 class MCPGateway(TaskHandlers, ResourceHandlers):
@@ -127,6 +132,8 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
             self._early_warm = threading.Thread(target=self._warm, name="toolscout-warm")
             self._early_warm.start()
             self.warms_with_catalog = True
+        if toolscout is None and early.begun():
+            self._front()
         from mcp.server.subscriptions import InMemorySubscriptionBus
 
         mark("MCP SDK imported")
@@ -137,6 +144,37 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         self.bus = InMemorySubscriptionBus()
         self.server = self._build_server()
         mark("MCP server built")
+
+    def _front(self) -> None:
+        """Until the SDK is up, the early reader answers ``tools/list`` and ``search_tools``
+        from the stored catalog (mcp/front.py) when the SDK's path would answer them from it
+        too: every configured server has tools stored (none to wait for), none stale."""
+        from toolscout.mcp.front import Front
+
+        stale, stored = self._stored_servers()
+        every = {s.prefix for s in self.config.servers} <= stored
+        if self.config.principal is None or stale or not every or not len(self.ts.catalog):
+            early.arm(None)
+            return
+        self._stored = stored  # as running() finds it
+        early.arm(Front(self))
+        mark("answering from the stored catalog")
+        if SDK_AFTER_FIRST_SEARCH_S > 0:
+            early.sdk_wanted(SDK_AFTER_FIRST_SEARCH_S)
+            mark("importing the MCP SDK")
+
+    def _stored_servers(self) -> tuple[list[str], frozenset[str]]:
+        """The ids of the stored tools of servers no longer configured, and the prefixes
+        of the configured servers the stored catalog has tools of."""
+        configured = {f"mcp:{s.name}" for s in self.config.servers}
+        stale, stored = [], set()
+        for spec in self.ts.catalog.specs():
+            source = spec.card.source
+            if source.startswith("mcp:") and source not in configured:
+                stale.append(spec.id)
+            elif source in configured:
+                stored.add(spec.id.split("/", 1)[0] + "/")
+        return stale, frozenset(stored)
 
     # -- assembly --------------------------------------------------------------
     def _open_toolscout(self) -> Toolscout:
@@ -260,12 +298,16 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         return result
 
     async def _first_call_middleware(self, ctx: Any, call_next: Any) -> Any:
-        """Notes the first ``tools/call`` answered (:meth:`_start_upstreams` waits for it)."""
+        """Notes the first ``tools/call`` answered (:meth:`_start_upstreams` waits for it);
+        a session is told of tool-list changes from its ``notifications/initialized`` on
+        (its first list may have been answered before the SDK was up: mcp/front.py)."""
         try:
             return await call_next(ctx)
         finally:
             if ctx.method == "tools/call":
                 self._called_once.set()
+            elif ctx.method == "notifications/initialized":
+                self._remember_session(ctx)
 
     def instructions(self, principal: Principal | None = None) -> str:
         """The gateway's instructions for the mode it serves, then the own instructions of
@@ -285,19 +327,9 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
 
         Tools a persistent catalog still holds from servers no longer configured are
         removed first (upstream tools are the cards whose source is ``mcp:<server>``)."""
-        configured = {f"mcp:{s.name}" for s in self.config.servers}
-        stale = [
-            spec.id
-            for spec in self.ts.catalog.specs()
-            if spec.card.source.startswith("mcp:") and spec.card.source not in configured
-        ]
+        stale, self._stored = self._stored_servers()
         if stale:
             await asyncio.to_thread(self.ts.catalog.remove, stale)
-        self._stored = frozenset(
-            spec.id.split("/", 1)[0] + "/"
-            for spec in self.ts.catalog.specs()
-            if spec.card.source in configured
-        )
         self._say(
             f"serving {len(self.ts.catalog)} stored tools; connecting "
             f"{len(self.config.servers)} servers and indexing in the background"
@@ -428,7 +460,13 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
                 async with pipes.stdio() as (lines, out), stdio_server(lines, out) as (read, write):
                     await self.server.run(read, write, self.server.create_initialization_options())
                 return
-            await asyncio.to_thread(started.wait)
+            # the SDK is up: the early reader stops; what it read and did not answer
+            # (initialize, then every message left to the SDK, in order) comes first
+            await asyncio.to_thread(started.handover)
+            if "tools/list" in started.answered:
+                self._listed_once.set()
+            if "tools/call" in started.answered:
+                self._called_once.set()  # the first search: the stored servers may start
             async with (
                 pipes.stdio(started.read) as (lines, out),
                 stdio_server(stdin=lines or started.stdin(), stdout=out) as (read, write),

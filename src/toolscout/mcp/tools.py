@@ -67,26 +67,33 @@ class ToolHandlers(GatewayBase):
         await self.ready()
         mode = self.mode(principal)
         tools: list[Tool] = [] if mode == "direct" else meta_tools()
-        if mode == "direct":
-            ids = [c.id for c in self.ts.entitled(principal)]
-        elif mode == "dynamic":
-            entitled = [c.id for c in self.ts.entitled(principal)]
-            if len(entitled) <= self.config.dynamic_limit:  # it all fits in the dynamic list
-                ids = entitled
-            else:
-                allowed = set(entitled)
-                ids = [i for i in self._state(principal).dynamic if i in allowed]
-        else:
-            ids = []
+        ids = self.listed_ids(principal, mode)
         tools += self.render(ids)
         mark("first tools/list answered", once=True)
         self._listed_once.set()
         return ListToolsResult(tools=tools)
 
+    def listed_ids(self, principal: Principal, mode: str) -> list[str]:
+        """The ids of the tools ``tools/list`` shows ``principal`` in ``mode`` (beside the
+        meta-tools, but in ``direct``)."""
+        if mode == "direct":
+            return [c.id for c in self.ts.entitled(principal)]
+        if mode == "dynamic":
+            entitled = [c.id for c in self.ts.entitled(principal)]
+            if len(entitled) <= self.config.dynamic_limit:  # it all fits in the dynamic list
+                return entitled
+            allowed = set(entitled)
+            return [i for i in self._state(principal).dynamic if i in allowed]
+        return []
+
     def render(self, ids: Sequence[str]) -> list[Tool]:
         """MCP tools for catalog ids: the rendered name, the upstream's annotations and title."""
         from mcp.types import Tool
 
+        return [Tool.model_validate(wire) for wire in self.render_wire(ids)]
+
+    def render_wire(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """:meth:`render` as wire dicts (the standard library alone: the early path)."""
         specs = [s for s in (self.ts.catalog.spec(i) for i in ids) if s is not None]
         if not specs:
             return []
@@ -99,7 +106,7 @@ class ToolHandlers(GatewayBase):
                     if key in wire.wire:
                         rendered[key] = wire.wire[key]
             rendered["name"] = self.names().get(spec.id, rendered["name"])
-            out.append(Tool.model_validate(rendered))
+            out.append(rendered)
         return out
 
     def names(self) -> dict[str, str]:
@@ -182,21 +189,58 @@ class ToolHandlers(GatewayBase):
     async def _search(
         self, ctx: Any, principal: Principal, args: Mapping[str, Any]
     ) -> CallToolResult:
-        query, k = args.get("query"), args.get("k", self.config.k)
-        unknown = sorted(set(args) - {"query", "k"})
-        if unknown:
-            return text_result(f"search_tools: unknown argument {unknown[0]!r}", error=True)
-        if not isinstance(query, str) or not query.strip():
-            return text_result("search_tools needs 'query': what you want to do", error=True)
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 10:
-            return text_result("search_tools: 'k' must be an integer from 1 to 10", error=True)
+        problem = self.search_problem(args)
+        if problem is not None:
+            return text_result(problem, error=True)
         mark("first search_tools received", once=True)
         await self.ready()  # a first start: the first listings (bounded by connect_timeout_s)
         mark("first search_tools: upstreams waited for", once=True)
-        shortlist = await self.ts.adiscover(
-            principal, query, k=k, fmt="mcp", tier=inject.Tier.PROGRESSIVE
-        )
+        shortlist = await self.ts.adiscover(principal, args["query"], **self.search_options(args))
         mark("first search_tools: discovery done", once=True)
+        payload = self.search_payload(principal, shortlist)
+        mark("first search_tools answered", once=True)
+        if self.add_found(principal, payload):
+            await self._notify_tools_changed(ctx)
+        return text_result(payload)
+
+    def add_found(self, principal: Principal, payload: Mapping[str, Any]) -> bool:
+        """In the ``dynamic`` mode, the tools a search found (its ``payload``) added to the
+        caller's list; whether the list changed (the sessions are then told)."""
+        if self.mode(principal) != "dynamic" or not payload["tools"]:
+            return False
+        state = self._state(principal)
+        added = False
+        # best match last, so it is the most recently used (the last to be dropped)
+        for entry in reversed(payload["tools"][: self.config.dynamic_limit]):
+            added |= entry["id"] not in state.dynamic
+            state.dynamic[entry["id"]] = None
+            state.dynamic.move_to_end(entry["id"])
+        while len(state.dynamic) > self.config.dynamic_limit:
+            state.dynamic.popitem(last=False)
+            added = True
+        return added
+
+    def search_problem(self, args: Mapping[str, Any]) -> str | None:
+        """What is wrong with ``search_tools``' arguments (None: nothing)."""
+        query, k = args.get("query"), args.get("k", self.config.k)
+        unknown = sorted(set(args) - {"query", "k"})
+        if unknown:
+            return f"search_tools: unknown argument {unknown[0]!r}"
+        if not isinstance(query, str) or not query.strip():
+            return "search_tools needs 'query': what you want to do"
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 10:
+            return "search_tools: 'k' must be an integer from 1 to 10"
+        return None
+
+    def search_options(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """``Toolscout.discover``'s options for valid ``search_tools`` arguments."""
+        return {"k": args.get("k", self.config.k), "fmt": "mcp", "tier": inject.Tier.PROGRESSIVE}
+
+    def search_payload(self, principal: Principal, shortlist: Any) -> dict[str, Any]:
+        """The answer to ``search_tools`` (its text and structured content) for a discovery's
+        ``shortlist``, with the upstreams' state now; the caller's recent discoveries noted
+        (the discovery link of its next calls). One function for the SDK's path and the one
+        answered before the SDK is up (mcp/front.py)."""
         state = self._state(principal)
         upstream = self.upstreams.tools()
         found = []
@@ -251,24 +295,11 @@ class ToolHandlers(GatewayBase):
                     else ""
                 )
             )
-        mark("first search_tools answered", once=True)
         if not found:
             payload["note"] = "no tool you may use matches; try other words"
         else:
             payload["next"] = "run one with call_tool(name, arguments)"
-        if self.mode(principal) == "dynamic" and found:
-            added = False
-            # best match last, so it is the most recently used (the last to be dropped)
-            for entry in reversed(found[: self.config.dynamic_limit]):
-                added |= entry["id"] not in state.dynamic
-                state.dynamic[entry["id"]] = None
-                state.dynamic.move_to_end(entry["id"])
-            while len(state.dynamic) > self.config.dynamic_limit:
-                state.dynamic.popitem(last=False)
-                added = True
-            if added:
-                await self._notify_tools_changed(ctx)
-        return text_result(payload)
+        return payload
 
     async def _execute(
         self, principal: Principal, name: str, args: dict[str, Any], link: Link | None = None
