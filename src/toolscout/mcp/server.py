@@ -417,7 +417,7 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         """Serve one client over this process's stdin/stdout."""
         from mcp.server.stdio import stdio_server
 
-        from toolscout.mcp import pipes
+        from toolscout.mcp import fastcall, pipes
 
         self.check("stdio")
         started = early.take()  # `toolscout mcp serve` read (and maybe answered) initialize
@@ -425,13 +425,18 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         async with self.running():
             if started is None:
                 # pipes: stdin and stdout on the event loop, not a thread hop per line
-                async with pipes.stdio() as (lines, out), stdio_server(lines, out) as (read, write):
+                async with (
+                    pipes.stdio() as (lines, out),
+                    stdio_server(fastcall.over(self, lines, out), out) as (read, write),
+                ):
                     await self.server.run(read, write, self.server.create_initialization_options())
                 return
             await asyncio.to_thread(started.wait)
             async with (
                 pipes.stdio(started.read) as (lines, out),
-                stdio_server(stdin=lines or started.stdin(), stdout=out) as (read, write),
+                stdio_server(
+                    stdin=fastcall.over(self, lines, out) or started.stdin(), stdout=out
+                ) as (read, write),
             ):
                 kept = early.Recorder(write, started, self.errlog, own=self.instructions())
                 await self.server.run(read, kept, self.server.create_initialization_options())
