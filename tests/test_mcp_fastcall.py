@@ -237,3 +237,20 @@ def test_only_a_plain_call_is_taken(line: dict[str, Any]) -> None:
 
     assert _plain_call(json.dumps(line)) is None
     assert _plain_call(json.dumps(_line(_call("echo", {})))) is not None
+
+
+def test_the_era_is_the_one_the_sdk_decides_from_the_first_request() -> None:
+    from toolscout.mcp.fastcall import _era_of
+
+    def era(message: dict[str, Any]) -> str | None:
+        return _era_of(json.dumps(message))
+
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover"}
+    assert era({**discover, "params": {"_meta": ENVELOPE}}) == "modern"
+    assert era({**discover, "params": {}}) == "legacy"
+    assert era({**discover, "method": "initialize", "params": {"_meta": ENVELOPE}}) == "legacy"
+    # not a request the SDK takes: the era stays open
+    assert era({"jsonrpc": "2.0", "method": "notifications/initialized"}) is None
+    assert era({**discover, "id": True, "params": {"_meta": ENVELOPE}}) is None
+    assert era({**discover, "jsonrpc": "1.0", "params": {"_meta": ENVELOPE}}) is None
+    assert _era_of("not json\n") is None

@@ -252,7 +252,8 @@ class FastCalls:
             runner = ServerRunner(server, connection, None)
             shaped = runner._serialize("tools/call", version, result)
         finally:
-            await aclose_shielded(connection)
+            if getattr(connection.exit_stack, "_exit_callbacks", True):  # as serve_one does
+                await aclose_shielded(connection)
         answer = JSONRPCResponse(jsonrpc="2.0", id=rid, result=shaped)
         return answer.model_dump_json(by_alias=True, exclude_unset=True)
 
@@ -276,18 +277,20 @@ class FastCalls:
 
 def _era_of(line: str) -> str | None:
     """The era a line opens when it is the first request the SDK sees (``None``: not a
-    request, the SDK goes on waiting for one); as ``serve_dual_era_loop`` decides it."""
+    request, the SDK goes on waiting for one): the SDK's own parse of the line, and its
+    own rule (``serve_dual_era_loop``)."""
     from mcp.server.runner import _has_modern_envelope
+    from mcp.types import JSONRPCRequest, jsonrpc_message_adapter
 
     try:
-        message = json.loads(line)
-    except ValueError:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception:  # the SDK hands it on as an error: not the opening request
         return None
-    if not isinstance(message, dict) or "id" not in message or "method" not in message:
+    if not isinstance(message, JSONRPCRequest):
         return None
-    params = message.get("params")
-    opens_modern = message["method"] != "initialize" and isinstance(params, Mapping)
-    return "modern" if opens_modern and _has_modern_envelope(params) else "legacy"
+    if message.method != "initialize" and _has_modern_envelope(message.params):
+        return "modern"
+    return "legacy"
 
 
 def _plain_call(line: str) -> tuple[Any, dict[str, Any], Any, Any] | None:
