@@ -254,3 +254,73 @@ def test_the_era_is_the_one_the_sdk_decides_from_the_first_request() -> None:
     assert era({**discover, "id": True, "params": {"_meta": ENVELOPE}}) is None
     assert era({**discover, "jsonrpc": "1.0", "params": {"_meta": ENVELOPE}}) is None
     assert _era_of("not json\n") is None
+
+
+ASKER = r"""
+const { McpServer } = require("@modelcontextprotocol/sdk/server/mcp.js");
+const { StdioServerTransport } = require("@modelcontextprotocol/sdk/server/stdio.js");
+const { ElicitResultSchema } = require("@modelcontextprotocol/sdk/types.js");
+
+const server = new McpServer({ name: "asker", version: "1.0.0" });
+server.registerTool("whom", { description: "Greet someone; asks the user whom" },
+  async (extra) => {
+    const answer = await extra.sendRequest({ method: "elicitation/create", params: {
+      message: "Whom shall I greet?", requestedSchema: { type: "object",
+        properties: { name: { type: "string" } }, required: ["name"] } } }, ElicitResultSchema);
+    return { content: [{ type: "text", text: `Hello ${answer.content.name}` }] };
+  });
+server.connect(new StdioServerTransport());
+"""
+
+
+def test_an_upstreams_question_is_the_same_input_required_round_on_both_paths(
+    tmp_path: Path,
+) -> None:
+    """A plain call whose upstream asks its client (elicitation) is answered with the same
+    input-required result on both paths; the retry carrying the answer (the SDK's path,
+    from the same rounds) finishes it."""
+    from _mcp_kit import node_env, node_script
+
+    cmd = node_script(tmp_path / "asker.cjs", ASKER)
+    envelope = {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+
+    def config(name: str) -> Path:
+        servers = {"asker": {"command": cmd[0], "args": cmd[1:], "env": node_env(),
+                             "toolscout": {"scopes": []}}}  # fmt: skip
+        toolscout = {"mode": "direct", "connect_timeout_s": 60, "principal": {"subject": "dev"},
+                     "db": str(tmp_path / f"{name}.db"), "rate_per_second": 0}  # fmt: skip
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"mcpServers": servers, "toolscout": toolscout}))
+        return path
+
+    async def session(fast: bool) -> tuple[dict[str, Any], bytes]:
+        wire = await Wire.start(config("fast" if fast else "sdk"), tmp_path, fast)
+        await wire.request(1, "server/discover", {"_meta": envelope})
+        await wire.request(2, "tools/list", {"_meta": envelope})
+        asked = json.loads(
+            await wire.request(
+                3, "tools/call", {"name": "whom", "arguments": {}, "_meta": envelope}
+            )
+        )
+        result = asked["result"]
+        (key,) = result["inputRequests"]
+        answer = {"action": "accept", "content": {"name": "Ada"}}
+        state = result["requestState"]
+        retry = {"name": "whom", "arguments": {}, "_meta": envelope,
+                 "requestState": state, "inputResponses": {key: answer}}  # fmt: skip
+        done = await wire.request(4, "tools/call", retry)
+        assert await wire.close() == 0
+        return asked, done
+
+    async def both() -> tuple[tuple[dict[str, Any], bytes], tuple[dict[str, Any], bytes]]:
+        fast, sdk = await asyncio.gather(session(True), session(False))
+        return fast, sdk
+
+    (asked_fast, done_fast), (asked_sdk, done_sdk) = asyncio.run(both())
+    assert asked_fast["result"]["resultType"] == "input_required", asked_fast
+    for asked in (asked_fast, asked_sdk):
+        asked["result"].pop("requestState")  # unguessable, per process
+    assert asked_fast == asked_sdk
+    assert done_fast == done_sdk
+    assert json.loads(done_fast)["result"]["content"][0]["text"] == "Hello Ada"
+    assert BELOW in (tmp_path / "fast.err").read_text()

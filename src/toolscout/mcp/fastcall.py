@@ -136,7 +136,12 @@ class FastCalls:
             except StopAsyncIteration:
                 await self._finish()
                 raise
-            if not self._take(line):
+            try:
+                taken = self._take(line)
+            except Exception:  # a fault here must not end the session: the SDK's way
+                log.exception("fast path: a line was handed to the SDK after a fault")
+                taken = False
+            if not taken:
                 return line
 
     # -- which lines are taken ------------------------------------------------------
