@@ -34,6 +34,10 @@ session built as the SDK's runner builds them, and its result is shaped for the 
 the runner's own serializer and written with the caller's id: the same bytes the SDK
 path writes (``tests/test_mcp_fastcall.py`` compares them).
 
+A call's own notifications (an upstream's log lines its ``_meta`` opted into) are written
+by its task before its answer; answers to different ids are not ordered (nor are they by
+the SDK, which runs each request as its own task).
+
 ``notifications/cancelled`` naming a call in flight here cancels it (the audit records
 ``cancelled``, the upstream is told) and is not passed to the SDK, which never knew
 that id; a cancelled call is never answered. At the end of stdin the calls in flight
