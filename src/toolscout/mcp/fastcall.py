@@ -126,7 +126,7 @@ class FastCalls:
         self._era: str | None = None
         self._inflight: dict[Any, asyncio.Task[None]] = {}
         self._channel = _RequestChannel(self)
-        #: calls answered here, and cancelled here (tests and the benchmark read them)
+        #: calls answered here, and calls cancelled here (counts, for a debugger or a profile)
         self.answered = 0
         self.cancelled = 0
 
