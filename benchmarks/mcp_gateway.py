@@ -184,9 +184,13 @@ def gateway_config(tmp: Path, servers: dict[str, Any], **extra: Any) -> Path:
     return path
 
 
-async def bench_stdio(tmp: Path, calls: int, compare: Path | None = None) -> dict[str, Any]:
+async def bench_stdio(
+    tmp: Path, calls: int, compare: Path | None = None, compare_env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """``compare``: a second gateway from another toolscout source tree, called in turn
-    with the direct call and this tree's gateway (the same load for all three)."""
+    with the direct call and this tree's gateway (the same load for all three);
+    ``compare_env``: more environment for it (``TOOLSCOUT_FASTCALL=off`` with this tree's
+    ``src``: the same code with every call through the SDK)."""
     from mcp import Client, StdioServerParameters
 
     app = {"command": sys.executable, "args": [str(APP), "--stdio"], "toolscout": {"scopes": []}}
@@ -202,7 +206,7 @@ async def bench_stdio(tmp: Path, calls: int, compare: Path | None = None) -> dic
         ):
             return await side_by_side(direct, gateway, calls, _Cpu({"this": config}))
     other = gateway_config(tmp, {"app": app})  # its own catalog and audit log
-    old_env = {**os.environ, "PYTHONPATH": str(compare.resolve())}
+    old_env = {**os.environ, "PYTHONPATH": str(compare.resolve()), **(compare_env or {})}
     old = StdioServerParameters(
         command=TOOLSCOUT, args=["mcp", "serve", "--config", str(other)], env=old_env
     )
@@ -552,16 +556,17 @@ def import_cpu(runs: int, compare: Path | None = None) -> dict[str, Any]:
     return out
 
 
-def forwarding(calls: int, compare: Path | None) -> None:
+def forwarding(calls: int, compare: Path | None, compare_env: dict[str, str] | None = None) -> None:
     """Stdio (alternating with ``compare``'s gateway) and in process; prints and writes
     ``benchmarks/results/mcp_forwarding.json``."""
     load = [round(os.getloadavg()[0], 2)]
     with tempfile.TemporaryDirectory() as tmpdir:
-        stdio = asyncio.run(bench_stdio(Path(tmpdir), calls, compare))
+        stdio = asyncio.run(bench_stdio(Path(tmpdir), calls, compare, compare_env))
     in_process = asyncio.run(bench_in_process(calls))
     load.append(round(os.getloadavg()[0], 2))
     result = {"benchmark": "mcp gateway forwarding", "load_1m": load, "stdio": stdio,
-              "in_process": in_process, "compare": str(compare) if compare else None}  # fmt: skip
+              "in_process": in_process, "compare": str(compare) if compare else None,
+              "compare_env": compare_env or {}}  # fmt: skip
     out = RESULTS.with_name("mcp_forwarding.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
@@ -591,6 +596,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--compare", type=Path, help="start-up: alternate with the toolscout source tree at PATH"
     )
     parser.add_argument(
+        "--compare-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="forwarding: more environment for the --compare gateway (e.g. --compare src "
+        "--compare-env TOOLSCOUT_FASTCALL=off: this tree with every call through the SDK)",
+    )
+    parser.add_argument(
         "--only-forwarding",
         action="store_true",
         help="measure only the forwarding overhead over stdio and in process (with --compare:"
@@ -611,7 +624,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.startup_runs < 1:
         parser.error("--startup-runs must be at least 1")
     if args.only_forwarding:
-        forwarding(args.calls, args.compare)
+        pairs = [item.partition("=") for item in args.compare_env]
+        if any(not key or not eq for key, eq, _ in pairs):
+            parser.error("--compare-env takes KEY=VALUE")
+        forwarding(args.calls, args.compare, {key: value for key, _, value in pairs})
         return
     if args.import_cpu:
         cpu = import_cpu(args.startup_runs, args.compare)

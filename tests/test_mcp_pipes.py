@@ -72,6 +72,31 @@ def test_out_writes_reach_the_pipe_on_flush() -> None:
     assert asyncio.run(main()) == '{"id": 1}\n\u00e9\n'.encode()
 
 
+def test_two_writers_at_once_share_one_transport() -> None:
+    """The SDK's writer and the fast path (``mcp/fastcall.py``) may write the first line at
+    the same time: the pipe is opened once, both lines arrive whole."""
+
+    async def main() -> tuple[bytes, bool]:
+        r, w = os.pipe()
+        try:
+            out = PipeOut(w)
+            await asyncio.gather(out.write('{"id": 1}\n'), out.write('{"id": 2}\n'))
+            await out.flush()
+            one = out._writer
+            await out.write('{"id": 3}\n')
+            await out.flush()
+            same = out._writer is one
+            out.close()
+            return os.read(r, 100), same
+        finally:
+            os.close(r)
+            os.close(w)
+
+    data, same = asyncio.run(main())
+    assert same
+    assert sorted(data.decode().splitlines()) == ['{"id": 1}', '{"id": 2}', '{"id": 3}']
+
+
 def test_only_pipes_and_sockets_of_their_own_qualify(tmp_path: Path) -> None:
     r, w = os.pipe()
     try:

@@ -94,8 +94,19 @@ class PipeOut:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._writer: asyncio.StreamWriter | None = None
+        self._opening: asyncio.Lock | None = None
 
     async def _open(self) -> asyncio.StreamWriter:
+        """The writer, opened once (two writers, the SDK's and the fast path's, may ask
+        at the same time)."""
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._writer is None:
+                self._writer = await self._connect()
+        return self._writer
+
+    async def _connect(self) -> asyncio.StreamWriter:
         loop = asyncio.get_running_loop()
         pipe = os.fdopen(self._fd, "wb", buffering=0, closefd=False)
         transport, protocol = await loop.connect_write_pipe(
@@ -106,7 +117,7 @@ class PipeOut:
     async def write(self, text: str) -> None:
         writer = self._writer
         if writer is None:
-            writer = self._writer = await self._open()
+            writer = await self._open()
         writer.write(text.encode("utf-8"))
 
     async def flush(self) -> None:

@@ -449,7 +449,7 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         """Serve one client over this process's stdin/stdout."""
         from mcp.server.stdio import stdio_server
 
-        from toolscout.mcp import pipes
+        from toolscout.mcp import fastcall, pipes
 
         self.check("stdio")
         started = early.take()  # `toolscout mcp serve` read (and maybe answered) initialize
@@ -457,7 +457,10 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         async with self.running():
             if started is None:
                 # pipes: stdin and stdout on the event loop, not a thread hop per line
-                async with pipes.stdio() as (lines, out), stdio_server(lines, out) as (read, write):
+                async with (
+                    pipes.stdio() as (lines, out),
+                    stdio_server(fastcall.over(self, lines, out), out) as (read, write),
+                ):
                     await self.server.run(read, write, self.server.create_initialization_options())
                 return
             # the SDK is up: the early reader stops; what it read and did not answer
@@ -469,7 +472,9 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
                 self._called_once.set()  # the first search: the stored servers may start
             async with (
                 pipes.stdio(started.read) as (lines, out),
-                stdio_server(stdin=lines or started.stdin(), stdout=out) as (read, write),
+                stdio_server(
+                    stdin=fastcall.over(self, lines, out) or started.stdin(), stdout=out
+                ) as (read, write),
             ):
                 kept = early.Recorder(write, started, self.errlog, own=self.instructions())
                 await self.server.run(read, kept, self.server.create_initialization_options())

@@ -1,0 +1,338 @@
+"""Plain ``tools/call`` requests answered below the SDK's dispatcher (stdio on pipes).
+
+Over stdio every request normally crosses the SDK's whole server side before the
+gateway's handler sees it: the line is validated into a message model, relayed through
+the era-replay stream and the dispatcher's per-request task and cancel scope, wrapped
+in a request context, passed through the middleware chain (OpenTelemetry's span among
+them), and its result goes back the same way — on a 2-core machine several
+milliseconds per call, more than the upstream call itself.
+
+:class:`FastCalls` sits between the caller's stdin (:class:`~toolscout.mcp.pipes.PipeLines`)
+and the SDK's ``stdio_server``. It answers itself, as its own asyncio task, the one
+request that dominates a session — a *plain* ``tools/call`` on a 2026-07-28
+connection — and hands every other line to the SDK unchanged. A plain call:
+
+* comes after the SDK saw the connection's first request and that request opened a
+  2026-07-28 connection (every request carries its envelope; there is no session
+  state for the SDK to keep; a handshake-era connection stays wholly on the SDK path:
+  there, an upstream's question mid-call is a request to the client, which needs the
+  SDK's dispatcher);
+* is a JSON-RPC request with a string or integer id, ``params`` holding only ``name``,
+  ``arguments`` and ``_meta``: no ``task``, no ``requestState`` / ``inputResponses``
+  (a retry carrying answers resumes its round on the SDK path, from the same
+  :class:`~toolscout.mcp.rounds.Rounds`), no ``progressToken``;
+* names no meta-tool (``search_tools`` and ``call_tool`` stay on the SDK path);
+* passes the SDK's own checks, run here first: the envelope
+  (``classify_inbound_request``), the method's surface validation and the typed
+  params; any doubt and the line goes to the SDK, which answers it as before.
+
+The call then runs **the gateway's own handler** (:meth:`ToolHandlers._call_tool`, the
+one the SDK calls: the verified principal, the policy re-check, argument validation,
+the audit attempt committed before the tool runs and its outcome, the discovery link,
+an upstream's questions as an input-required round), with a request context and
+session built as the SDK's runner builds them, and its result is shaped for the wire by
+the runner's own serializer and written with the caller's id: the same bytes the SDK
+path writes (``tests/test_mcp_fastcall.py`` compares them).
+
+A call's own notifications (an upstream's log lines its ``_meta`` opted into) are written
+by its task before its answer; answers to different ids are not ordered (nor are they by
+the SDK, which runs each request as its own task).
+
+``notifications/cancelled`` naming a call in flight here cancels it (the audit records
+``cancelled``, the upstream is told) and is not passed to the SDK, which never knew
+that id; a cancelled call is never answered. At the end of stdin the calls in flight
+get :data:`FINISH_S` to finish, then are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from toolscout.mcp.meta import META_TOOLS
+from toolscout.mcp.pipes import PipeLines, PipeOut
+from toolscout.mcp.timeline import mark
+
+if TYPE_CHECKING:
+    from toolscout.mcp.tools import ToolHandlers
+
+__all__ = ["ENV", "FINISH_S", "FastCalls", "over"]
+
+log = logging.getLogger(__name__)
+
+#: set to ``off`` (or ``0``), every request goes through the SDK (a comparison, a fallback)
+ENV = "TOOLSCOUT_FASTCALL"
+_OFF = frozenset({"0", "off", "no", "false"})
+#: seconds the calls in flight get to finish once stdin ends
+FINISH_S = 5.0
+_MESSAGE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+_PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
+
+
+def over(gateway: ToolHandlers, lines: PipeLines | None, out: PipeOut | None) -> Any:
+    """The stdin lines for the SDK's ``stdio_server``: through :class:`FastCalls` when both
+    ends are on the event loop and :data:`ENV` does not turn it off (``lines`` as it was
+    otherwise, ``None`` included)."""
+    if lines is None or out is None or os.environ.get(ENV, "").lower() in _OFF:
+        return lines
+    return FastCalls(gateway, lines, out)
+
+
+class _RequestChannel:
+    """The request-scoped outbound of a call answered here (what the SDK's dispatch
+    context is to a handler): notifications written to the caller's stdout, no requests
+    (2026-07-28 forbids a server's request), no progress (no token was asked for)."""
+
+    can_send_request = False
+
+    def __init__(self, calls: FastCalls) -> None:
+        self._calls = calls
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
+        from mcp.types import JSONRPCNotification
+
+        note = JSONRPCNotification(
+            jsonrpc="2.0", method=method, params=dict(params) if params is not None else None
+        )
+        await self._calls.send(note.model_dump_json(by_alias=True, exclude_unset=True))
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: Any = None
+    ) -> dict[str, Any]:
+        from mcp.shared.exceptions import NoBackChannelError
+
+        raise NoBackChannelError(method)
+
+    async def progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        return None
+
+
+class FastCalls:
+    """The caller's stdin lines for the SDK, less the plain ``tools/call`` requests (and
+    their cancellations), which are answered here."""
+
+    def __init__(self, gateway: ToolHandlers, lines: PipeLines, out: PipeOut) -> None:
+        self._gateway = gateway
+        self._lines = lines
+        self._out = out
+        #: the connection's era, once the SDK was handed its first request
+        self._era: str | None = None
+        self._inflight: dict[Any, asyncio.Task[None]] = {}
+        self._channel = _RequestChannel(self)
+        #: calls answered here, and calls cancelled here (counts, for a debugger or a profile)
+        self.answered = 0
+        self.cancelled = 0
+
+    def __aiter__(self) -> FastCalls:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            try:
+                line = await self._lines.__anext__()
+            except StopAsyncIteration:
+                await self._finish()
+                raise
+            try:
+                taken = self._take(line)
+            except Exception:  # a fault here must not end the session: the SDK's way
+                log.exception("fast path: a line was handed to the SDK after a fault")
+                taken = False
+            if not taken:
+                return line
+
+    # -- which lines are taken ------------------------------------------------------
+    def _take(self, line: str) -> bool:
+        """Whether this line was taken here (answered, or a cancellation of one that is)."""
+        if self._era is None:
+            self._era = _era_of(line)
+            return False
+        if self._era != "modern":
+            return False
+        if '"tools/call"' in line:
+            return self._call(line)
+        if '"notifications/cancelled"' in line and self._inflight:
+            return self._cancel(line)
+        return False
+
+    def _call(self, line: str) -> bool:
+        from mcp.shared.dispatcher import coerce_request_id
+
+        plain = _plain_call(line)
+        if plain is None:
+            return False
+        rid, params, typed, route = plain
+        key = coerce_request_id(rid)
+        if key in self._inflight:  # a duplicate id: the SDK's way
+            return False
+        task = asyncio.get_running_loop().create_task(self._answer(rid, params, typed, route))
+        self._inflight[key] = task
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if self._inflight.get(key) is finished:
+                del self._inflight[key]
+
+        task.add_done_callback(done)
+        return True
+
+    def _cancel(self, line: str) -> bool:
+        from mcp.shared.dispatcher import as_request_id, coerce_request_id
+
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+            return False
+        params = message.get("params")
+        rid = as_request_id(params.get("requestId")) if isinstance(params, dict) else None
+        task = self._inflight.get(coerce_request_id(rid)) if rid is not None else None
+        if task is None:
+            return False  # not ours: the SDK's
+        self.cancelled += 1
+        task.cancel()
+        return True
+
+    # -- answering ------------------------------------------------------------------
+    async def _answer(self, rid: Any, params: dict[str, Any], typed: Any, route: Any) -> None:
+        from mcp.server.runner import modern_error_data
+        from mcp.types import JSONRPCError
+
+        try:
+            try:
+                line = await self._result(rid, params, typed, route)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # what the SDK's modern loop answers for it
+                error = modern_error_data(exc)
+                line = JSONRPCError(jsonrpc="2.0", id=rid, error=error).model_dump_json(
+                    by_alias=True, exclude_unset=True
+                )
+            finally:
+                called = getattr(self._gateway, "_called_once", None)
+                if called is not None:
+                    called.set()  # what the gateway's first-call middleware notes
+            await self.send(line)
+            self.answered += 1
+            mark("first tools/call answered below the SDK", once=True)
+        except asyncio.CancelledError:
+            return  # a cancelled request is never answered
+
+    async def _result(self, rid: Any, params: dict[str, Any], typed: Any, route: Any) -> str:
+        """The answer line: the gateway's handler run with the context and session the
+        SDK's runner would build, its result shaped by the runner's own serializer."""
+        from mcp.server.connection import Connection, NotifyOnlyOutbound
+        from mcp.server.context import ServerRequestContext
+        from mcp.server.runner import ServerRunner, _extract_meta, aclose_shielded
+        from mcp.server.session import ServerSession
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import ErrorData, JSONRPCResponse
+
+        version = route.protocol_version
+        connection = Connection.from_envelope(
+            version,
+            route.client_info,
+            route.client_capabilities,
+            outbound=NotifyOnlyOutbound(self._channel),  # type: ignore[arg-type]
+        )
+        request_meta = _extract_meta(params)
+        session = ServerSession(self._channel, connection, request_meta=request_meta)  # type: ignore[arg-type]
+        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+            session=session,
+            lifespan_context=None,
+            protocol_version=version,
+            method="tools/call",
+            params=params,
+            request_id=rid,
+            meta=request_meta,
+        )
+        try:
+            result = await self._gateway._call_tool(ctx, typed)
+            if isinstance(result, ErrorData):
+                raise MCPError.from_error_data(result)
+            server = self._gateway.server  # type: ignore[attr-defined]
+            runner = ServerRunner(server, connection, None)
+            shaped = runner._serialize("tools/call", version, result)
+        finally:
+            if getattr(connection.exit_stack, "_exit_callbacks", True):  # as serve_one does
+                await aclose_shielded(connection)
+        answer = JSONRPCResponse(jsonrpc="2.0", id=rid, result=shaped)
+        return answer.model_dump_json(by_alias=True, exclude_unset=True)
+
+    async def send(self, line: str) -> None:
+        """One message to the caller (a gone caller: dropped, as the SDK drops it)."""
+        with contextlib.suppress(OSError, RuntimeError):
+            await self._out.write(line + "\n")
+            await self._out.flush()
+
+    async def _finish(self) -> None:
+        """Stdin ended: the calls in flight get ``FINISH_S`` to finish, then are cancelled."""
+        pending = list(self._inflight.values())
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=FINISH_S)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=FINISH_S)
+
+
+def _era_of(line: str) -> str | None:
+    """The era a line opens when it is the first request the SDK sees (``None``: not a
+    request, the SDK goes on waiting for one): the SDK's own parse of the line, and its
+    own rule (``serve_dual_era_loop``)."""
+    from mcp.server.runner import _has_modern_envelope
+    from mcp.types import JSONRPCRequest, jsonrpc_message_adapter
+
+    try:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception:  # the SDK hands it on as an error: not the opening request
+        return None
+    if not isinstance(message, JSONRPCRequest):
+        return None
+    if message.method != "initialize" and _has_modern_envelope(message.params):
+        return "modern"
+    return "legacy"
+
+
+def _plain_call(line: str) -> tuple[Any, dict[str, Any], Any, Any] | None:
+    """(id, params, typed params, the SDK's envelope route) of a plain ``tools/call`` the SDK
+    would accept on a 2026-07-28 connection; ``None`` for anything else."""
+    from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+    from mcp.types import CallToolRequestParams
+    from mcp_types import methods
+
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or not _MESSAGE_KEYS.issuperset(message):
+        return None
+    rid, params = message.get("id"), message.get("params")
+    if message.get("jsonrpc") != "2.0" or message.get("method") != "tools/call":
+        return None
+    if isinstance(rid, bool) or not isinstance(rid, int | str):
+        return None
+    if not isinstance(params, dict) or not _PLAIN_PARAMS.issuperset(params):
+        return None
+    name, meta = params.get("name"), params.get("_meta")
+    if not isinstance(name, str) or name in META_TOOLS:
+        return None
+    if not isinstance(meta, dict) or "progressToken" in meta:
+        return None
+    route = classify_inbound_request(message)
+    if isinstance(route, InboundLadderRejection):
+        return None
+    try:
+        methods.validate_client_request("tools/call", route.protocol_version, params)
+        typed = CallToolRequestParams.model_validate(params, by_name=False)
+    except Exception:  # the SDK says what is wrong with it
+        return None
+    return rid, params, typed, route
