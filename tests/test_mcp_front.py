@@ -429,6 +429,9 @@ def test_the_sdk_client_over_a_stored_start(tmp_path: Path) -> None:
         "PYTHONPATH": os.pathsep.join(sys.path),
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "TOOLSCOUT_TIMELINE": "1",
+        # the SDK's import waits for the first search however loaded the machine (the
+        # wait ends when it is answered): the client's first search is answered early
+        "TOOLSCOUT_SDK_WAIT_S": "600",
     }
     params = StdioServerParameters(
         command=sys.executable,

@@ -88,7 +88,22 @@ EARLY_WARM = True
 #: with tools/list and search_tools answered before the SDK is up (mcp/front.py), the SDK's
 #: import waits (at most this many seconds) for the first search answered there, a request
 #: left to the SDK or the end of stdin, so the first search has the interpreter to itself
+#: (``TOOLSCOUT_SDK_WAIT_S`` sets it; 0 imports the SDK at once)
 SDK_AFTER_FIRST_SEARCH_S = 2.0
+
+
+def _sdk_wait_s() -> float:
+    """How long the SDK's import waits for the first search answered early."""
+    text = os.environ.get("TOOLSCOUT_SDK_WAIT_S", "").strip()
+    if not text:
+        return SDK_AFTER_FIRST_SEARCH_S
+    try:
+        wait = float(text)
+    except ValueError:
+        wait = -1.0
+    if not 0 <= wait <= 600:
+        raise ConfigError(f"TOOLSCOUT_SDK_WAIT_S must be seconds from 0 to 600, got {text!r}")
+    return wait
 
 
 class MCPGateway(TaskHandlers, ResourceHandlers):
@@ -159,8 +174,9 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         self._stored = stored  # as running() finds it
         early.arm(Front(self))
         mark("answering from the stored catalog")
-        if SDK_AFTER_FIRST_SEARCH_S > 0:
-            early.sdk_wanted(SDK_AFTER_FIRST_SEARCH_S)
+        wait = _sdk_wait_s()
+        if wait > 0:
+            early.sdk_wanted(wait)
             mark("importing the MCP SDK")
 
     def _stored_servers(self) -> tuple[list[str], frozenset[str]]:
