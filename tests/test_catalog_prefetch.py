@@ -109,8 +109,22 @@ def test_the_token_counter_loads_after_the_first_answer_not_beside_it(tmp_path: 
     import sys
 
     path = tmp_path / "c.db"
-    with Catalog.open(path, embedder=embedder(), log=False) as cat:
-        cat.add([spec(f"a.tool_{i}", f"Does thing number {i}.") for i in range(3)])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    # built in a process of its own: a catalog keeps on close the token parts its process
+    # counted, and a test process of the suite has counted many (they would be kept here)
+    build = r"""
+import sys
+from toolscout.discovery.catalog import Catalog
+from toolscout.cards import make_spec
+with Catalog.open(sys.argv[1], log=False) as cat:
+    cat.add([make_spec({"id": f"a.tool_{i}", "summary": f"Does thing number {i}."})
+             for i in range(3)])
+"""
+    built = subprocess.run(
+        [sys.executable, "-c", build, str(path)], capture_output=True, text=True, timeout=300,
+        env=env,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
     code = r"""
 import sys, time
 from toolscout.discovery import tokencount
@@ -129,7 +143,6 @@ while tokencount._encoding is None and time.monotonic() < deadline:
 print(before, tokencount._encoding is not None)
 cat.close()
 """
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     env.pop(VECTOR_CACHE_ENV, None)  # with the suite's cache the model is not loaded ahead
     done = subprocess.run(
         [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300,
