@@ -21,6 +21,20 @@ BIN = Path(sys.executable).parent
 APP = Path(__file__).resolve().parent / "mcp_upstream_app.py"
 
 
+def initialize_request(version: str = "2025-06-18", id_: int = 1) -> dict[str, Any]:
+    """A raw client's ``initialize`` request (tests that drive the gateway line by line)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": id_,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "1"},
+        },
+    }
+
+
 def node_modules() -> Path:
     path = Path(os.environ.get("TOOLSCOUT_NODE_MODULES", ROOT / ".ci" / "node" / "node_modules"))
     assert (path / "@modelcontextprotocol").is_dir(), (

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import pytest
 
+from _mcp_kit import initialize_request as _initialize
 from _mcp_kit import py_server
 from toolscout.mcp import early as early_mod
 from toolscout.mcp.config import MODES, load_config
@@ -38,19 +39,6 @@ from toolscout.mcp.early import (
 from toolscout.mcp.server import MCPGateway
 
 WAIT_S = 120.0
-
-
-def _initialize(version: str = "2025-06-18", id_: int = 1) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": id_,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": version,
-            "capabilities": {},
-            "clientInfo": {"name": "raw-test", "version": "1"},
-        },
-    }
 
 
 def _config(tmp: Path, **gateway: Any) -> Path:

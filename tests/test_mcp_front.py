@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
+from _mcp_kit import initialize_request as _initialize
 from _mcp_kit import py_server
 from toolscout.cards import make_spec
 from toolscout.mcp.config import MODES, load_config
@@ -30,19 +31,6 @@ from toolscout.mcp.server import MCPGateway
 
 WAIT_S = 120.0
 _NOTE = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-
-
-def _initialize(version: str = "2025-06-18", id_: int = 1) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": id_,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": version,
-            "capabilities": {},
-            "clientInfo": {"name": "raw-test", "version": "1"},
-        },
-    }
 
 
 def _request(id_: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
