@@ -24,7 +24,7 @@ from toolscout.discovery.kept import (
 )
 from toolscout.errors import StoreError
 from toolscout.policy import Principal, TenantIndex, entitle
-from toolscout.stores import sqlite as sqlite_store
+from toolscout.stores import sqlite_derived
 from toolscout.stores.sqlite import SQLiteStore
 
 KINDS = {"sets": KIND_SET, "pairs": KIND_PAIRS, "names": KIND_STR, "flags": KIND_FLAG}
@@ -88,7 +88,7 @@ def test_maps_kept_in_steps_read_back_as_kept_in_one_write(
     maps = {p: (KINDS[p], MAPS[p]) for p in KINDS}
     assert keep_maps(store, "k", gen, maps)
     once = {(part, name, pos, value) for _, part, name, pos, value in _rows(tmp_path / "k.db")}
-    monkeypatch.setattr(sqlite_store, "DERIVED_STEP", 1)
+    monkeypatch.setattr(sqlite_derived, "DERIVED_STEP", 1)
     assert keep_maps(store, "k", gen, maps, in_steps=True)
     rows = _rows(tmp_path / "k.db")
     assert {(part, name, pos, value) for _, part, name, pos, value in rows} == once

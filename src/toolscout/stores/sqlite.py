@@ -3,7 +3,8 @@
 Cards and schemas live in ``tools``; the lexical index is an FTS5 table whose
 rowid is the tool's; vectors are cached by content hash in ``vectors`` and
 owned by tools through ``tool_texts``. Dense search is exact brute-force
-cosine over an in-memory float32 matrix built from those rows.
+cosine over an in-memory float32 matrix built from those rows (``sqlite_dense``); what a
+generation derives is kept beside them (``sqlite_derived``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence, Set
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from toolscout.stores.base import (
     uncached_texts,
 )
 from toolscout.stores.sqlite_dense import _DenseIndex, _neighbours, _PerAllowed
+from toolscout.stores.sqlite_derived import DerivedState, _chunks
 
 FIELD_NAMES = LEXICAL_FIELDS
 
@@ -106,47 +107,12 @@ MIGRATIONS: tuple[str, ...] = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3)
 #: of the catalog, and while the caller's allowed tools carry at most this many tokens
 SCOPE_FILTER_SHARE = 0.5
 SCOPE_FILTER_TOKENS = 8
-#: rows a background writer of derived state writes (or removes) per transaction
-DERIVED_STEP = 20_000
-
-
-#: the tables of derived state (made on first use, outside the numbered migrations)
-_DERIVED_TABLE = (
-    "CREATE TABLE IF NOT EXISTS derived (key TEXT PRIMARY KEY,"
-    " generation INTEGER NOT NULL, blob BLOB NOT NULL)"
-)
-_DERIVED_ROWS_TABLE = (
-    "CREATE TABLE IF NOT EXISTS derived_rows (token TEXT NOT NULL, part TEXT NOT NULL,"
-    " name TEXT NOT NULL, pos INTEGER NOT NULL, value TEXT NOT NULL,"
-    " PRIMARY KEY (token, part, name)) WITHOUT ROWID"
-)
-
-_INSERT_DERIVED_ROWS = (
-    "INSERT INTO derived_rows(token, part, name, pos, value) VALUES (?, ?, ?, ?, ?)"
-)
-
-
-def _part_rows(
-    token: str, part: str, items: Iterable[tuple[str, str]]
-) -> list[tuple[str, str, str, int, str]]:
-    """One part of a derived map as ``derived_rows`` rows, in key order (appended to the
-    B-tree, not spread over it)."""
-    rows = [(token, part, name, i, value) for i, (name, value) in enumerate(items)]
-    rows.sort(key=lambda r: r[2])
-    return rows
 
 
 def scope_value(tenants: Sequence[str]) -> str:
     """The scope column of a tool offered to ``tenants`` (none: every tenant)."""
     tokens = dict.fromkeys(SCOPE_PREFIX + t.encode().hex() for t in tenants)
     return " ".join(tokens) or SHARED_SCOPE
-
-
-def _chunks(values: Sequence[str], size: int = 500) -> Iterator[tuple[list[str], str]]:
-    """``values`` in pieces small enough for SQLite's ``IN (?, ...)``: each with its marks."""
-    for start in range(0, len(values), size):
-        chunk = list(values[start : start + size])
-        yield chunk, ",".join("?" * len(chunk))
 
 
 def _card_from_json(raw: str) -> CapabilityCard:
@@ -234,7 +200,7 @@ class _Vocabulary(Mapping[str, int]):
         return len(self._all())
 
 
-class SQLiteStore:
+class SQLiteStore(DerivedState):
     """A :class:`~toolscout.stores.base.Store` in one SQLite file (WAL, one writer)."""
 
     def __init__(self, path: str | Path, *, dim: int = 384, busy_timeout_s: float = 5.0) -> None:
@@ -748,187 +714,10 @@ class SQLiteStore:
                 out[tid] = index.vector_of_row(row)
         return out
 
-    # -- persisted derived state: a cache of what a generation derives, never bumps it --
-    def derived(self, key: str) -> tuple[int, bytes] | None:
-        """The blob kept under ``key`` and the generation it was derived from, if any."""
-        with self._lock:
-            try:
-                row = self._db.execute(
-                    "SELECT generation, blob FROM derived WHERE key = ?", (key,)
-                ).fetchone()
-            except sqlite3.OperationalError:  # no derived state kept yet
-                return None
-        return None if row is None else (int(row[0]), bytes(row[1]))
-
-    def set_derived(self, key: str, generation: int, blob: bytes) -> bool:
-        """Keep ``blob`` as derived from ``generation`` if that is still the current one.
-
-        A cache beside the catalog (its table is created on first use, outside the
-        numbered migrations): the generation does not move, and a failure to write
-        (a read-only file, a busy writer) only means the next process derives again."""
-        return self._keep_derived(key, generation, blob)
-
-    def _keep_derived(
-        self,
-        key: str,
-        generation: int,
-        blob: bytes,
-        rows: tuple[str, Mapping[str, Iterable[tuple[str, str]]]] | None = None,
-    ) -> bool:
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute(_DERIVED_TABLE)
-                row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-                if row is None or int(row[0]) != generation:
-                    self._db.execute("ROLLBACK")
-                    return False
-                if rows is not None:
-                    self._replace_rows(key, *rows)
-                self._db.execute(
-                    "INSERT OR REPLACE INTO derived(key, generation, blob) VALUES (?, ?, ?)",
-                    (key, generation, blob),
-                )
-                self._db.execute("COMMIT")
-            except (sqlite3.Error, ValueError):
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                return False
-        return True
-
-    def _replace_rows(
-        self, key: str, token: str, parts: Mapping[str, Iterable[tuple[str, str]]]
-    ) -> None:
-        """Inside a write: the rows of ``key``'s previous header go, ``parts`` come in."""
-        self._db.execute(_DERIVED_ROWS_TABLE)
-        old = self._db.execute("SELECT blob FROM derived WHERE key = ?", (key,)).fetchone()
-        if old is not None:
-            with suppress(ValueError, TypeError, KeyError):
-                self._db.execute(
-                    "DELETE FROM derived_rows WHERE token = ?", (json.loads(old[0])["token"],)
-                )
-        for part, items in parts.items():
-            self._db.executemany(_INSERT_DERIVED_ROWS, _part_rows(token, part, items))
-
-    def set_derived_rows(
-        self,
-        key: str,
-        generation: int,
-        header: bytes,
-        token: str,
-        parts: Mapping[str, Iterable[tuple[str, str]]],
-    ) -> bool:
-        """Keep derived maps as rows (part, name → value) under ``token``, and ``header``
-        (which names the token) under ``key``, in one transaction, if ``generation`` is
-        still the current one; the rows of the header it replaces are removed."""
-        return self._keep_derived(key, generation, header, (token, parts))
-
     def second_connection(self) -> SQLiteStore | None:
         """Another connection to this file, for a background writer (WAL: this one's
         readers are not blocked while it writes); None for an in-memory store."""
         return None if str(self.path) == ":memory:" else SQLiteStore(self.path, dim=self.dim)
-
-    def set_derived_rows_in_steps(
-        self,
-        key: str,
-        generation: int,
-        header: bytes,
-        token: str,
-        parts: Mapping[str, Iterable[tuple[str, str]]],
-    ) -> bool:
-        """:meth:`set_derived_rows` in many short transactions (for a background writer,
-        so no other writer waits on it for long): the rows under ``token`` first (unread
-        until a header names it), then the header in one short transaction if
-        ``generation`` is still the current one, then the rows of the header it replaced.
-        Rows of a write that did not finish are removed; True if the header was written."""
-        step = DERIVED_STEP
-        try:
-            with self._lock:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute(_DERIVED_TABLE)
-                self._db.execute(_DERIVED_ROWS_TABLE)
-                self._db.execute("COMMIT")
-            for part, items in parts.items():
-                rows = _part_rows(token, part, items)
-                for start in range(0, len(rows), step):
-                    with self._lock:
-                        self._db.execute("BEGIN IMMEDIATE")
-                        self._db.executemany(_INSERT_DERIVED_ROWS, rows[start : start + step])
-                        self._db.execute("COMMIT")
-            with self._lock:
-                self._db.execute("BEGIN IMMEDIATE")
-                row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-                if row is None or int(row[0]) != generation:
-                    self._db.execute("ROLLBACK")
-                    self._drop_rows(token, list(parts), step)
-                    return False
-                old = self._db.execute("SELECT blob FROM derived WHERE key = ?", (key,)).fetchone()
-                self._db.execute(
-                    "INSERT OR REPLACE INTO derived(key, generation, blob) VALUES (?, ?, ?)",
-                    (key, generation, header),
-                )
-                self._db.execute("COMMIT")
-        except (sqlite3.Error, ValueError):
-            with self._lock:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-            with suppress(sqlite3.Error):
-                self._drop_rows(token, list(parts), step)
-            return False
-        with suppress(sqlite3.Error, ValueError, TypeError, KeyError):
-            if old is not None:
-                stale = json.loads(old[0])
-                self._drop_rows(str(stale["token"]), list(stale["counts"]), step)
-        return True
-
-    def _drop_rows(self, token: str, parts: Sequence[str], step: int) -> None:
-        """Remove the rows under ``token`` a range of keys at a time (short transactions)."""
-        for part in parts:
-            while True:
-                with self._lock:
-                    last = self._db.execute(
-                        "SELECT max(name) FROM (SELECT name FROM derived_rows WHERE token = ?"
-                        " AND part = ? ORDER BY name LIMIT ?)",
-                        (token, part, step),
-                    ).fetchone()[0]
-                    if last is None:
-                        break
-                    self._db.execute("BEGIN IMMEDIATE")
-                    self._db.execute(
-                        "DELETE FROM derived_rows WHERE token = ? AND part = ? AND name <= ?",
-                        (token, part, last),
-                    )
-                    self._db.execute("COMMIT")
-
-    def derived_rows(self, token: str, part: str, names: Sequence[str]) -> dict[str, str]:
-        """The kept values of ``names`` in one part of a derived map (missing ones left out)."""
-        out: dict[str, str] = {}
-        with self._lock:
-            for chunk, marks in _chunks(names):
-                out.update(
-                    self._db.execute(
-                        "SELECT name, value FROM derived_rows WHERE token = ? AND part = ?"
-                        f" AND name IN ({marks})",
-                        (token, part, *chunk),
-                    ).fetchall()
-                )
-        return out
-
-    def derived_part(self, token: str, part: str) -> list[tuple[str, str]]:
-        """Every row of one part of a derived map, in the order it was kept."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT name, value FROM derived_rows WHERE token = ? AND part = ? ORDER BY pos",
-                (token, part),
-            ).fetchall()
-        return [(str(n), str(v)) for n, v in rows]
-
-    def derived_count(self, token: str, part: str) -> int:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT count(*) FROM derived_rows WHERE token = ? AND part = ?", (token, part)
-            ).fetchone()
-        return int(row[0])
 
     def meta(self, key: str) -> str | None:
         with self._lock:

@@ -1,0 +1,241 @@
+"""Derived state kept in the SQLite store: a cache of what a catalog generation derives.
+
+A blob per key (``derived``: token counts, the header of a map kept as rows) and derived
+maps as rows (``derived_rows``: part, name -> value, under a token
+the header names), both made on first use outside the numbered migrations. Writing never
+bumps the generation; a write whose generation is no longer the current one is dropped,
+and a failure to write only means the next process derives again. A background writer
+writes the rows in short transactions (:meth:`DerivedState.set_derived_rows_in_steps`).
+
+:class:`DerivedState` is a part of :class:`~toolscout.stores.sqlite.SQLiteStore` (its
+base class), kept in a module of its own as ``sqlite_dense`` is for the dense index.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import suppress
+
+__all__ = ["DERIVED_STEP", "DerivedState"]
+
+#: rows a background writer of derived state writes (or removes) per transaction
+DERIVED_STEP = 20_000
+
+
+#: the tables of derived state (made on first use, outside the numbered migrations)
+_DERIVED_TABLE = (
+    "CREATE TABLE IF NOT EXISTS derived (key TEXT PRIMARY KEY,"
+    " generation INTEGER NOT NULL, blob BLOB NOT NULL)"
+)
+_DERIVED_ROWS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS derived_rows (token TEXT NOT NULL, part TEXT NOT NULL,"
+    " name TEXT NOT NULL, pos INTEGER NOT NULL, value TEXT NOT NULL,"
+    " PRIMARY KEY (token, part, name)) WITHOUT ROWID"
+)
+
+_INSERT_DERIVED_ROWS = (
+    "INSERT INTO derived_rows(token, part, name, pos, value) VALUES (?, ?, ?, ?, ?)"
+)
+
+
+def _part_rows(
+    token: str, part: str, items: Iterable[tuple[str, str]]
+) -> list[tuple[str, str, str, int, str]]:
+    """One part of a derived map as ``derived_rows`` rows, in key order (appended to the
+    B-tree, not spread over it)."""
+    rows = [(token, part, name, i, value) for i, (name, value) in enumerate(items)]
+    rows.sort(key=lambda r: r[2])
+    return rows
+
+
+def _chunks(values: Sequence[str], size: int = 500) -> Iterator[tuple[list[str], str]]:
+    """``values`` in pieces small enough for SQLite's ``IN (?, ...)``: each with its marks."""
+    for start in range(0, len(values), size):
+        chunk = list(values[start : start + size])
+        yield chunk, ",".join("?" * len(chunk))
+
+
+class DerivedState:
+    """The derived-state methods of the SQLite store (over its connection and lock)."""
+
+    _db: sqlite3.Connection
+    _lock: threading.RLock
+
+    def derived(self, key: str) -> tuple[int, bytes] | None:
+        """The blob kept under ``key`` and the generation it was derived from, if any."""
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    "SELECT generation, blob FROM derived WHERE key = ?", (key,)
+                ).fetchone()
+            except sqlite3.OperationalError:  # no derived state kept yet
+                return None
+        return None if row is None else (int(row[0]), bytes(row[1]))
+
+    def set_derived(self, key: str, generation: int, blob: bytes) -> bool:
+        """Keep ``blob`` as derived from ``generation`` if that is still the current one.
+
+        A cache beside the catalog (its table is created on first use, outside the
+        numbered migrations): the generation does not move, and a failure to write
+        (a read-only file, a busy writer) only means the next process derives again."""
+        return self._keep_derived(key, generation, blob)
+
+    def _keep_derived(
+        self,
+        key: str,
+        generation: int,
+        blob: bytes,
+        rows: tuple[str, Mapping[str, Iterable[tuple[str, str]]]] | None = None,
+    ) -> bool:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(_DERIVED_TABLE)
+                row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                if row is None or int(row[0]) != generation:
+                    self._db.execute("ROLLBACK")
+                    return False
+                if rows is not None:
+                    self._replace_rows(key, *rows)
+                self._db.execute(
+                    "INSERT OR REPLACE INTO derived(key, generation, blob) VALUES (?, ?, ?)",
+                    (key, generation, blob),
+                )
+                self._db.execute("COMMIT")
+            except (sqlite3.Error, ValueError):
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                return False
+        return True
+
+    def _replace_rows(
+        self, key: str, token: str, parts: Mapping[str, Iterable[tuple[str, str]]]
+    ) -> None:
+        """Inside a write: the rows of ``key``'s previous header go, ``parts`` come in."""
+        self._db.execute(_DERIVED_ROWS_TABLE)
+        old = self._db.execute("SELECT blob FROM derived WHERE key = ?", (key,)).fetchone()
+        if old is not None:
+            with suppress(ValueError, TypeError, KeyError):
+                self._db.execute(
+                    "DELETE FROM derived_rows WHERE token = ?", (json.loads(old[0])["token"],)
+                )
+        for part, items in parts.items():
+            self._db.executemany(_INSERT_DERIVED_ROWS, _part_rows(token, part, items))
+
+    def set_derived_rows(
+        self,
+        key: str,
+        generation: int,
+        header: bytes,
+        token: str,
+        parts: Mapping[str, Iterable[tuple[str, str]]],
+    ) -> bool:
+        """Keep derived maps as rows (part, name → value) under ``token``, and ``header``
+        (which names the token) under ``key``, in one transaction, if ``generation`` is
+        still the current one; the rows of the header it replaces are removed."""
+        return self._keep_derived(key, generation, header, (token, parts))
+
+    def set_derived_rows_in_steps(
+        self,
+        key: str,
+        generation: int,
+        header: bytes,
+        token: str,
+        parts: Mapping[str, Iterable[tuple[str, str]]],
+    ) -> bool:
+        """:meth:`set_derived_rows` in many short transactions (for a background writer,
+        so no other writer waits on it for long): the rows under ``token`` first (unread
+        until a header names it), then the header in one short transaction if
+        ``generation`` is still the current one, then the rows of the header it replaced.
+        Rows of a write that did not finish are removed; True if the header was written."""
+        step = DERIVED_STEP
+        try:
+            with self._lock:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(_DERIVED_TABLE)
+                self._db.execute(_DERIVED_ROWS_TABLE)
+                self._db.execute("COMMIT")
+            for part, items in parts.items():
+                rows = _part_rows(token, part, items)
+                for start in range(0, len(rows), step):
+                    with self._lock:
+                        self._db.execute("BEGIN IMMEDIATE")
+                        self._db.executemany(_INSERT_DERIVED_ROWS, rows[start : start + step])
+                        self._db.execute("COMMIT")
+            with self._lock:
+                self._db.execute("BEGIN IMMEDIATE")
+                row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                if row is None or int(row[0]) != generation:
+                    self._db.execute("ROLLBACK")
+                    self._drop_rows(token, list(parts), step)
+                    return False
+                old = self._db.execute("SELECT blob FROM derived WHERE key = ?", (key,)).fetchone()
+                self._db.execute(
+                    "INSERT OR REPLACE INTO derived(key, generation, blob) VALUES (?, ?, ?)",
+                    (key, generation, header),
+                )
+                self._db.execute("COMMIT")
+        except (sqlite3.Error, ValueError):
+            with self._lock:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+            with suppress(sqlite3.Error):
+                self._drop_rows(token, list(parts), step)
+            return False
+        with suppress(sqlite3.Error, ValueError, TypeError, KeyError):
+            if old is not None:
+                stale = json.loads(old[0])
+                self._drop_rows(str(stale["token"]), list(stale["counts"]), step)
+        return True
+
+    def _drop_rows(self, token: str, parts: Sequence[str], step: int) -> None:
+        """Remove the rows under ``token`` a range of keys at a time (short transactions)."""
+        for part in parts:
+            while True:
+                with self._lock:
+                    last = self._db.execute(
+                        "SELECT max(name) FROM (SELECT name FROM derived_rows WHERE token = ?"
+                        " AND part = ? ORDER BY name LIMIT ?)",
+                        (token, part, step),
+                    ).fetchone()[0]
+                    if last is None:
+                        break
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._db.execute(
+                        "DELETE FROM derived_rows WHERE token = ? AND part = ? AND name <= ?",
+                        (token, part, last),
+                    )
+                    self._db.execute("COMMIT")
+
+    def derived_rows(self, token: str, part: str, names: Sequence[str]) -> dict[str, str]:
+        """The kept values of ``names`` in one part of a derived map (missing ones left out)."""
+        out: dict[str, str] = {}
+        with self._lock:
+            for chunk, marks in _chunks(names):
+                out.update(
+                    self._db.execute(
+                        "SELECT name, value FROM derived_rows WHERE token = ? AND part = ?"
+                        f" AND name IN ({marks})",
+                        (token, part, *chunk),
+                    ).fetchall()
+                )
+        return out
+
+    def derived_part(self, token: str, part: str) -> list[tuple[str, str]]:
+        """Every row of one part of a derived map, in the order it was kept."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, value FROM derived_rows WHERE token = ? AND part = ? ORDER BY pos",
+                (token, part),
+            ).fetchall()
+        return [(str(n), str(v)) for n, v in rows]
+
+    def derived_count(self, token: str, part: str) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT count(*) FROM derived_rows WHERE token = ? AND part = ?", (token, part)
+            ).fetchone()
+        return int(row[0])
