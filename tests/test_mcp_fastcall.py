@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,22 @@ ENVELOPE = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 BELOW = "first tools/call answered below the SDK"
+
+
+async def _until_attempted(path: Path, tool_id: str, wait_s: float = 120.0) -> None:
+    """Until the audit log holds an attempt of ``tool_id`` (written before the tool runs):
+    a cancellation sent earlier could reach the call before it began, with nothing audited."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if path.exists():
+            log = AuditLog(path)
+            try:
+                if any(r.tool_id == tool_id for r in log.read(subject="dev")):
+                    return
+            finally:
+                log.close()
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no attempt of {tool_id} audited within {wait_s:g}s")
 
 
 def _config(tmp: Path, name: str) -> Path:
@@ -190,7 +207,7 @@ def test_a_cancelled_call_is_not_answered_and_the_upstream_is_told(tmp_path: Pat
         await wire.request(3, "tools/call", _call("echo", {"text": "first"}))
         await wire.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                          "params": _call("slow", {"seconds": 60})})  # fmt: skip
-        await asyncio.sleep(1.0)
+        await _until_attempted(tmp_path / "fast.audit.db", "app/slow")  # then it is running
         cancel = {"requestId": 4, "reason": "gave up", "_meta": ENVELOPE}
         await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
         # the next call is answered, and nothing is ever answered to id 4
