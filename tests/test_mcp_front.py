@@ -220,6 +220,9 @@ class _Gateway:
             "PYTHONPATH": os.pathsep.join(sys.path),
             "XDG_CACHE_HOME": str(config.parent / "cache"),
             "TOOLSCOUT_TIMELINE": "1",
+            # the SDK's import waits for the first early search however loaded the machine
+            # (a request left to the SDK or the end of stdin still starts it at once)
+            "TOOLSCOUT_SDK_WAIT_S": "600",
         }
         command = [sys.executable, "-m", "toolscout", "mcp", "serve", "-c", str(config)]
         self.proc = subprocess.Popen(
@@ -230,7 +233,7 @@ class _Gateway:
             env=env,
         )
         self.got: list[dict[str, Any]] = []
-        self._lines: queue.Queue[bytes] = queue.Queue()
+        self._lines: queue.Queue[bytes | None] = queue.Queue()  # None: stdout ended
         out = self.proc.stdout
         assert out is not None
         threading.Thread(target=self._pump, args=(out,), daemon=True).start()
@@ -238,6 +241,7 @@ class _Gateway:
     def _pump(self, out: Any) -> None:
         for line in out:
             self._lines.put(line)
+        self._lines.put(None)
 
     def send(self, *messages: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -246,7 +250,9 @@ class _Gateway:
 
     def until(self, wanted: int) -> dict[str, Any]:
         while not any(m.get("id") == wanted for m in self.got):
-            self.got.append(json.loads(self._lines.get(timeout=WAIT_S)))
+            line = self._lines.get(timeout=WAIT_S)
+            assert line is not None, f"stdout ended before an answer to {wanted}"
+            self.got.append(json.loads(line))
         return next(m for m in self.got if m.get("id") == wanted)
 
     def close(self) -> str:
@@ -255,11 +261,14 @@ class _Gateway:
         try:
             self.proc.stdin.close()
             self.proc.wait(timeout=WAIT_S)
-            while True:  # whatever else it wrote before its stdout closed
+            while True:  # what it wrote before its stdout closed (None: closed)
                 try:
-                    self.got.append(json.loads(self._lines.get(timeout=1.0)))
-                except queue.Empty:
+                    line = self._lines.get(timeout=WAIT_S)
+                except queue.Empty:  # a child still holding the pipe: what came is all
                     break
+                if line is None:
+                    break
+                self.got.append(json.loads(line))
             return self.proc.stderr.read().decode()
         finally:
             if self.proc.poll() is None:
