@@ -355,6 +355,25 @@ def test_a_bare_base64_public_key_is_not_an_hmac_secret(
     JWTVerifier(key=base64.b64encode(b"a random shared secret of 32+ bytes!"))
 
 
+def test_a_der_public_key_ending_in_a_whitespace_byte_is_not_an_hmac_secret() -> None:
+    """About one EC key in forty ends its DER in a byte that is ASCII whitespace (0x20,
+    0x0a...): the check must read the bytes as given, not stripped (a full run's random
+    key once passed as a secret)."""
+    for _ in range(5000):
+        der = (
+            ec.generate_private_key(ec.SECP256R1())
+            .public_key()
+            .public_bytes(
+                serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        if der[-1:].isspace():
+            break
+    assert der[-1:].isspace()
+    with pytest.raises(ConfigError, match="key confusion"):
+        JWTVerifier(key=der, algorithms=["HS256"])
+
+
 @pytest.mark.parametrize("name", ["exp", "nbf", "iat"])
 @pytest.mark.parametrize("value", [10**400, 10**20, -(10**400), "9999999999", True, 1e308])
 def test_out_of_range_or_ill_typed_dates_are_invalid_claims(name: str, value: Any) -> None:

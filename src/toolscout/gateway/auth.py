@@ -237,6 +237,8 @@ def _looks_like_a_key(raw: bytes) -> bool:
     import base64
     import binascii
 
+    if _is_der_key(raw):  # raw DER before any stripping: its last byte may be 0x20 or 0x0a
+        return True
     text = raw.strip()
     if text.startswith((b"-----BEGIN", b"ssh-", b"ecdsa-sha2-")) or b'"kty"' in text:
         return True
