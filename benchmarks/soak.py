@@ -320,6 +320,11 @@ def reconcile(soak: Soak, dsn: str) -> dict[str, Any]:
         "rows_without_answer": len(unanswered),
         "answers_cut_by_faults": len(cut),
         "errors_outside_faults": len(errors_outside),
+        # which they were (times in seconds of the process's clock, made relative below)
+        "errors_outside_detail": [
+            {"kind": a.kind, "replica": a.replica, "status": a.status, "t0": a.t0, "t1": a.t1}
+            for a in errors_outside
+        ],
         "chain_ok": verification.ok,
         "chain_problem": verification.problem,
         "chain_records": verification.count,
@@ -378,6 +383,8 @@ def run(
         faults=[asdict(f) | {"start": round(f.start - start, 2), "end": round(f.end - start, 2)}
                 for f in soak.faults],
     )  # fmt: skip
+    for error in result.get("errors_outside_detail", []):  # on the faults' time base
+        error["t0"], error["t1"] = round(error["t0"] - start, 2), round(error["t1"] - start, 2)
     failures = check(result)
     result["failures"] = failures
     if out is not None:
@@ -392,6 +399,8 @@ def check(result: dict[str, Any]) -> list[str]:
     for key in ("duplicated", "answers_without_row", "ok_without_row", "errors_outside_faults"):
         if result[key]:
             failures.append(f"{key} = {result[key]}")
+    if result["errors_outside_faults"]:
+        failures.append(f"errors outside faults: {result['errors_outside_detail']}")
     if result["rows_without_answer"] > result["answers_cut_by_faults"]:
         failures.append(
             f"{result['rows_without_answer']} audit rows without an answer, more than the "
