@@ -97,8 +97,11 @@ def request_shape(text: str) -> dict[str, float]:
 
 
 def step_on(step: str, text: str, settings: SearchSettings) -> bool:
-    """Whether ``step`` (switched on in ``settings``) applies to the request ``text``: yes
-    unless a gate on that step (``settings.step_gates``; None: :data:`SHIPPED`) says no."""
+    """Whether ``step`` applies to the request ``text``: its switch in ``settings`` (the
+    field of the same name) is on, and no gate on that step (``settings.step_gates``;
+    None: :data:`SHIPPED`) says no."""
+    if not getattr(settings, step):
+        return False
     for g in parse_all(settings.step_gates):
         if g.step == step:
             return g.on({g.feature: feature(g.feature, text)})

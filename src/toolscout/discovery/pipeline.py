@@ -135,7 +135,7 @@ def exact_mentions(
 ) -> Mapping[str, str]:
     """The entitled tools the request names verbatim (id, name or alias), when exact hits
     are on: they always make the shortlist."""
-    if not (settings.exact_hits and step_on("exact_hits", query.text, settings)):
+    if not step_on("exact_hits", query.text, settings):
         return {}
     return catalog.phrases().find(query.text, ent.ids)
 
@@ -162,13 +162,13 @@ def top_k(
         retrieval.candidates,
         exact,
         k,
-        dedupe=settings.dedupe and step_on("dedupe", query.text, settings),
+        dedupe=step_on("dedupe", query.text, settings),
         dedupe_yield=DEDUPE_YIELD if settings.dedupe_yield is None else settings.dedupe_yield,
         card_vectors=lambda ids: catalog.store.card_vectors(ids, catalog.embedder.model_id),
         token_cost=cost,
         token_budget=token_budget,
     )
-    if not (settings.prerequisites and step_on("prerequisites", query.text, settings)):
+    if not step_on("prerequisites", query.text, settings):
         return chosen
     with_finders = add_prerequisites(
         chosen,

@@ -506,7 +506,7 @@ class Retriever:
         of several parts is also retrieved part by part (discovery/parts.py)."""
         parts = split_intents(query.text, self.splitter) if self.settings.multi_intent else []
         parts = parts if len(parts) > 1 else []
-        read_in_parts = self.settings.parts and step_on("parts", query.text, self.settings)
+        read_in_parts = step_on("parts", query.text, self.settings)
         pieces = request_parts(query.text) if read_in_parts and not parts else []
         keys = _embed_keys([query.text, *parts, *pieces])
         vectors = self._cached(keys) if self.settings.dense else None
@@ -526,7 +526,7 @@ class Retriever:
 
         def whole(shape: int) -> Retrieval:
             out = self._once(query, query.terms, vector, allowed, lex, shape)
-            if self.settings.reformulate and out.low_confidence and reformulating:
+            if out.low_confidence and reformulating:
                 out = self._reformulate(query, vector, allowed, out, lex, shape)
             return out
 
