@@ -21,6 +21,7 @@ tool deleted or re-scoped through one replica is gone for every replica's next c
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence, Set
@@ -44,6 +45,17 @@ from toolscout.stores.base import (
 )
 from toolscout.stores.dsn import one_line
 from toolscout.stores.sqlite import SQLiteStore
+
+_log = logging.getLogger(__name__)
+
+
+def conn_lost(exc: BaseException) -> bool:
+    """Whether a psycopg error is about the connection (the server gone, the socket cut)
+    rather than a statement: ``OperationalError`` and its kinds."""
+    import psycopg
+
+    return isinstance(exc, psycopg.OperationalError)
+
 
 #: NOTIFY channel a writer signals on after each committed write
 CHANNEL = "toolscout_catalog"
@@ -163,7 +175,21 @@ class PostgresStore:
             with self._pool.connection() as conn:
                 yield conn
         except self._psycopg.Error as exc:
+            if conn_lost(exc):
+                self._drop_dead_connections()
             raise StoreError(f"PostgreSQL: {one_line(exc)}") from None
+
+    def _drop_dead_connections(self) -> None:
+        """Check every idle pooled connection now and replace the dead ones.
+
+        A database restart kills every idle connection, and the pool finds out only when
+        one is drawn: each would then fail its next request, however long afterwards. The
+        pool's own check on every draw costs a round trip and, with several dead, seconds
+        of back-off; this runs once, when a connection is seen lost."""
+        try:
+            self._pool.check()
+        except Exception as exc:  # the database still down: the pool reconnects later
+            _log.debug("pool check after a lost connection: %s", one_line(exc))
 
     def close(self) -> None:
         with self._lock:
@@ -208,6 +234,10 @@ class PostgresStore:
                 return int(row[0])
             except psycopg.Error as exc:
                 self._gen_conn = None
+                if attempt == 1 and conn_lost(exc):
+                    # the database went away since the last request: the pooled
+                    # connections are dead too, so they go before this request draws one
+                    self._drop_dead_connections()
                 if attempt == 2:
                     raise StoreError(f"PostgreSQL: {one_line(exc)}") from None
         raise AssertionError("unreachable")
