@@ -306,3 +306,28 @@ def test_the_lead_puts_bm25_order_first_and_keeps_the_probability(tmp_path: Path
         never = cat.retriever(SearchSettings(lexical_lead_margin=1.0))
         assert always.learned_ranker().lead == LEAD  # type: ignore[union-attr]
         assert never.learned_ranker().lead == 0.0  # type: ignore[union-attr]
+
+
+def test_the_feature_columns_are_the_per_candidate_definition_exactly() -> None:
+    """The columns written a column at a time (and the name-idf sums kept per tool) are
+    the definition computed one candidate at a time, bit for bit; a new idf is not served
+    the old one's sums."""
+    cards = [spec(f"weather_tool_{i}", f"Weather report {i} for a city").card for i in range(8)]
+    fields = FieldTerms.of(cards)
+    df = {"weather": 8, "tool": 8, "report": 8, "citi": 8, "zephyr": 1}
+    lex = Hits(["weather_tool_3", "weather_tool_1", "weather_tool_5"], [5.0, 3.0, 1.5])
+    dense = Hits(["weather_tool_1", "weather_tool_6", "weather_tool_3"], [0.7, 0.55, 0.4])
+    q = terms("weather report zephyr tool")
+    for idf in (idf_of(df, 8), idf_of({**df, "weather": 2}, 8)):
+        for _ in range(2):  # the second call reads the kept sums
+            ids, x = features(q, lex, dense, fields, idf)
+            row = {t: i for i, t in enumerate(ids)}
+            for r, (tid, s) in enumerate(zip(lex.ids, lex.scores, strict=True)):
+                assert x[row[tid], 0] == s / lex.scores[0]
+                assert x[row[tid], 1] == 1.0 / (1 + r)
+            for r, tid in enumerate(dense.ids):
+                assert x[row[tid], 7] == 1.0 / (1 + r)
+            for tid in ids:
+                found = sum(idf(t) for t in set(q) if t in fields.name[tid])
+                expected = found / sum(idf(t) for t in fields.name[tid]) if found else 0.0
+                assert x[row[tid], 5] == expected

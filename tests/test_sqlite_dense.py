@@ -127,3 +127,31 @@ def test_an_in_memory_store_keeps_no_file(tmp_path: Path, monkeypatch: pytest.Mo
     assert _search(store, 1)
     assert not list(tmp_path.iterdir())
     store.close()
+
+
+def test_a_search_is_the_best_row_of_each_tool_and_appends_the_asked_ids(tmp_path: Path) -> None:
+    """With one row a tool and with several, the hits are each allowed tool's best cosine,
+    best first; ``also`` adds the allowed ids the hits lack, once each, in its order."""
+    store = SQLiteStore(tmp_path / "t.db")
+    _fill(store, 40)
+    cards_only = SQLiteStore(tmp_path / "c.db")
+    one_row = [
+        IndexedTool(spec(f"t.tool_{i}"), {"name": f"tool {i}"}, [(KIND_CARD, f"c-{i}")])
+        for i in range(40)
+    ]
+    cards_only.upsert(one_row, {f"c-{i}": _unit(i) for i in range(40)}, model_id=MODEL)
+    allowed = frozenset(f"t.tool_{i}" for i in range(0, 40, 2))
+    query = _unit(7)
+    for s, kinds, rows in (
+        (store, {KIND_CARD, KIND_ALIAS}, lambda i: [_unit(int(f"{i - 1 if i % 3 == 2 else i}")),
+                                                    _unit(50_000 + i)]),
+        (cards_only, {KIND_CARD}, lambda i: [_unit(i)]),
+    ):  # fmt: skip
+        best = {f"t.tool_{i}": max(float(v @ query) for v in rows(i)) for i in range(0, 40, 2)}
+        want = sorted(best, key=lambda t: -best[t])
+        also = [want[12], "t.tool_1", want[0], "nope", want[15], want[12]]
+        hits = s.dense(query, allowed, 5, kinds=kinds, also=also, model_id=MODEL)
+        assert hits.ids == [*want[:5], want[12], want[15]]
+        assert hits.scores == pytest.approx([best[t] for t in hits.ids], abs=1e-6)
+    store.close()
+    cards_only.close()

@@ -247,6 +247,20 @@ class FieldTerms:
     #: the same two fields inverted: term -> the tools whose name (summary) holds it
     in_name: Mapping[str, frozenset[str]] = field(default_factory=dict)
     in_summary: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: each tool's summed name-term idf, as :func:`features` reads it, kept per idf function
+    _name_idf: dict[str, tuple[Callable[[str], float], float]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def name_idf(self, tool_id: str, idf: Callable[[str], float]) -> float:
+        """``sum(idf(t) for t in self.name[tool_id])``, computed once per tool and ``idf``
+        (the same sum, in the same order: the same float)."""
+        hit = self._name_idf.get(tool_id)
+        if hit is not None and hit[0] is idf:
+            return hit[1]
+        total = sum(idf(t) for t in self.name[tool_id])
+        self._name_idf[tool_id] = (idf, total)
+        return total
 
     @classmethod
     def of(cls, cards: Iterable[CapabilityCard]) -> FieldTerms:
@@ -306,14 +320,17 @@ def features(
         return ids, x
     row = {t: i for i, t in enumerate(ids)}
     top = lex.scores[0] if lex.scores and lex.scores[0] > 0 else 1.0
-    for r, (tid, s) in enumerate(zip(lex.ids, lex.scores, strict=True)):
-        x[row[tid], 0] = s / top
-        x[row[tid], 1] = 1.0 / (1 + r)
+    # whole columns at a time (the same IEEE divisions as one value at a time)
+    if lex.ids:
+        at = np.fromiter((row[t] for t in lex.ids), dtype=np.int64, count=len(lex.ids))
+        x[at, 0] = np.asarray(lex.scores, dtype=np.float64) / top
+        x[at, 1] = 1.0 / np.arange(1, len(at) + 1, dtype=np.float64)
     cos = np.full(len(ids), np.nan)
-    for r, (tid, s) in enumerate(zip(dense.ids, dense.scores, strict=True)):
-        cos[row[tid]] = s
-        if r < POOL:
-            x[row[tid], 7] = 1.0 / (1 + r)
+    if dense.ids:
+        at = np.fromiter((row[t] for t in dense.ids), dtype=np.int64, count=len(dense.ids))
+        cos[at] = dense.scores
+        ranked = at[:POOL]
+        x[ranked, 7] = 1.0 / np.arange(1, len(ranked) + 1, dtype=np.float64)
     if np.isfinite(cos).any():
         lo, hi = float(np.nanmin(cos)), float(np.nanmax(cos))
         cos = np.where(np.isfinite(cos), cos, lo)
@@ -334,7 +351,7 @@ def features(
         for tid in fields.in_summary.get(t, frozenset()) & pool:
             summarised[tid] = summarised.get(tid, 0.0) + w
     for tid, w in named.items():
-        x[row[tid], 5] = w / sum(idf(t) for t in fields.name[tid])
+        x[row[tid], 5] = w / fields.name_idf(tid, idf)
     for tid, w in summarised.items():
         x[row[tid], 6] = w / total
     if shape:
@@ -718,9 +735,8 @@ class Ranker:
             order = np.argsort(-r, kind="stable")
             p = platt(top_probability(s, self.none_bias, int(order[0])), *self.platt)
         best = float(r[order[0]])
-        ranked = [
-            (ids[i], math.exp(float(r[i]) - best), float(x[i, 0]), float(x[i, 2])) for i in order
-        ]
+        rs, lexical, cosine = r.tolist(), x[:, 0].tolist(), x[:, 2].tolist()
+        ranked = [(ids[i], math.exp(rs[i] - best), lexical[i], cosine[i]) for i in order.tolist()]
         return ranked, p
 
 

@@ -301,6 +301,11 @@ def keep_list_firsts(out: Retrieval, at: int) -> list[Candidate]:
     return new
 
 
+def _rescored(c: Candidate, fused: float) -> Candidate:
+    """``replace(c, fused=fused)``, without ``replace``'s field-by-field introspection."""
+    return Candidate(c.id, c.lexical, c.dense, fused, c.exact, c.needed_by)
+
+
 def _rrf(rank: int | None, k: int = 60) -> float:
     return 0.0 if rank is None else 1.0 / (k + rank + 1)
 
@@ -579,7 +584,7 @@ class Retriever:
         whole_ids = [c.id for c in whole.candidates]
         if joint:
             order, score = joint_order(whole_ids, [c.fused for c in whole.candidates], rankings)
-            whole.candidates = [replace(by_id[t], fused=score[t]) for t in order]
+            whole.candidates = [_rescored(by_id[t], score[t]) for t in order]
             whole.parts = list(pieces)
         else:
             order = interleave(whole_ids, [r.ids for r in rankings])

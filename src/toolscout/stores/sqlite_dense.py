@@ -74,7 +74,7 @@ class _PerAllowed(Generic[_T]):
 class _Subset:
     """The rows of one allowed set (and kinds), grouped by tool for ``np.maximum.reduceat``."""
 
-    __slots__ = ("local", "needed", "rows_u", "starts", "tools")
+    __slots__ = ("local", "needed", "one_row", "rows_u", "starts", "tools")
 
     def __init__(
         self,
@@ -86,6 +86,8 @@ class _Subset:
         self.tools = tools  # positions of the tools that own a row, ascending
         self.starts = starts  # where each tool's rows start in ``rows_u``
         self.rows_u = rows_u  # each row's unique-vector index
+        #: every tool has exactly one row (no aliases): the rows are the tools
+        self.one_row = len(starts) == len(rows_u)
         # the distinct vectors these rows use; when they are few, only they are scored
         needed, local = np.unique(rows_u, return_inverse=True)
         few = len(needed) < n_unique // 2
@@ -193,24 +195,37 @@ class _DenseIndex:
         sub = self.subset(allowed, kinds)
         if not len(sub.tools):
             return Hits()
-        per_tool = np.maximum.reduceat(self.row_cosines(sub, vector), sub.starts)
+        cosines = self.row_cosines(sub, vector)
+        # a tool of one row: its best row is that row (no reduction to run)
+        per_tool = cosines if sub.one_row else np.maximum.reduceat(cosines, sub.starts)
         take = min(limit, len(per_tool))
         if take <= 0:
             return Hits()
         top = np.argpartition(-per_tool, take - 1)[:take]
         top = top[np.argsort(-per_tool[top], kind="stable")]
-        hits = Hits([self.ids[sub.tools[i]] for i in top], [float(per_tool[i]) for i in top])
-        seen = set(hits.ids)
-        for tid in also:
-            pos = self.position.get(tid)
-            if tid in seen or pos is None:
-                continue
-            at = int(np.searchsorted(sub.tools, pos))
-            if at < len(sub.tools) and sub.tools[at] == pos:
-                hits.ids.append(tid)
-                hits.scores.append(float(per_tool[at]))
-                seen.add(tid)
+        ids = self.ids
+        hits = Hits([ids[i] for i in sub.tools[top].tolist()], per_tool[top].tolist())
+        self._add_also(hits, sub, per_tool, also)
         return hits
+
+    def _add_also(
+        self, hits: Hits, sub: _Subset, per_tool: npt.NDArray[np.float32], also: Sequence[str]
+    ) -> None:
+        """Append each of ``also`` (the lexical list's ids) the subset holds and ``hits``
+        lacks, with its score, in ``also``'s order (one lookup for all of them)."""
+        seen = set(hits.ids)
+        position = self.position
+        wanted = [t for t in dict.fromkeys(also) if t not in seen and t in position]
+        if not wanted:
+            return
+        pos = np.fromiter((position[t] for t in wanted), dtype=np.int64, count=len(wanted))
+        at = np.minimum(np.searchsorted(sub.tools, pos), len(sub.tools) - 1)
+        found = (sub.tools[at] == pos).tolist()
+        scores = per_tool[at].tolist()
+        for tid, ok, score in zip(wanted, found, scores, strict=True):
+            if ok:
+                hits.ids.append(tid)
+                hits.scores.append(score)
 
 
 def _neighbours(
