@@ -108,7 +108,7 @@ HEAVY = (
     "test_cli_inputs.py::test_policy_beside_the_catalog_needs_a_flag_to_replace",
     "test_cli_inputs.py::test_reimport_cannot_widen_or_take_over_a_tool",
     "test_adapters_mcp_clients.py::test_inspector_cli_over_stdio_with_separator_or_short_option",
-    "test_mcp_everything.py",  # one group, with a 35-second upstream operation
+    "test_mcp_everything.py",  # one group, with a 14-second upstream operation
     "test_cli_inputs.py::test_messy_catalog_imports_with_warnings_and_is_searchable",
     "test_console_browser.py",
     "test_http.py",

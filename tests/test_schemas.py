@@ -358,3 +358,53 @@ def test_ecma_pattern_never_accepts_what_python_search_refuses(pattern: str, tex
         return
     if validator.is_valid({"s": text}):
         assert python.search(text) is not None
+
+
+# ------------------------------------------------------------------ the cheap 2020-12 check
+
+#: a keyword of the cheap check's set, with a value of the right shape or not
+_PLAIN_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 3), st.floats(-2, 3), st.text(max_size=3),
+    st.sampled_from(["string", "integer", "object", "strin"]),
+    st.lists(st.sampled_from(["a", "b", "string", "number", "nul"]), max_size=3),
+)  # fmt: skip
+_PLAIN_KEYS = st.sampled_from(
+    ["type", "description", "title", "default", "enum", "required", "minimum", "maxLength",
+     "exclusiveMinimum", "multipleOf", "uniqueItems", "examples", "format", "const", "$ref",
+     "x-extra"]
+)  # fmt: skip
+plain_schemas = st.recursive(
+    st.dictionaries(_PLAIN_KEYS, _PLAIN_VALUES, max_size=4),
+    lambda inner: st.one_of(
+        st.fixed_dictionaries({"properties": st.dictionaries(st.text(max_size=2), inner)}),
+        st.fixed_dictionaries({"items": st.one_of(inner, st.booleans(), st.integers())}),
+        st.fixed_dictionaries({"anyOf": st.lists(inner, max_size=2)}),
+        st.fixed_dictionaries({"additionalProperties": st.one_of(inner, st.booleans())}),
+    ),
+    max_leaves=6,
+)
+
+
+@given(plain_schemas)
+@settings(max_examples=150, deadline=None)
+def test_the_cheap_check_never_passes_what_the_metaschema_refuses(schema: dict[str, Any]) -> None:
+    from toolscout.schemas import _meta_validator, _plainly_valid
+
+    if _plainly_valid(schema):
+        assert list(_meta_validator(Draft202012Validator).iter_errors(schema)) == []
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "strin"}, {"type": []}, {"type": ["string", "string"]}, {"required": ["a", "a"]},
+        {"required": "a"}, {"minLength": -1}, {"enum": 3}, {"anyOf": []}, {"format": 3},
+        {"examples": 3}, {"properties": {"a": 3}}, {"items": [{"type": "string"}]},
+        {"exclusiveMinimum": True}, {"maximum": "50"}, {"properties": {"a": {"type": "lst"}}},
+    ],
+)  # fmt: skip
+def test_the_cheap_check_leaves_invalid_schemas_to_the_metaschema(schema: dict[str, Any]) -> None:
+    from toolscout.schemas import _plainly_valid
+
+    assert not _plainly_valid(schema)
+    assert codes({"type": "object", "properties": {"p": schema}}) != []
