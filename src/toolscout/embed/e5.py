@@ -34,6 +34,8 @@ class MultilingualE5Embedder:
 
     model_id = "multilingual-e5-small-q4"
     dim = 384
+    #: reads requests in other languages than the catalog's (discovery/coverage.py)
+    multilingual = True
 
     def __init__(self, *, threads: int = 1, batch_size: int = 32) -> None:
         self._threads = threads
