@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolscout.discovery import abstain, calibrate, named, pinned, skip
+from toolscout.discovery import abstain, calibrate, coverage, named, pinned, skip
 from toolscout.discovery import inject as rendering
 from toolscout.discovery.gates import step_on
 from toolscout.discovery.groups import expand_groups
@@ -267,6 +267,7 @@ def discover(
         ent = entitle(catalog, principal)
         df, n_docs = catalog.store.document_frequency()
         parsed = parse_query(query, df, n_docs, cfg)
+        cfg = coverage.dense_led(cfg, (*parsed.terms, *parsed.dropped), df, catalog.embedder)
         sel = select(
             catalog,
             parsed,
