@@ -48,10 +48,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
-__all__ = ["ENV", "PREFIX", "LeanStdio", "lean_enabled"]
+from toolscout.mcp.timeline import mark
+
+__all__ = ["ENV", "LEAN_MARK", "PREFIX", "LeanStdio", "lean_enabled"]
 
 log = logging.getLogger(__name__)
 
+#: the timeline's note of the first call answered through this transport's own path
+LEAN_MARK = "first upstream tools/call answered by the gateway's own client"
 #: the ids of the gateway's own requests (the SDK numbers its own from 0)
 PREFIX = "toolscout-"
 #: set to ``off`` (or ``0``), upstream calls go through the SDK's ``Client.call_tool``
@@ -284,6 +288,7 @@ class LeanStdio:
             raw = {key: value for key, value in raw.items() if key not in foreign}
         result = session._call_tool_adapter.validate_python(raw, by_name=False)
         self.answered += 1
+        mark(LEAN_MARK, once=True)
         if isinstance(result, CallToolResult):
             if not result.is_error:
                 await session.validate_tool_result(name, result)
@@ -348,7 +353,7 @@ class LeanStdio:
                 raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
             return await future
         except asyncio.CancelledError:
-            if written and not future.done():
+            if written and (future.cancelled() or not future.done()):  # never answered
                 await self._cancel(rid)
             raise
         finally:
