@@ -288,10 +288,11 @@ class LeanStdio:
             raw = {key: value for key, value in raw.items() if key not in foreign}
         result = session._call_tool_adapter.validate_python(raw, by_name=False)
         self.answered += 1
-        mark(LEAN_MARK, once=True)
+        if self.answered == 1:
+            mark(LEAN_MARK, once=True)
         if isinstance(result, CallToolResult):
-            if not result.is_error:
-                await session.validate_tool_result(name, result)
+            if not result.is_error and not _fits_output_schema(session, name, result):
+                await session.validate_tool_result(name, result)  # the SDK's check, its error
             return result
         if isinstance(result, InputRequiredResult):
             return await self._finish(client, name, arguments, progress, result)
@@ -376,6 +377,23 @@ class LeanStdio:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(1.0):
                 await asyncio.shield(stdin.send(data))
+
+
+def _fits_output_schema(session: Any, name: str, result: Any) -> bool:
+    """Whether ``result``'s structured content is known to fit the tool's listed output
+    schema, by the session's own compiled validator (cached per tool, evicted when a
+    listing changes the schema); ``is_valid`` builds no error objects. ``False`` (no
+    schema listed, no structured content, a failure, a schema fault) leaves the verdict
+    and its message to ``validate_tool_result``."""
+    schema = session._tool_output_schemas.get(name)
+    if schema is None or result.structured_content is None:
+        return False
+    try:
+        return bool(
+            session._output_schema_validator(name, schema).is_valid(result.structured_content)
+        )
+    except Exception:  # an invalid schema, an unresolvable $ref: the SDK's error
+        return False
 
 
 def _answer_shape(message: dict[str, Any]) -> bool:
