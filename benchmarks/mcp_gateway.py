@@ -51,6 +51,9 @@ RESULTS = ROOT / "benchmarks" / "results" / "mcp.json"
 APP = ROOT / "tests" / "mcp_upstream_app.py"
 TOOLSCOUT = str(Path(sys.executable).parent / "toolscout")
 SECRET = "benchmark-secret-0123456789abcdef-0123456789"
+#: the callers' ``Client`` mode in the forwarding run (``legacy``: the initialize handshake
+#: of the 2025 clients; ``auto``: the SDK's default, a 2026-07-28 connection here)
+CALLER_MODE = {"mode": "auto"}
 TOPICS = ["billing", "crm", "support", "shop", "logistics", "legal", "hr", "devops", "docs", "it"]
 
 
@@ -199,10 +202,11 @@ async def bench_stdio(
     args = ["mcp", "serve", "--config", str(config)]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     via = StdioServerParameters(command=TOOLSCOUT, args=args, env=env)
+    mode = CALLER_MODE["mode"]
     if compare is None:
         async with (
-            Client(upstream, read_timeout_seconds=120) as direct,
-            Client(via, read_timeout_seconds=120) as gateway,
+            Client(upstream, read_timeout_seconds=120, mode=mode) as direct,
+            Client(via, read_timeout_seconds=120, mode=mode) as gateway,
         ):
             return await side_by_side(direct, gateway, calls, _Cpu({"this": config}))
     other = gateway_config(tmp, {"app": app})  # its own catalog and audit log
@@ -211,9 +215,9 @@ async def bench_stdio(
         command=TOOLSCOUT, args=["mcp", "serve", "--config", str(other)], env=old_env
     )
     async with (
-        Client(upstream, read_timeout_seconds=120) as direct,
-        Client(via, read_timeout_seconds=120) as gateway,
-        Client(old, read_timeout_seconds=120) as before,
+        Client(upstream, read_timeout_seconds=120, mode=mode) as direct,
+        Client(via, read_timeout_seconds=120, mode=mode) as gateway,
+        Client(old, read_timeout_seconds=120, mode=mode) as before,
     ):
         cpu = _Cpu({"this": config, "compare": other})
         both = await side_by_side(direct, _Both(gateway, before), calls, cpu)
@@ -565,6 +569,7 @@ def forwarding(calls: int, compare: Path | None, compare_env: dict[str, str] | N
     in_process = asyncio.run(bench_in_process(calls))
     load.append(round(os.getloadavg()[0], 2))
     result = {"benchmark": "mcp gateway forwarding", "load_1m": load, "stdio": stdio,
+              "caller_mode": CALLER_MODE["mode"],
               "in_process": in_process, "compare": str(compare) if compare else None,
               "compare_env": compare_env or {}}  # fmt: skip
     out = RESULTS.with_name("mcp_forwarding.json")
@@ -610,6 +615,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         " stdio alternates this tree's gateway with the other tree's)",
     )
     parser.add_argument(
+        "--caller-mode",
+        default="auto",
+        help="forwarding: the callers' SDK Client mode over stdio (legacy: the initialize "
+        "handshake of 2025-era clients; default auto: 2026-07-28 here)",
+    )
+    parser.add_argument(
         "--import-cpu",
         action="store_true",
         help="start-up: CPU seconds of each import step of a stdio start (--startup-runs "
@@ -623,6 +634,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.startup_runs < 1:
         parser.error("--startup-runs must be at least 1")
+    CALLER_MODE["mode"] = args.caller_mode
     if args.only_forwarding:
         pairs = [item.partition("=") for item in args.compare_env]
         if any(not key or not eq for key, eq, _ in pairs):

@@ -474,3 +474,34 @@ def test_an_empty_unkeyed_log_takes_a_key_and_a_written_one_says_so(tmp_path: Pa
                    decision="allowed", reason="ok", latency_ms=1, status="ok")  # fmt: skip
     with pytest.raises(ConfigError, match="was written without a key"):
         AuditLog(unkeyed, key=KEY)
+
+
+def test_a_call_after_this_connections_own_row_is_one_statement_per_row(tmp_path: Path) -> None:
+    """After a row of its own, a connection appends with one autocommitted ``INSERT`` (the
+    attempt is committed when ``begin`` returns); when another writer appended meanwhile the
+    insert's id collides and the head is read under the lock: one chain either way."""
+    path = tmp_path / "audit.db"
+    with AuditLog(path) as first, AuditLog(path) as second:
+        first.append(**entry())  # the first row: the head is read under BEGIN IMMEDIATE
+        seen: list[str] = []
+        first._conn.set_trace_callback(seen.append)
+        attempt = first.begin(subject="alice", tenant="acme", tool_id="t", args_digest="d")
+        assert [s.split()[0] for s in seen] == ["INSERT"]
+        # committed at once: another connection reads the attempt before the tool runs
+        reader = sqlite3.connect(path)
+        assert reader.execute("SELECT status FROM audit_log WHERE id = ?", (attempt,)).fetchone()
+        reader.close()
+        other = second.append(**entry(subject="bob"))  # another writer takes the next id
+        seen.clear()
+        outcome = first.complete(attempt, status="ok", reason="ok", latency_ms=1.0)
+        assert [s.split()[0] for s in seen] == ["INSERT", "BEGIN", "SELECT", "INSERT", "COMMIT"]
+        assert outcome.id == other.id + 1 and outcome.prev_hash == other.hash
+        seen.clear()
+        last = first.append(**entry(subject="carol"))
+        assert [s.split()[0] for s in seen] == ["INSERT"] and last.prev_hash == outcome.hash
+        crossed = second.append(**entry(subject="dave"))  # its head was stale: read again
+        assert crossed.id == last.id + 1 and crossed.prev_hash == last.hash
+        assert first.verify().ok
+        assert [r.subject for r in first.read()] == [
+            "alice", "alice", "bob", "alice", "carol", "dave"
+        ]  # fmt: skip

@@ -341,3 +341,107 @@ def test_an_upstreams_question_is_the_same_input_required_round_on_both_paths(
     assert done_fast == done_sdk
     assert json.loads(done_fast)["result"]["content"][0]["text"] == "Hello Ada"
     assert BELOW in (tmp_path / "fast.err").read_text()
+
+
+RAW = Path(__file__).resolve().parent / "mcp_raw_upstream.py"
+LEAN = "first upstream tools/call answered by the gateway's own client"
+
+
+def _raw_config(tmp: Path, name: str, timeout_s: float = 1.0) -> Path:
+    """The gateway over the raw upstream, its calls' deadline ``timeout_s`` without progress."""
+    servers = {"raw": {"command": sys.executable, "args": [str(RAW)],
+                       "toolscout": {"scopes": [], "timeout_s": timeout_s}}}  # fmt: skip
+    toolscout = {"mode": "direct", "connect_timeout_s": 60, "principal": {"subject": "dev"},
+                 "db": str(tmp / f"{name}.db"), "rate_per_second": 0}  # fmt: skip
+    path = tmp / f"{name}.json"
+    path.write_text(json.dumps({"mcpServers": servers, "toolscout": toolscout}))
+    return path
+
+
+RAW_CALLS: list[tuple[Any, dict[str, Any]]] = [
+    (30, _call("ok", {})),
+    (31, _call("malformed", {})),  # not a CallToolResult: tool_failed
+    (32, _call("refuse", {})),  # a JSON-RPC error: the upstream refused
+    (33, _call("progress", {"seconds": 2.0})),  # 2 s, but progress moves the 1 s deadline
+    (34, _call("ok", {"seconds": 1})),
+    (35, _call("shape", {})),  # breaks its output schema (last: the link is then re-made)
+]
+
+
+def test_the_gateways_own_upstream_client_answers_what_the_sdks_does(tmp_path: Path) -> None:
+    """Through the gateway's own upstream client (fast gateway) and the SDK's ``Client``
+    (``TOOLSCOUT_FASTCALL=off``): the same bytes and audit rows for a result, a malformed
+    result, a JSON-RPC error, a call kept alive past its deadline by progress, and a result
+    breaking its tool's output schema."""
+
+    async def session(fast: bool) -> dict[Any, bytes]:
+        name = "fast" if fast else "sdk"
+        wire = await Wire.start(_raw_config(tmp_path, name), tmp_path, fast)
+        await wire.request(1, "server/discover", {"_meta": ENVELOPE})
+        await wire.request(2, "tools/list", {"_meta": ENVELOPE})
+        answers = {rid: await wire.request(rid, "tools/call", p) for rid, p in RAW_CALLS}
+        assert await wire.close() == 0
+        return answers
+
+    async def both() -> tuple[dict[Any, bytes], dict[Any, bytes]]:
+        fast, sdk = await asyncio.gather(session(True), session(False))
+        return fast, sdk
+
+    fast, sdk = asyncio.run(both())
+    for rid, _ in RAW_CALLS:
+        assert fast[rid] == sdk[rid], (rid, fast[rid], sdk[rid])
+    said = {rid: json.loads(line)["result"] for rid, line in fast.items()}
+    assert said[30]["structuredContent"] == {"value": "fine"} and not said[30]["isError"]
+    assert said[31]["isError"] and "malformed result" in json.dumps(said[31])
+    assert said[32]["isError"] and "the raw upstream refuses" in json.dumps(said[32])
+    assert said[33]["structuredContent"] == {"value": "10 steps"}, said[33]
+    assert said[35]["isError"] and "upstream_unavailable" in json.dumps(said[35])
+    assert LEAN in (tmp_path / "fast.err").read_text()
+    assert LEAN not in (tmp_path / "sdk.err").read_text()
+    rows = {}
+    for name in ("fast", "sdk"):
+        log = AuditLog(tmp_path / f"{name}.audit.db")
+        try:
+            rows[name] = [(r.tool_id, r.status, r.reason) for r in log.read(subject="dev")]
+        finally:
+            log.close()
+    assert rows["fast"] == rows["sdk"]
+    assert ("raw/malformed", "error", "tool_failed") in rows["fast"], rows["fast"]
+
+
+def test_a_call_cancelled_on_the_gateways_own_client_is_cancelled_upstream(
+    tmp_path: Path,
+) -> None:
+    """A caller's cancellation of a call in flight on the gateway's own upstream client
+    reaches the upstream as ``notifications/cancelled`` for the id it was sent with."""
+
+    async def run() -> list[Any]:
+        config = _raw_config(tmp_path, "fast", timeout_s=120.0)
+        wire = await Wire.start(config, tmp_path, fast=True)
+        await wire.request(1, "server/discover", {"_meta": ENVELOPE})
+        await wire.request(2, "tools/list", {"_meta": ENVELOPE})
+        await wire.request(3, "tools/call", _call("ok", {}))
+        await wire.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                         "params": _call("hang", {})})  # fmt: skip
+        await _until_attempted(tmp_path / "fast.audit.db", "raw/hang")
+        cancel = {"requestId": 4, "reason": "gave up", "_meta": ENVELOPE}
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+        seen: list[Any] = []
+        for rid in range(5, 100):  # until the upstream has read the cancellation
+            answer = json.loads(await wire.request(rid, "tools/call", _call("cancelled", {})))
+            seen = json.loads(answer["result"]["structuredContent"]["value"])
+            if seen:
+                break
+            await asyncio.sleep(0.1)
+        assert await wire.close() == 0
+        return seen
+
+    seen = asyncio.run(run())
+    assert len(seen) == 1 and str(seen[0]).startswith("toolscout-"), seen
+    log = AuditLog(tmp_path / "fast.audit.db")
+    try:
+        hang = [r for r in log.read(subject="dev") if r.tool_id == "raw/hang"]
+    finally:
+        log.close()
+    assert hang[-1].status == "cancelled", hang
+    assert LEAN in (tmp_path / "fast.err").read_text()

@@ -121,6 +121,7 @@ _COLUMNS = (
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _MARKS = ",".join("?" * 15)
+_INSERT = f"INSERT INTO audit_log ({_COLUMNS}) VALUES ({_MARKS})"
 #: longest stored text field; anything the caller controls is cut to this
 MAX_FIELD = 256
 #: longest stored detail (exception text, upstream body)
@@ -246,6 +247,10 @@ class AuditLog:
     held by another writer before it fails (and the call is refused).
     """
 
+    #: a row after this connection's own last row is one ``INSERT`` (see :meth:`_write_many`)
+    _one_statement = True
+    _head: tuple[int, str] | None = None
+
     def __init__(
         self, path: str | Path, *, key: str | bytes | None = None, timeout_s: float = 10.0
     ) -> None:
@@ -276,6 +281,8 @@ class AuditLog:
         #: attempts begun here and not completed yet, by id, so :meth:`complete` chains
         #: the outcome without reading the attempt back
         self._open: dict[int, AuditRecord] = {}
+        #: (id, hash) of the last row this connection wrote, while it may still be the last
+        self._head = None
 
     def _check_key(self) -> None:
         row = self._conn.execute("SELECT value FROM audit_meta WHERE key = 'key_id'").fetchone()
@@ -346,34 +353,71 @@ class AuditLog:
         return record
 
     def _write_many(self, rows: list[tuple[tuple[Any, ...], str, int, str]]) -> list[AuditRecord]:
-        """Chain and insert ``rows`` (fields, kind, ref, detail) in one transaction."""
-        written: list[AuditRecord] = []
+        """Chain and insert ``rows`` (fields, kind, ref, detail) in one transaction.
+
+        One row after a row this connection wrote is one statement: an ``INSERT`` (its own
+        transaction) with the next id, chained to the head remembered here. The id is the
+        table's primary key, and rows are never updated or deleted, so the insert succeeds
+        only if no other writer appended since: the remembered head was the last row. On a
+        conflict (another connection or process wrote), the head is read under ``BEGIN
+        IMMEDIATE`` as for several rows. Either way the row is committed when this returns
+        (WAL, ``synchronous=NORMAL``: it survives the process; a power cut may lose the
+        last rows)."""
         with self._lock:
+            if len(rows) == 1 and self._head is not None and self._one_statement:
+                record = self._append_after(self._head, rows[0])
+                if record is not None:
+                    return [record]
+            return self._write_locked(rows)
+
+    def _chained(
+        self, prev: tuple[int, str], row: tuple[tuple[Any, ...], str, int, str]
+    ) -> tuple[Any, ...]:
+        """The stored values (``_COLUMNS``' order) of ``row`` chained after ``prev``."""
+        fields, kind, ref, detail = row
+        detail = clean_text(redact(detail), MAX_DETAIL) if detail else ""
+        row_id, prev_hash = prev[0] + 1, prev[1]
+        digest = _row_hash(prev_hash, (row_id, *fields, kind, ref, detail), self._key)
+        return (row_id, *fields, prev_hash, digest, kind, ref, detail)
+
+    def _append_after(
+        self, head: tuple[int, str], row: tuple[tuple[Any, ...], str, int, str]
+    ) -> AuditRecord | None:
+        """``row`` as the row after ``head`` in one autocommitted ``INSERT``; ``None`` when
+        another writer took that id (nothing was written)."""
+        values = self._chained(head, row)
+        try:
+            self._conn.execute(_INSERT, values)
+        except sqlite3.IntegrityError:
+            self._head = None
+            return None
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write the audit log at {self.path}: {exc}") from None
+        self._head = (values[0], values[11])
+        return AuditRecord(*values)
+
+    def _write_locked(self, rows: list[tuple[tuple[Any, ...], str, int, str]]) -> list[AuditRecord]:
+        written: list[AuditRecord] = []
+        self._head = None
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    last = self._conn.execute(
-                        "SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1"
-                    ).fetchone()
-                    prev_id, prev_hash = (last[0], last[1]) if last else (0, GENESIS)
-                    for fields, kind, ref, detail in rows:
-                        detail = clean_text(redact(detail), MAX_DETAIL) if detail else ""
-                        row_id = prev_id + 1
-                        row = (row_id, *fields, kind, ref, detail)
-                        digest = _row_hash(prev_hash, row, self._key)
-                        self._conn.execute(
-                            f"INSERT INTO audit_log ({_COLUMNS}) VALUES ({_MARKS})",
-                            (row_id, *fields, prev_hash, digest, kind, ref, detail),
-                        )
-                        record = (row_id, *fields, prev_hash, digest, kind, ref, detail)
-                        written.append(AuditRecord(*record))
-                        prev_id, prev_hash = row_id, digest
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot write the audit log at {self.path}: {exc}") from None
+                last = self._conn.execute(
+                    "SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1"
+                ).fetchone()
+                head = (last[0], last[1]) if last else (0, GENESIS)
+                for row in rows:
+                    values = self._chained(head, row)
+                    self._conn.execute(_INSERT, values)
+                    written.append(AuditRecord(*values))
+                    head = (values[0], values[11])
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write the audit log at {self.path}: {exc}") from None
+        self._head = head
         return written
 
     @staticmethod

@@ -100,6 +100,9 @@ class _Connection:
 class PostgresAuditLog(AuditLog):
     """:class:`AuditLog` in PostgreSQL (schema ``toolscout_audit``), shared by replicas."""
 
+    #: every write reads the head under the chain's advisory lock (replicas share the table)
+    _one_statement = False
+
     def __init__(
         self, dsn: str, *, key: str | bytes | None = None, timeout_s: float = 10.0
     ) -> None:

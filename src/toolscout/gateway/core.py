@@ -153,6 +153,8 @@ class Gateway:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
+        #: (the lookup, whether it is an Authority): a protocol check once per lookup object
+        self._authority: tuple[object, bool] = (tools, isinstance(tools, Authority))
 
     # ------------------------------------------------------------------ checks
 
@@ -179,6 +181,13 @@ class Gateway:
                 f"no executor is bound to {tool_id!r}", tool_id=tool_id, reason=NO_EXECUTOR
             )
         return executor
+
+    def _decider(self) -> Authority | None:
+        """The lookup when it is an :class:`Authority` (asked once per lookup object)."""
+        tools = self.tools
+        if self._authority[0] is not tools:
+            self._authority = (tools, isinstance(tools, Authority))
+        return tools if self._authority[1] else None  # type: ignore[return-value]
 
     def authorize(
         self, token: str | Principal, tool_id: str, arguments: Any, *, grant: str | None = None
@@ -211,9 +220,10 @@ class Gateway:
         pinned = getattr(self.tools, "pinned", None)
         with pinned() if callable(pinned) else contextlib.nullcontext():
             spec = self.tools.spec(tool_id) if len(tool_id) <= MAX_TOOL_ID else None
-            if isinstance(self.tools, Authority):
+            authority = self._decider()
+            if authority is not None:
                 # the catalog's current policy and state: never a copy taken at start-up
-                decision = self.tools.decide(principal, tool_id) if spec is not None else UNKNOWN
+                decision = authority.decide(principal, tool_id) if spec is not None else UNKNOWN
             else:
                 policy = self.policy or PolicyConfig()
                 decision = decide(principal, spec.card if spec is not None else None, policy)
@@ -243,7 +253,7 @@ class Gateway:
         digest = self.audit.digest(text)
         if self.strict and self.grants is not None:
             self.grants.check(grant, principal, tool_id)
-        self.validator.validate(spec, arguments)
+        self.validator.validate(spec, arguments, checked=True)
         return principal, spec, digest, arguments
 
     # ------------------------------------------------------------------ execution

@@ -89,9 +89,13 @@ class ArgumentValidator:
                 self._validators.popitem(last=False)
         return compiled
 
-    def validate(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> None:
-        """Raise :class:`ArgumentError` unless ``arguments`` fit the tool's schema."""
-        check_arguments(arguments, tool_id=spec.id)
+    def validate(
+        self, spec: ToolSpec, arguments: Mapping[str, Any], *, checked: bool = False
+    ) -> None:
+        """Raise :class:`ArgumentError` unless ``arguments`` fit the tool's schema
+        (``checked``: the caller already ran :func:`check_arguments` on them)."""
+        if not checked:
+            check_arguments(arguments, tool_id=spec.id)
         compiled = self._compiled(spec)
         if not (self.allow_unknown or compiled.open_ended):
             unknown = sorted(k for k in arguments if k not in compiled.known)

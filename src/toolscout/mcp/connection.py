@@ -30,6 +30,7 @@ from toolscout.cards import ToolSpec
 from toolscout.errors import ExecutorError
 from toolscout.mcp.cards import UpstreamTool, specs_from_tools
 from toolscout.mcp.config import ServerConfig
+from toolscout.mcp.lean import LeanStdio, lean_enabled
 from toolscout.mcp.processes import SPAWNED, leaders, resolve_command
 from toolscout.mcp.relay import LINK, Link, Relay
 from toolscout.mcp.timeline import mark
@@ -121,6 +122,8 @@ class Upstream:
         #: set once the first attempt to connect and list has ended, either way
         self.tried = asyncio.Event()
         self._client: Any = None
+        #: the stdio transport of the current connection, when it is the gateway's own
+        self._lean: LeanStdio | None = None
         self._digest = ""
         self._broken = asyncio.Event()
         self._changed = asyncio.Event()
@@ -153,7 +156,12 @@ class Upstream:
                 command=resolve_command(cfg.command, cfg.env), args=list(cfg.args),
                 env=dict(cfg.env or {}) or None, cwd=cfg.cwd,
             )  # fmt: skip
-            transport = stdio_client(params, errlog=self.errlog or sys.stderr)
+            if lean_enabled():  # the gateway's own tools/call over it (mcp/lean.py)
+                self._lean = LeanStdio(params, self.errlog or sys.stderr)
+                transport = self._lean.streams()
+            else:
+                self._lean = None
+                transport = stdio_client(params, errlog=self.errlog or sys.stderr)
         client = Client(
             transport,
             client_info=Implementation(name="toolscout-gateway", version="0.1.0"),
@@ -399,6 +407,9 @@ class Upstream:
 
         async def send(client: Any) -> Any:
             progress = link.progress if link is not None else None
+            lean = self._lean
+            if lean is not None and lean.open:  # written and read below the SDK's session
+                return await lean.call_tool(client, name, dict(arguments), progress)
             return await client.call_tool(name, dict(arguments), progress_callback=progress)
 
         if link is not None and link.task is not None:  # a task-augmented call (2025-11-25)

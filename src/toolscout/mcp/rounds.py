@@ -37,19 +37,42 @@ class _Round:
         self.caller = caller
         self.link = link
         self.task: asyncio.Task[Any] | None = None
-        self.asked: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        #: questions not yet put to the caller, in the order asked
+        self.asked: list[tuple[str, Any]] = []
         self.waiting: dict[str, tuple[asyncio.Future[Any], type[Any]]] = {}
         self.since = time.monotonic()
         self._n = 0
+        #: set when the call ends or asks (what :meth:`Rounds._wait` sleeps on)
+        self._wake: asyncio.Future[None] | None = None
+
+    def start(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.task = asyncio.get_running_loop().create_task(coro)
+        self.task.add_done_callback(self._poke)
+
+    def _poke(self, _: object = None) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
 
     async def ask(self, request: Any, result_type: type[Any]) -> Any:
-        """The upstream's question: queued for the caller's next answer; its answer."""
+        """The upstream's question: put to the caller with the next answer; its answer."""
         self._n += 1
         key = f"q{self._n}"
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.waiting[key] = (future, result_type)
-        await self.asked.put((key, request))
+        self.asked.append((key, request))
+        self._poke()
         return await future
+
+    async def settled(self) -> None:
+        """Until the call ended or asked something (no task, no queue: one future)."""
+        assert self.task is not None
+        if self.asked or self.task.done():
+            return
+        self._wake = asyncio.get_running_loop().create_future()
+        try:
+            await self._wake
+        finally:
+            self._wake = None
 
     def answer(self, responses: dict[str, Any]) -> None:
         for key, response in responses.items():
@@ -103,28 +126,22 @@ class Rounds:
             return await self._wait(found)
         current = _Round(caller, link)
         link.asker = current.ask
-        current.task = asyncio.get_running_loop().create_task(start())
+        current.start(start())
         return await self._wait(current)
 
     async def _wait(self, current: _Round) -> Any:
         from mcp.types import InputRequiredResult
 
         assert current.task is not None
-        question = asyncio.ensure_future(current.asked.get())
         try:
-            await asyncio.wait({current.task, question}, return_when=asyncio.FIRST_COMPLETED)
+            await current.settled()
         except asyncio.CancelledError:
             current.cancel()  # the caller went away mid-round
             raise
-        finally:
-            if not question.done():
-                question.cancel()
-        if current.task.done() and not question.done():
+        if not current.asked:
             return current.task.result()
-        asked = dict([question.result()])
-        while not current.asked.empty():
-            key, request = current.asked.get_nowait()
-            asked[key] = request
+        asked = dict(current.asked)
+        current.asked.clear()
         state = secrets.token_urlsafe(24)
         current.since = time.monotonic()
         self._waiting[state] = current
