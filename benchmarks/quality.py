@@ -45,8 +45,10 @@ START, END = "<!-- quality:start -->", "<!-- quality:end -->"
 #: the weight of each set's requests no tool serves in the confidence fit (a share of the
 #: set's; fixed by design, not fitted: the dev sets hold no such request to fit it on)
 NO_TOOL_SHARE = 0.1
-#: the strategies every set runs (plus hybrid-held-out)
-STRATEGIES = ("bm25", "dense", "hybrid-fixed", "hybrid", "hybrid-no-prerequisites")
+#: the strategies every set runs (plus hybrid-held-out): the parts, then the shipped default
+PARTS = ("bm25", "dense", "hybrid-fixed")
+IN_SET = ("hybrid", "hybrid-no-prerequisites")
+STRATEGIES = (*PARTS, *IN_SET)
 #: the lexical lead's margin is chosen on this grid (calibrate.LEAD_MARGIN); 1 never leads
 LEAD_MARGINS = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 1.0)
 HELD_OUT = "hybrid-held-out"
@@ -411,6 +413,36 @@ def opened_set(
         yield cat, list(scored)
 
 
+class Stages:
+    """The heavy steps' results kept on disk (``--stages DIR``), so that a full run can be
+    made in pieces (each under the heavy lock for a while; an interrupted run resumes).
+
+    A result is found again by its step, set, query limit and a digest of what it was
+    computed from (the constants of the fit it used, the grid's blends); ``None`` keeps
+    nothing. The code is not part of the key: clear the directory when it changes."""
+
+    def __init__(self, root: Path | None, limit: int | None) -> None:
+        self.root, self.limit = root, limit
+        if root is not None:
+            root.mkdir(parents=True, exist_ok=True)
+
+    def get(self, step: str, name: str, inputs: Any, make: Any) -> Any:
+        import hashlib
+        import pickle
+
+        if self.root is None:
+            return make()
+        raw = json.dumps(inputs, sort_keys=True, default=str).encode()
+        path = self.root / f"{step}-{name}-{self.limit}-{hashlib.sha256(raw).hexdigest()[:12]}.pkl"
+        if path.exists():
+            return pickle.loads(path.read_bytes())
+        value = make()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(value))
+        tmp.replace(path)
+        return value
+
+
 def fit_constants(
     sets: Sequence[Path],
     workdir: Path,
@@ -418,6 +450,7 @@ def fit_constants(
     embedder: Any,
     console: Any,
     blends: Sequence[float] | None = None,
+    stages: Stages | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Pass 1: index every set, collect ranker examples, fit per held-out set and on all;
     also each set's blend grid (recall@5 per blend/yield pair, and its best part's)."""
@@ -432,11 +465,16 @@ def fit_constants(
         recall_grid,
     )
 
+    stages = stages or Stages(None, limit)
+
+    def set_examples(d: Path) -> Any:
+        with opened_set(d, workdir, limit, embedder, index=True) as (cat, scored):
+            return examples(cat, scored)
+
     by_set: dict[str, Any] = {}
     for d in sets:
         start = time.perf_counter()
-        with opened_set(d, workdir, limit, embedder, index=True) as (cat, scored):
-            by_set[d.name] = examples(cat, scored)
+        by_set[d.name] = stages.get("examples", d.name, None, lambda d=d: set_examples(d))
         console.print(
             f"{d.name}: {len(by_set[d.name])} examples ({time.perf_counter() - start:.0f}s)"
         )
@@ -452,10 +490,17 @@ def fit_constants(
     # prior, against the best of its parts; chosen per held-out set on the others only
     grids: dict[str, Any] = {}
     parts: dict[str, list[float]] = {}
-    for d in sets:
+
+    def set_grid(d: Path) -> tuple[list[float], Any]:
         with opened_set(d, workdir, limit, embedder) as (cat, scored):
-            parts[d.name] = best_part(cat, scored)
-            grids[d.name] = recall_grid(cat, scored, held_settings(fits[d.name]), blends)
+            return best_part(cat, scored), recall_grid(
+                cat, scored, held_settings(fits[d.name]), blends
+            )
+
+    for d in sets:
+        parts[d.name], grids[d.name] = stages.get(
+            "grid", d.name, [fits[d.name], list(blends)], lambda d=d: set_grid(d)
+        )
         console.print(f"{d.name}: best part {mean(parts[d.name]):.3f}; blend grid done")
     for name in [*by_set, None]:
         fit_ = fits[name or "all"]
@@ -473,18 +518,25 @@ def fit_constants(
             "held_out_margin": [round(margin, 4), round(low, 4), round(high, 4)],
         }
         grid[n].update({f"{a:g}/{y:g}": round(mean(v), 4) for (a, y), v in g.items()})
-    fit_lead_margin(sets, workdir, limit, embedder, fits, grid)
+    fit_lead_margin(sets, workdir, limit, embedder, fits, grid, stages)
     console.print("lead margin: " + ", ".join(f"{k} {v['lead_margin']:g}" for k, v in fits.items()))
     # the confidence model reads each set's selections as the held-out run makes them (the
     # ranker prior fitted without that set: a catalog the prior has not seen, like a user's)
     rows: dict[str, tuple[Any, Any]] = {}
     negatives: dict[str, Any] = {}
-    for d in sets:
+
+    def set_rows(d: Path) -> tuple[tuple[Any, Any], Any]:
         with opened_set(d, workdir, limit, embedder) as (cat, scored):
-            rows[d.name] = confidence_rows(cat, scored, held_settings(fits[d.name]))
-            negatives[d.name] = confidence_rows(
-                cat, no_tool_requests(cat), held_settings(fits[d.name])
-            )[0]
+            held = held_settings(fits[d.name])
+            return (
+                confidence_rows(cat, scored, held),
+                confidence_rows(cat, no_tool_requests(cat), held)[0],
+            )
+
+    for d in sets:
+        rows[d.name], negatives[d.name] = stages.get(
+            "confidence", d.name, fits[d.name], lambda d=d: set_rows(d)
+        )
     for name in [*by_set, None]:
         fits[name or "all"]["confidence"] = fit_confidence_without(rows, negatives, name)
     for n, x in negatives.items():
@@ -499,6 +551,7 @@ def fit_lead_margin(
     embedder: Any,
     fits: dict[str, Any],
     grid: dict[str, Any],
+    stages: Stages | None = None,
 ) -> None:
     """The lexical lead's margin (``calibrate.LEAD_MARGIN``), leave-one-set-out.
 
@@ -525,9 +578,14 @@ def fit_lead_margin(
                 grid[d.name]["lead"] = {"pseudo_gap": round(gaps[d.name], 3)}
                 continue
             base = held_settings(fits[d.name])
-            recalls[d.name] = (
-                mean(set_recalls(cat, scored, base.but(lexical_lead_margin=1.0))),
-                mean(set_recalls(cat, scored, base.but(lexical_lead_margin=-1.0))),
+            recalls[d.name] = (stages or Stages(None, limit)).get(
+                "lead",
+                d.name,
+                fits[d.name],
+                lambda cat=cat, scored=scored, base=base: (
+                    mean(set_recalls(cat, scored, base.but(lexical_lead_margin=1.0))),
+                    mean(set_recalls(cat, scored, base.but(lexical_lead_margin=-1.0))),
+                ),
             )
         grid[d.name]["lead"] = {
             "pseudo_gap": round(gaps[d.name], 3),
@@ -596,6 +654,22 @@ def no_tool_summary(x: Any, model: Sequence[float]) -> dict[str, float]:
         "mean_confidence": round(float(conf.mean()), 3),
         "max_confidence": round(float(conf.max()), 3),
         "flagged": round(float((conf < threshold).mean()), 3),
+    }
+
+
+def shipped() -> dict[str, Any]:
+    """The shipped constants the in-set default runs with (a stage's key)."""
+    from toolscout.discovery import calibrate, gates, search
+
+    return {
+        "prior": calibrate.PRIOR,
+        "none": calibrate.PRIOR_NONE,
+        "platt": calibrate.PLATT,
+        "blend": calibrate.BLEND,
+        "confidence": calibrate.CONFIDENCE,
+        "lead_margin": calibrate.LEAD_MARGIN,
+        "dedupe_yield": search.DEDUPE_YIELD,
+        "gates": gates.SHIPPED,
     }
 
 
@@ -746,6 +820,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the blend grid, comma-separated (default: fitting.BLENDS; fewer is faster)",
     )
     parser.add_argument(
+        "--stages",
+        type=Path,
+        default=None,
+        help="keep each heavy step's result here and reuse it (resume a run made in pieces; "
+        "clear it when the code changes)",
+    )
+    parser.add_argument(
+        "--fits-only",
+        action="store_true",
+        help="stop after the fits (write them and the grid to --json; no docs, no reports)",
+    )
+    parser.add_argument(
         "--render",
         action="store_true",
         help="only write the docs section again from --json (the run's own command is kept)",
@@ -768,7 +854,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="toolscout-quality-") as tmp:
         workdir = args.cache or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        fits, grid = fit_constants(sets, workdir, args.limit, embedder, console, args.blends)
+        stages = Stages(args.stages, args.limit)
+        fits, grid = fit_constants(
+            sets, workdir, args.limit, embedder, console, args.blends, stages
+        )
+        if args.fits_only:
+            command = command_line("benchmarks/quality.py", args_list)
+            write_results(args.json, command, fits=fits, grid=grid)
+            print(json.dumps({"fits": fits, "grid": grid}, indent=1))
+            return 0
         reports: dict[str, dict[str, Any]] = {}
         for d in sets:
             console.print(f"[bold]{d.name}[/]")
@@ -783,22 +877,35 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "embedder": embedder,
                 "db": workdir / f"{d.name}.db",
             }
-            with progress_bar(console, not args.no_progress) as bar:
-                report = run(
-                    d / "tools.jsonl", d / "queries.jsonl",
-                    strategies=STRATEGIES, progress=bar, **common,
-                )  # fmt: skip
-            # the held-out run on its own, with the confidence model fitted without this set
-            with (
-                progress_bar(console, not args.no_progress) as bar,
-                confidence_model(held["confidence"]),
+
+            def strategies(names: Sequence[str], d: Path = d, common: Any = common) -> Any:
+                with progress_bar(console, not args.no_progress) as bar:
+                    return run(
+                        d / "tools.jsonl", d / "queries.jsonl",
+                        strategies=names, progress=bar, **common,
+                    )  # fmt: skip
+
+            def held_out(
+                d: Path = d, common: Any = common, extra: Any = extra, held: Any = held
+            ) -> Any:
+                # the held-out run on its own, with the confidence model fitted without it
+                with (
+                    progress_bar(console, not args.no_progress) as bar,
+                    confidence_model(held["confidence"]),
+                ):
+                    return run(
+                        d / "tools.jsonl", d / "queries.jsonl",
+                        strategies=(), progress=bar, extra=extra, **common,
+                    )  # fmt: skip
+
+            # the parts depend on no fitted constant, the in-set default on the shipped ones
+            report = stages.get("parts", d.name, None, lambda: strategies(PARTS))
+            for more in (
+                stages.get("in-set", d.name, shipped(), lambda: strategies(IN_SET)),
+                stages.get("held-out", d.name, held, held_out),
             ):
-                alone = run(
-                    d / "tools.jsonl", d / "queries.jsonl",
-                    strategies=(), progress=bar, extra=extra, **common,
-                )  # fmt: skip
-            report["strategies"].update(alone["strategies"])
-            report["failures"] += alone["failures"]
+                report["strategies"].update(more["strategies"])
+                report["failures"] += more["failures"]
             reports[d.name] = report
             reports[d.name]["held_out_fit"] = held
 

@@ -9,8 +9,8 @@ examples through the product's own retrieval, :func:`fit_prior` fits on every
 set but one, :func:`fit_platt` scales confidence on the same sets. The blend of the
 fixed fusion into the learned score and the dedupe yield are chosen on a grid
 (:func:`recall_grid`) for the largest worst margin over the product's own parts
-(:func:`best_part`) across the other sets (:func:`choose_blend`): the goal is never to lose
-to a part on a catalog not seen.
+(:func:`best_part`) across the other sets, the larger mean margin on a tie
+(:func:`choose_blend`): the goal is never to lose to a part on a catalog not seen.
 """
 
 from __future__ import annotations
@@ -185,7 +185,9 @@ def choose_blend(
     grids: Mapping[str, Grid], parts: Mapping[str, Sequence[float]], held_out: str | None
 ) -> tuple[float, float]:
     """The (blend, yield) whose worst mean margin over the best part, across every set but
-    ``held_out``, is largest (ties: the smaller blend, then the smaller yield)."""
+    ``held_out``, is largest; on a tie of the worst margins, the larger mean margin over
+    those sets (as ``orders_guards.choose`` breaks its ties), then the smaller blend, then
+    the smaller yield."""
     names = [n for n in sorted(grids) if n != held_out]
     if not names:
         raise ValueError("choose_blend needs at least one set besides the held-out one")
@@ -193,12 +195,14 @@ def choose_blend(
     if not pairs:
         raise ValueError("the sets' grids share no (blend, yield) pair")
 
-    def worst(pair: tuple[float, float]) -> float:
-        return min(mean(grids[n][pair]) - mean(parts[n]) for n in names)
+    def margins(pair: tuple[float, float]) -> tuple[float, float]:
+        m = [mean(grids[n][pair]) - mean(parts[n]) for n in names]
+        return min(m), mean(m)
 
     best = pairs[0]
     for pair in pairs[1:]:
-        if worst(pair) > worst(best) + 1e-9:
+        (worst, avg), (best_worst, best_avg) = margins(pair), margins(best)
+        if worst > best_worst + 1e-9 or (worst > best_worst - 1e-9 and avg > best_avg + 1e-9):
             best = pair
     return best
 
