@@ -479,10 +479,17 @@ def fit_constants(
             f"{d.name}: {len(by_set[d.name])} examples ({time.perf_counter() - start:.0f}s)"
         )
     fits: dict[str, Any] = {}
-    for name in [*by_set, None]:
+
+    def fit_without(name: str | None) -> dict[str, Any]:
         w, b = fit_prior(by_set, name)
         a, c = fit_platt(by_set, name, w, b)
-        fits[name or "all"] = {"prior": [round(x, 4) for x in (*w, b)], "platt": [a, c]}
+        return {"prior": [round(x, 4) for x in (*w, b)], "platt": [a, c]}
+
+    for name in [*by_set, None]:
+        # keyed by the examples' sets (the examples themselves are a stage of their own)
+        fits[name or "all"] = stages.get(
+            "prior", name or "all", sorted(by_set), lambda name=name: fit_without(name)
+        )
     from toolscout.evaluate.fitting import BLENDS
 
     blends = BLENDS if blends is None else blends
