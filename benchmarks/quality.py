@@ -455,13 +455,13 @@ def fit_constants(
     """Pass 1: index every set, collect ranker examples, fit per held-out set and on all;
     also each set's blend grid (recall@5 per blend/yield pair, and its best part's)."""
     from toolscout.evaluate.fitting import (
-        best_part,
         choose_blend,
         examples,
         fit_platt,
         fit_prior,
         mean,
         paired_interval,
+        part_scores,
         recall_grid,
     )
 
@@ -496,18 +496,23 @@ def fit_constants(
     # the blend and the dedupe yield: each set's recall@5 over the grid with its held-out
     # prior, against the best of its parts; chosen per held-out set on the others only
     grids: dict[str, Any] = {}
+    completes: dict[str, Any] = {}
+    every_part: dict[str, Any] = {}
     parts: dict[str, list[float]] = {}
 
-    def set_grid(d: Path) -> tuple[list[float], Any]:
+    def set_grid(d: Path) -> tuple[Any, Any, Any]:
+        complete: dict[Any, list[float]] = {}
         with opened_set(d, workdir, limit, embedder) as (cat, scored):
-            return best_part(cat, scored), recall_grid(
-                cat, scored, held_settings(fits[d.name]), blends
-            )
+            scores = part_scores(cat, scored)
+            grid = recall_grid(cat, scored, held_settings(fits[d.name]), blends, complete=complete)
+        return scores, grid, complete
 
     for d in sets:
-        parts[d.name], grids[d.name] = stages.get(
+        every_part[d.name], grids[d.name], completes[d.name] = stages.get(
             "grid", d.name, [fits[d.name], list(blends)], lambda d=d: set_grid(d)
         )
+        # the best part: the one with the best mean recall@5 (ties: the first)
+        parts[d.name] = max((v[0] for v in every_part[d.name].values()), key=mean)
         console.print(f"{d.name}: best part {mean(parts[d.name]):.3f}; blend grid done")
     for name in [*by_set, None]:
         fit_ = fits[name or "all"]
@@ -523,6 +528,11 @@ def fit_constants(
         grid[n] = {
             "best_part": round(mean(parts[n]), 4),
             "held_out_margin": [round(margin, 4), round(low, 4), round(high, 4)],
+            # recall@5 and complete@5 of each part and of the held-out default at its pair
+            "parts": {
+                k: [round(mean(r), 4), round(mean(c), 4)] for k, (r, c) in every_part[n].items()
+            },
+            "held_out": [round(mean(g[pair]), 4), round(mean(completes[n][pair]), 4)],
         }
         grid[n].update({f"{a:g}/{y:g}": round(mean(v), 4) for (a, y), v in g.items()})
     fit_lead_margin(sets, workdir, limit, embedder, fits, grid, stages)
@@ -548,6 +558,7 @@ def fit_constants(
         fits[name or "all"]["confidence"] = fit_confidence_without(rows, negatives, name)
     for n, x in negatives.items():
         grid[n]["no_tool"] = no_tool_summary(x, fits[n]["confidence"])
+        grid[n]["ece_held_out"] = rows_ece(rows[n], fits[n]["confidence"])
     return fits, grid
 
 
@@ -645,6 +656,22 @@ def no_tool_requests(catalog: Any) -> list[NoTool]:
         for _ in mixtures
     ]
     return [NoTool(t) for t in mixtures + letters]
+
+
+def rows_ece(rows: tuple[Any, Any], model: Sequence[float]) -> float:
+    """The ECE of a confidence model on a set's rows (``confidence_rows``; the queries
+    shown nothing, confidence 0 by rule, are not among them)."""
+    import numpy as np
+
+    from toolscout.discovery.calibrate import sigmoid
+    from toolscout.evaluate.metrics import reliability
+
+    x, y = rows
+    if not len(y):
+        return 0.0
+    conf = sigmoid(np.asarray(x) @ np.asarray(model))
+    pairs = list(zip(conf.tolist(), (y > 0.5).tolist(), strict=True))
+    return round(float(reliability(pairs)["ece"]), 4)
 
 
 def no_tool_summary(x: Any, model: Sequence[float]) -> dict[str, float]:
