@@ -184,7 +184,7 @@ def reliability_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 f"| {name} | {row['decile'] / 10:.1f}–{(row['decile'] + 1) / 10:.1f} "
                 f"| {row['n']}{small} | {row['confidence']:.2f} | {row['right']:.2f} | {gap:.2f} |"
             )
-        if rel:
+        if rel.get("deciles"):
             floor = calibrated_max_gap(rel["deciles"])
             lines.append(
                 f"| {name} | max gap (deciles ≥5%); ECE {rel['ece']:.2f}; a calibrated "
@@ -346,6 +346,8 @@ def markdown(
             *no_tool_table(grid or {}),
         ]
     for name, report in reports.items():
+        if "k" not in report:
+            continue  # made from a --fits-only run: no per-set report
         lines += [f"### {name}", "", summary_line(report) + ".", "", markdown_table(report)]
     if plot:
         lines += [f"![recall@k per strategy]({plot})", ""]
@@ -558,7 +560,7 @@ def fit_constants(
         fits[name or "all"]["confidence"] = fit_confidence_without(rows, negatives, name)
     for n, x in negatives.items():
         grid[n]["no_tool"] = no_tool_summary(x, fits[n]["confidence"])
-        grid[n]["ece_held_out"] = rows_ece(rows[n], fits[n]["confidence"])
+        grid[n]["reliability_held_out"] = rows_reliability(rows[n], fits[n]["confidence"])
     return fits, grid
 
 
@@ -658,9 +660,10 @@ def no_tool_requests(catalog: Any) -> list[NoTool]:
     return [NoTool(t) for t in mixtures + letters]
 
 
-def rows_ece(rows: tuple[Any, Any], model: Sequence[float]) -> float:
-    """The ECE of a confidence model on a set's rows (``confidence_rows``; the queries
-    shown nothing, confidence 0 by rule, are not among them)."""
+def rows_reliability(rows: tuple[Any, Any], model: Sequence[float]) -> dict[str, Any]:
+    """The reliability (deciles, max gap, ECE) of a confidence model on a set's rows
+    (``confidence_rows``; the queries shown nothing, confidence 0 by rule, are not among
+    them)."""
     import numpy as np
 
     from toolscout.discovery.calibrate import sigmoid
@@ -668,10 +671,9 @@ def rows_ece(rows: tuple[Any, Any], model: Sequence[float]) -> float:
 
     x, y = rows
     if not len(y):
-        return 0.0
+        return {}
     conf = sigmoid(np.asarray(x) @ np.asarray(model))
-    pairs = list(zip(conf.tolist(), (y > 0.5).tolist(), strict=True))
-    return round(float(reliability(pairs)["ece"]), 4)
+    return reliability(list(zip(conf.tolist(), (y > 0.5).tolist(), strict=True)))
 
 
 def no_tool_summary(x: Any, model: Sequence[float]) -> dict[str, float]:
@@ -824,11 +826,31 @@ def shown_args(args: Sequence[str]) -> list[str]:
     return out
 
 
+def reports_from_grid(grid: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The held-out figures a --fits-only run holds (each part's and the held-out default's
+    recall@5 and complete@5 at its pair, the held-out confidence's reliability), in the
+    shape of the reports the tables read."""
+
+    def scored(pair: Sequence[float]) -> dict[str, Any]:
+        return {"recall@5": pair[0], "complete@5": pair[1]}
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, g in grid.items():
+        strategies = {k: scored(v) for k, v in g["parts"].items()}
+        strategies[HELD_OUT] = {
+            **scored(g["held_out"]),
+            "reliability": g.get("reliability_held_out") or {},
+        }
+        out[name] = {"strategies": strategies}
+    return out
+
+
 def render(results: Path, docs: Path, plot: Path) -> int:
     """The docs section again from a finished run's JSON (tables only; nothing is re-run)."""
     try:
         doc = json.loads(results.read_text(encoding="utf-8"))
-        reports, command, fits = doc["sets"], doc["command"], doc["fits"]
+        command, fits = doc["command"], doc["fits"]
+        reports = doc["sets"] if "sets" in doc else reports_from_grid(doc["grid"])
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"error: {results} is not a quality.py result ({exc})") from exc
     section = markdown(reports, command, os.path.relpath(plot, docs.parent), fits, doc.get("grid"))
