@@ -134,8 +134,8 @@ def grid_table(grid: Mapping[str, Any], fits: Mapping[str, Any]) -> list[str]:
         "The blend and dedupe yield grid (`fitting.recall_grid`): recall@5 of the default "
         "minus the set's best part ("
         + ", ".join(f"{n} {grid[n]['best_part']:.3f}" for n in names)
-        + "); a fit takes the pair with the largest worst margin over its sets, the smaller "
-        "blend and yield on a tie (`fitting.choose_blend`).",
+        + "); a fit takes the pair with the largest worst margin over its sets, on a tie the "
+        "larger mean margin, then the smaller blend and yield (`fitting.choose_blend`).",
         "",
         "| blend / yield | " + " | ".join(names) + " | worst | chosen by the fit without |",
         "|---|" + "---|" * (len(names) + 2),
