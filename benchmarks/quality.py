@@ -45,8 +45,10 @@ START, END = "<!-- quality:start -->", "<!-- quality:end -->"
 #: the weight of each set's requests no tool serves in the confidence fit (a share of the
 #: set's; fixed by design, not fitted: the dev sets hold no such request to fit it on)
 NO_TOOL_SHARE = 0.1
-#: the strategies every set runs (plus hybrid-held-out)
-STRATEGIES = ("bm25", "dense", "hybrid-fixed", "hybrid", "hybrid-no-prerequisites")
+#: the strategies every set runs (plus hybrid-held-out): the parts, then the shipped default
+PARTS = ("bm25", "dense", "hybrid-fixed")
+IN_SET = ("hybrid", "hybrid-no-prerequisites")
+STRATEGIES = (*PARTS, *IN_SET)
 #: the lexical lead's margin is chosen on this grid (calibrate.LEAD_MARGIN); 1 never leads
 LEAD_MARGINS = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 1.0)
 HELD_OUT = "hybrid-held-out"
@@ -132,8 +134,8 @@ def grid_table(grid: Mapping[str, Any], fits: Mapping[str, Any]) -> list[str]:
         "The blend and dedupe yield grid (`fitting.recall_grid`): recall@5 of the default "
         "minus the set's best part ("
         + ", ".join(f"{n} {grid[n]['best_part']:.3f}" for n in names)
-        + "); a fit takes the pair with the largest worst margin over its sets, the smaller "
-        "blend and yield on a tie (`fitting.choose_blend`).",
+        + "); a fit takes the pair with the largest worst margin over its sets, on a tie the "
+        "larger mean margin, then the smaller blend and yield (`fitting.choose_blend`).",
         "",
         "| blend / yield | " + " | ".join(names) + " | worst | chosen by the fit without |",
         "|---|" + "---|" * (len(names) + 2),
@@ -182,7 +184,7 @@ def reliability_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 f"| {name} | {row['decile'] / 10:.1f}–{(row['decile'] + 1) / 10:.1f} "
                 f"| {row['n']}{small} | {row['confidence']:.2f} | {row['right']:.2f} | {gap:.2f} |"
             )
-        if rel:
+        if rel.get("deciles"):
             floor = calibrated_max_gap(rel["deciles"])
             lines.append(
                 f"| {name} | max gap (deciles ≥5%); ECE {rel['ece']:.2f}; a calibrated "
@@ -344,6 +346,8 @@ def markdown(
             *no_tool_table(grid or {}),
         ]
     for name, report in reports.items():
+        if "k" not in report:
+            continue  # made from a --fits-only run: no per-set report
         lines += [f"### {name}", "", summary_line(report) + ".", "", markdown_table(report)]
     if plot:
         lines += [f"![recall@k per strategy]({plot})", ""]
@@ -411,6 +415,36 @@ def opened_set(
         yield cat, list(scored)
 
 
+class Stages:
+    """The heavy steps' results kept on disk (``--stages DIR``), so that a full run can be
+    made in pieces (each under the heavy lock for a while; an interrupted run resumes).
+
+    A result is found again by its step, set, query limit and a digest of what it was
+    computed from (the constants of the fit it used, the grid's blends); ``None`` keeps
+    nothing. The code is not part of the key: clear the directory when it changes."""
+
+    def __init__(self, root: Path | None, limit: int | None) -> None:
+        self.root, self.limit = root, limit
+        if root is not None:
+            root.mkdir(parents=True, exist_ok=True)
+
+    def get(self, step: str, name: str, inputs: Any, make: Any) -> Any:
+        import hashlib
+        import pickle
+
+        if self.root is None:
+            return make()
+        raw = json.dumps(inputs, sort_keys=True, default=str).encode()
+        path = self.root / f"{step}-{name}-{self.limit}-{hashlib.sha256(raw).hexdigest()[:12]}.pkl"
+        if path.exists():
+            return pickle.loads(path.read_bytes())
+        value = make()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(value))
+        tmp.replace(path)
+        return value
+
+
 def fit_constants(
     sets: Sequence[Path],
     workdir: Path,
@@ -418,44 +452,69 @@ def fit_constants(
     embedder: Any,
     console: Any,
     blends: Sequence[float] | None = None,
+    stages: Stages | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Pass 1: index every set, collect ranker examples, fit per held-out set and on all;
     also each set's blend grid (recall@5 per blend/yield pair, and its best part's)."""
     from toolscout.evaluate.fitting import (
-        best_part,
         choose_blend,
         examples,
         fit_platt,
         fit_prior,
         mean,
         paired_interval,
+        part_scores,
         recall_grid,
     )
+
+    stages = stages or Stages(None, limit)
+
+    def set_examples(d: Path) -> Any:
+        with opened_set(d, workdir, limit, embedder, index=True) as (cat, scored):
+            return examples(cat, scored)
 
     by_set: dict[str, Any] = {}
     for d in sets:
         start = time.perf_counter()
-        with opened_set(d, workdir, limit, embedder, index=True) as (cat, scored):
-            by_set[d.name] = examples(cat, scored)
+        by_set[d.name] = stages.get("examples", d.name, None, lambda d=d: set_examples(d))
         console.print(
             f"{d.name}: {len(by_set[d.name])} examples ({time.perf_counter() - start:.0f}s)"
         )
     fits: dict[str, Any] = {}
-    for name in [*by_set, None]:
+
+    def fit_without(name: str | None) -> dict[str, Any]:
         w, b = fit_prior(by_set, name)
         a, c = fit_platt(by_set, name, w, b)
-        fits[name or "all"] = {"prior": [round(x, 4) for x in (*w, b)], "platt": [a, c]}
+        return {"prior": [round(x, 4) for x in (*w, b)], "platt": [a, c]}
+
+    for name in [*by_set, None]:
+        # keyed by the examples' sets (the examples themselves are a stage of their own)
+        fits[name or "all"] = stages.get(
+            "prior", name or "all", sorted(by_set), lambda name=name: fit_without(name)
+        )
     from toolscout.evaluate.fitting import BLENDS
 
     blends = BLENDS if blends is None else blends
     # the blend and the dedupe yield: each set's recall@5 over the grid with its held-out
     # prior, against the best of its parts; chosen per held-out set on the others only
     grids: dict[str, Any] = {}
+    completes: dict[str, Any] = {}
+    every_part: dict[str, Any] = {}
     parts: dict[str, list[float]] = {}
-    for d in sets:
+
+    def set_grid(d: Path) -> tuple[Any, Any, Any]:
+        complete: dict[Any, list[float]] = {}
         with opened_set(d, workdir, limit, embedder) as (cat, scored):
-            parts[d.name] = best_part(cat, scored)
-            grids[d.name] = recall_grid(cat, scored, held_settings(fits[d.name]), blends)
+            scores = part_scores(cat, scored)
+            grid = recall_grid(cat, scored, held_settings(fits[d.name]), blends, complete=complete)
+        return scores, grid, complete
+
+    for d in sets:
+        every_part[d.name], grids[d.name], completes[d.name] = stages.get(
+            "grid", d.name, [fits[d.name], list(blends)], lambda d=d: set_grid(d)
+        )
+        # the best part: the one with the best mean recall@5 (ties: the first)
+        parts[d.name] = max((v[0] for v in every_part[d.name].values()), key=mean)
         console.print(f"{d.name}: best part {mean(parts[d.name]):.3f}; blend grid done")
     for name in [*by_set, None]:
         fit_ = fits[name or "all"]
@@ -471,24 +530,37 @@ def fit_constants(
         grid[n] = {
             "best_part": round(mean(parts[n]), 4),
             "held_out_margin": [round(margin, 4), round(low, 4), round(high, 4)],
+            # recall@5 and complete@5 of each part and of the held-out default at its pair
+            "parts": {
+                k: [round(mean(r), 4), round(mean(c), 4)] for k, (r, c) in every_part[n].items()
+            },
+            "held_out": [round(mean(g[pair]), 4), round(mean(completes[n][pair]), 4)],
         }
         grid[n].update({f"{a:g}/{y:g}": round(mean(v), 4) for (a, y), v in g.items()})
-    fit_lead_margin(sets, workdir, limit, embedder, fits, grid)
+    fit_lead_margin(sets, workdir, limit, embedder, fits, grid, stages)
     console.print("lead margin: " + ", ".join(f"{k} {v['lead_margin']:g}" for k, v in fits.items()))
     # the confidence model reads each set's selections as the held-out run makes them (the
     # ranker prior fitted without that set: a catalog the prior has not seen, like a user's)
     rows: dict[str, tuple[Any, Any]] = {}
     negatives: dict[str, Any] = {}
-    for d in sets:
+
+    def set_rows(d: Path) -> tuple[tuple[Any, Any], Any]:
         with opened_set(d, workdir, limit, embedder) as (cat, scored):
-            rows[d.name] = confidence_rows(cat, scored, held_settings(fits[d.name]))
-            negatives[d.name] = confidence_rows(
-                cat, no_tool_requests(cat), held_settings(fits[d.name])
-            )[0]
+            held = held_settings(fits[d.name])
+            return (
+                confidence_rows(cat, scored, held),
+                confidence_rows(cat, no_tool_requests(cat), held)[0],
+            )
+
+    for d in sets:
+        rows[d.name], negatives[d.name] = stages.get(
+            "confidence", d.name, fits[d.name], lambda d=d: set_rows(d)
+        )
     for name in [*by_set, None]:
         fits[name or "all"]["confidence"] = fit_confidence_without(rows, negatives, name)
     for n, x in negatives.items():
         grid[n]["no_tool"] = no_tool_summary(x, fits[n]["confidence"])
+        grid[n]["reliability_held_out"] = rows_reliability(rows[n], fits[n]["confidence"])
     return fits, grid
 
 
@@ -499,6 +571,7 @@ def fit_lead_margin(
     embedder: Any,
     fits: dict[str, Any],
     grid: dict[str, Any],
+    stages: Stages | None = None,
 ) -> None:
     """The lexical lead's margin (``calibrate.LEAD_MARGIN``), leave-one-set-out.
 
@@ -525,9 +598,14 @@ def fit_lead_margin(
                 grid[d.name]["lead"] = {"pseudo_gap": round(gaps[d.name], 3)}
                 continue
             base = held_settings(fits[d.name])
-            recalls[d.name] = (
-                mean(set_recalls(cat, scored, base.but(lexical_lead_margin=1.0))),
-                mean(set_recalls(cat, scored, base.but(lexical_lead_margin=-1.0))),
+            recalls[d.name] = (stages or Stages(None, limit)).get(
+                "lead",
+                d.name,
+                fits[d.name],
+                lambda cat=cat, scored=scored, base=base: (
+                    mean(set_recalls(cat, scored, base.but(lexical_lead_margin=1.0))),
+                    mean(set_recalls(cat, scored, base.but(lexical_lead_margin=-1.0))),
+                ),
             )
         grid[d.name]["lead"] = {
             "pseudo_gap": round(gaps[d.name], 3),
@@ -582,6 +660,22 @@ def no_tool_requests(catalog: Any) -> list[NoTool]:
     return [NoTool(t) for t in mixtures + letters]
 
 
+def rows_reliability(rows: tuple[Any, Any], model: Sequence[float]) -> dict[str, Any]:
+    """The reliability (deciles, max gap, ECE) of a confidence model on a set's rows
+    (``confidence_rows``; the queries shown nothing, confidence 0 by rule, are not among
+    them)."""
+    import numpy as np
+
+    from toolscout.discovery.calibrate import sigmoid
+    from toolscout.evaluate.metrics import reliability
+
+    x, y = rows
+    if not len(y):
+        return {}
+    conf = sigmoid(np.asarray(x) @ np.asarray(model))
+    return reliability(list(zip(conf.tolist(), (y > 0.5).tolist(), strict=True)))
+
+
 def no_tool_summary(x: Any, model: Sequence[float]) -> dict[str, float]:
     """The held-out confidence of a set's no-tool requests: its mean, the share flagged."""
     import numpy as np
@@ -596,6 +690,22 @@ def no_tool_summary(x: Any, model: Sequence[float]) -> dict[str, float]:
         "mean_confidence": round(float(conf.mean()), 3),
         "max_confidence": round(float(conf.max()), 3),
         "flagged": round(float((conf < threshold).mean()), 3),
+    }
+
+
+def shipped() -> dict[str, Any]:
+    """The shipped constants the in-set default runs with (a stage's key)."""
+    from toolscout.discovery import calibrate, gates, search
+
+    return {
+        "prior": calibrate.PRIOR,
+        "none": calibrate.PRIOR_NONE,
+        "platt": calibrate.PLATT,
+        "blend": calibrate.BLEND,
+        "confidence": calibrate.CONFIDENCE,
+        "lead_margin": calibrate.LEAD_MARGIN,
+        "dedupe_yield": search.DEDUPE_YIELD,
+        "gates": gates.SHIPPED,
     }
 
 
@@ -702,16 +812,36 @@ def command_line(script: str, argv: Sequence[str]) -> str:
 
 
 def shown_args(args: Sequence[str]) -> list[str]:
-    """The command-line arguments worth printing: no progress flag, no cache directory."""
+    """The command-line arguments worth printing: no progress flag, no cache or stages
+    directory."""
     out: list[str] = []
     skip = False
     for a in args:
         if skip:
             skip = False
-        elif a == "--cache":
+        elif a in ("--cache", "--stages"):
             skip = True  # its value follows
-        elif a != "--no-progress" and not a.startswith("--cache="):
+        elif a != "--no-progress" and not a.startswith(("--cache=", "--stages=")):
             out.append(a)
+    return out
+
+
+def reports_from_grid(grid: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The held-out figures a --fits-only run holds (each part's and the held-out default's
+    recall@5 and complete@5 at its pair, the held-out confidence's reliability), in the
+    shape of the reports the tables read."""
+
+    def scored(pair: Sequence[float]) -> dict[str, Any]:
+        return {"recall@5": pair[0], "complete@5": pair[1]}
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, g in grid.items():
+        strategies = {k: scored(v) for k, v in g["parts"].items()}
+        strategies[HELD_OUT] = {
+            **scored(g["held_out"]),
+            "reliability": g.get("reliability_held_out") or {},
+        }
+        out[name] = {"strategies": strategies}
     return out
 
 
@@ -719,7 +849,8 @@ def render(results: Path, docs: Path, plot: Path) -> int:
     """The docs section again from a finished run's JSON (tables only; nothing is re-run)."""
     try:
         doc = json.loads(results.read_text(encoding="utf-8"))
-        reports, command, fits = doc["sets"], doc["command"], doc["fits"]
+        command, fits = doc["command"], doc["fits"]
+        reports = doc["sets"] if "sets" in doc else reports_from_grid(doc["grid"])
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"error: {results} is not a quality.py result ({exc})") from exc
     section = markdown(reports, command, os.path.relpath(plot, docs.parent), fits, doc.get("grid"))
@@ -746,6 +877,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the blend grid, comma-separated (default: fitting.BLENDS; fewer is faster)",
     )
     parser.add_argument(
+        "--stages",
+        type=Path,
+        default=None,
+        help="keep each heavy step's result here and reuse it (resume a run made in pieces; "
+        "clear it when the code changes)",
+    )
+    parser.add_argument(
+        "--fits-only",
+        action="store_true",
+        help="stop after the fits (write them and the grid to --json; no docs, no reports)",
+    )
+    parser.add_argument(
+        "--no-extras",
+        action="store_true",
+        help="skip hybrid-no-prerequisites and hybrid-whole (a full run's two fifths less)",
+    )
+    parser.add_argument(
         "--render",
         action="store_true",
         help="only write the docs section again from --json (the run's own command is kept)",
@@ -768,37 +916,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="toolscout-quality-") as tmp:
         workdir = args.cache or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        fits, grid = fit_constants(sets, workdir, args.limit, embedder, console, args.blends)
+        stages = Stages(args.stages, args.limit)
+        fits, grid = fit_constants(
+            sets, workdir, args.limit, embedder, console, args.blends, stages
+        )
+        if args.fits_only:
+            command = command_line("benchmarks/quality.py", args_list)
+            write_results(args.json, command, fits=fits, grid=grid)
+            print(json.dumps({"fits": fits, "grid": grid}, indent=1))
+            return 0
         reports: dict[str, dict[str, Any]] = {}
+        in_set = IN_SET[:1] if args.no_extras else IN_SET
         for d in sets:
             console.print(f"[bold]{d.name}[/]")
             held = fits[d.name]
             # and the held-out default as it was before per-part retrieval and the lead
-            extra = {
-                HELD_OUT: held_settings(held),
-                WHOLE: held_settings(held).but(parts=False, lexical_lead_margin=1.0),
-            }
+            extra = {HELD_OUT: held_settings(held)}
+            if not args.no_extras:
+                extra[WHOLE] = held_settings(held).but(parts=False, lexical_lead_margin=1.0)
             common: dict[str, Any] = {
                 "limit": args.limit,
                 "embedder": embedder,
                 "db": workdir / f"{d.name}.db",
             }
-            with progress_bar(console, not args.no_progress) as bar:
-                report = run(
-                    d / "tools.jsonl", d / "queries.jsonl",
-                    strategies=STRATEGIES, progress=bar, **common,
-                )  # fmt: skip
-            # the held-out run on its own, with the confidence model fitted without this set
-            with (
-                progress_bar(console, not args.no_progress) as bar,
-                confidence_model(held["confidence"]),
+
+            def strategies(names: Sequence[str], d: Path = d, common: Any = common) -> Any:
+                with progress_bar(console, not args.no_progress) as bar:
+                    return run(
+                        d / "tools.jsonl", d / "queries.jsonl",
+                        strategies=names, progress=bar, **common,
+                    )  # fmt: skip
+
+            def held_out(
+                d: Path = d, common: Any = common, extra: Any = extra, held: Any = held
+            ) -> Any:
+                # the held-out run on its own, with the confidence model fitted without it
+                with (
+                    progress_bar(console, not args.no_progress) as bar,
+                    confidence_model(held["confidence"]),
+                ):
+                    return run(
+                        d / "tools.jsonl", d / "queries.jsonl",
+                        strategies=(), progress=bar, extra=extra, **common,
+                    )  # fmt: skip
+
+            # the parts depend on no fitted constant, the in-set default on the shipped ones
+            report = stages.get("parts", d.name, None, lambda: strategies(PARTS))
+            for more in (
+                stages.get("in-set", d.name, [shipped(), in_set], lambda: strategies(in_set)),
+                stages.get("held-out", d.name, [held, sorted(extra)], held_out),
             ):
-                alone = run(
-                    d / "tools.jsonl", d / "queries.jsonl",
-                    strategies=(), progress=bar, extra=extra, **common,
-                )  # fmt: skip
-            report["strategies"].update(alone["strategies"])
-            report["failures"] += alone["failures"]
+                report["strategies"].update(more["strategies"])
+                report["failures"] += more["failures"]
             reports[d.name] = report
             reports[d.name]["held_out_fit"] = held
 

@@ -40,6 +40,15 @@ def test_the_pair_with_the_largest_worst_margin_wins_without_the_held_out_set() 
     # a tie goes to the smaller blend, then the smaller yield
     tie = {"a": {(0.0, 0.5): [0.9], (0.0, 0.0): [0.9], (2.0, 0.0): [0.9]}}
     assert choose_blend(tie, {"a": [0.5]}, None) == (0.0, 0.0)
+    # a tie of the worst margins goes to the larger mean margin before the smaller pair:
+    # a's margin is the worst for every pair (-0.1), b gains 0.05 with the yield 0.9
+    level = {
+        "a": {(4.0, 0.0): [0.4], (4.0, 0.9): [0.4], (32.0, 0.0): [0.4]},
+        "b": {(4.0, 0.0): [0.6], (4.0, 0.9): [0.65], (32.0, 0.0): [0.62]},
+    }
+    assert choose_blend(level, {"a": [0.5], "b": [0.5]}, None) == (4.0, 0.9)
+    # without b the three pairs are level on both: the smaller pair again
+    assert choose_blend(level, {"a": [0.5], "b": [0.5]}, "b") == (4.0, 0.0)
     with pytest.raises(ValueError, match="besides the held-out"):
         choose_blend({"a": grids["a"]}, parts, "a")
 

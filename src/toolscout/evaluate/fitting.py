@@ -9,8 +9,8 @@ examples through the product's own retrieval, :func:`fit_prior` fits on every
 set but one, :func:`fit_platt` scales confidence on the same sets. The blend of the
 fixed fusion into the learned score and the dedupe yield are chosen on a grid
 (:func:`recall_grid`) for the largest worst margin over the product's own parts
-(:func:`best_part`) across the other sets (:func:`choose_blend`): the goal is never to lose
-to a part on a catalog not seen.
+(:func:`best_part`) across the other sets, the larger mean margin on a tie
+(:func:`choose_blend`): the goal is never to lose to a part on a catalog not seen.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from toolscout.discovery.search import parse_query
 from toolscout.errors import QueryError
 from toolscout.evaluate.evalset import EvalQuery
 from toolscout.evaluate.harness import DEPTH, STRATEGIES, discover_once, eval_principal
-from toolscout.evaluate.metrics import recall_at
+from toolscout.evaluate.metrics import complete_at, recall_at
 from toolscout.settings import SearchSettings
 
 #: examples drawn from each set, so a large set does not outweigh a small one
@@ -123,18 +123,24 @@ Grid = dict[tuple[float, float], list[float]]
 
 def part_recalls(catalog: Catalog, queries: Sequence[EvalQuery]) -> dict[str, list[float]]:
     """recall@5 of each query under each of the parts (:data:`PARTS`)."""
+    return {name: got[0] for name, got in part_scores(catalog, queries).items()}
+
+
+def part_scores(
+    catalog: Catalog, queries: Sequence[EvalQuery]
+) -> dict[str, tuple[list[float], list[float]]]:
+    """(recall@5, complete@5) of each query under each of the parts (:data:`PARTS`)."""
     principal = eval_principal(catalog)
-    return {
-        name: [
-            recall_at(
-                discover_once(catalog, STRATEGIES[name], q.query, principal).ranked,
-                q.gold,
-                RECALL_K,
-            )
-            for q in queries
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for name in PARTS:
+        ranked = [
+            discover_once(catalog, STRATEGIES[name], q.query, principal).ranked for q in queries
         ]
-        for name in PARTS
-    }
+        out[name] = (
+            [recall_at(r, q.gold, RECALL_K) for r, q in zip(ranked, queries, strict=True)],
+            [complete_at(r, q.gold, RECALL_K) for r, q in zip(ranked, queries, strict=True)],
+        )
+    return out
 
 
 def mean(values: Sequence[float]) -> float:
@@ -153,10 +159,11 @@ def recall_grid(
     settings: SearchSettings,
     blends: Sequence[float] = BLENDS,
     yields: Sequence[float] = YIELDS,
+    complete: Grid | None = None,
 ) -> Grid:
     """recall@5 of each query under the product default (``settings``: its prior and Platt
     step) for every (blend, yield) pair: one retrieval per query and blend, the selection
-    per yield."""
+    per yield (``complete``: filled with each query's complete@5 the same way)."""
     ent = catalog.entitle(eval_principal(catalog))
     df, n_docs = catalog.store.document_frequency()
     out: Grid = {}
@@ -164,20 +171,25 @@ def recall_grid(
         run = settings.but(ranker_blend=blend)
         selections = {y: run.but(dedupe_yield=y) for y in yields}
         got: dict[float, list[float]] = {y: [] for y in yields}
+        whole: dict[float, list[float]] = {y: [] for y in yields}
         for q in queries:
             try:
                 parsed = parse_query(q.query, df, n_docs, run)
             except QueryError:
                 for y in yields:
                     got[y].append(0.0)  # refused: nothing found
+                    whole[y].append(0.0)
                 continue
             retrieval, _ = pipeline.retrieve_or_skip(catalog, parsed, ent, run)
             exact = pipeline.exact_mentions(catalog, parsed, ent, run)
             for y, chosen_by in selections.items():
                 chosen = pipeline.top_k(catalog, parsed, ent, retrieval, exact, DEPTH, chosen_by)
                 got[y].append(recall_at([c.id for c in chosen], q.gold, RECALL_K))
+                whole[y].append(complete_at([c.id for c in chosen], q.gold, RECALL_K))
         for y in yields:
             out[(blend, y)] = got[y]
+            if complete is not None:
+                complete[(blend, y)] = whole[y]
     return out
 
 
@@ -185,7 +197,9 @@ def choose_blend(
     grids: Mapping[str, Grid], parts: Mapping[str, Sequence[float]], held_out: str | None
 ) -> tuple[float, float]:
     """The (blend, yield) whose worst mean margin over the best part, across every set but
-    ``held_out``, is largest (ties: the smaller blend, then the smaller yield)."""
+    ``held_out``, is largest; on a tie of the worst margins, the larger mean margin over
+    those sets (as ``orders_guards.choose`` breaks its ties), then the smaller blend, then
+    the smaller yield."""
     names = [n for n in sorted(grids) if n != held_out]
     if not names:
         raise ValueError("choose_blend needs at least one set besides the held-out one")
@@ -193,12 +207,14 @@ def choose_blend(
     if not pairs:
         raise ValueError("the sets' grids share no (blend, yield) pair")
 
-    def worst(pair: tuple[float, float]) -> float:
-        return min(mean(grids[n][pair]) - mean(parts[n]) for n in names)
+    def margins(pair: tuple[float, float]) -> tuple[float, float]:
+        m = [mean(grids[n][pair]) - mean(parts[n]) for n in names]
+        return min(m), mean(m)
 
     best = pairs[0]
     for pair in pairs[1:]:
-        if worst(pair) > worst(best) + 1e-9:
+        (worst, avg), (best_worst, best_avg) = margins(pair), margins(best)
+        if worst > best_worst + 1e-9 or (worst > best_worst - 1e-9 and avg > best_avg + 1e-9):
             best = pair
     return best
 
