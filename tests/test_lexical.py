@@ -102,3 +102,52 @@ def test_sentences_cut_at_latin_and_cjk_ends_and_line_breaks_only() -> None:
         "東京の株価？",
         "v1.2 ok",
     ]
+
+
+def test_words_stemmed_by_several_threads_at_once_get_their_own_stems() -> None:
+    """The stemmer holds the word it works on: `serve`'s request threads stemming new words
+    at once raised IndexError (an HTTP 500 in the soak) or kept another word's stem."""
+    import random
+    import string
+    import sys
+    import threading
+
+    import snowballstemmer
+
+    from toolscout.discovery import lexical
+
+    rng = random.Random(7)
+    endings = ["ing", "ed", "ational", "ization", "fulness", "iveness", "ly", "ies", "ement"]
+    batches = [
+        [
+            "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9)))
+            + rng.choice(endings)
+            for _ in range(5_000)
+        ]
+        for _ in range(4)
+    ]
+    errors: list[BaseException] = []
+
+    def stem_all(words: list[str]) -> None:
+        try:
+            for word in words:
+                lexical.stem(word)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    lexical.stem.cache_clear()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads change hands as often as they can
+    try:
+        threads = [threading.Thread(target=stem_all, args=(words,)) for words in batches]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    own = snowballstemmer.stemmer("english")
+    assert errors == []
+    wrong = [w for words in batches for w in words if lexical.stem(w) != own.stemWord(w)]
+    assert wrong == []
+    lexical.stem.cache_clear()

@@ -20,6 +20,7 @@ Text whose letters and digits are all ASCII takes the original path unchanged.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from functools import lru_cache
 
@@ -65,9 +66,15 @@ def _stemmer() -> object:
     return snowballstemmer.stemmer("english")
 
 
+#: the stemmer keeps the word it works on in itself: two threads stemming at once each
+#: read the other's word (an IndexError, or a wrong stem that the cache below then keeps)
+_STEM_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    return str(_stemmer().stemWord(word))  # type: ignore[attr-defined]
+    with _STEM_LOCK:
+        return str(_stemmer().stemWord(word))  # type: ignore[attr-defined]
 
 
 def fold(text: str) -> str:
