@@ -41,8 +41,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from quality import DEFAULT_BENCH, bench_sets, command_line  # noqa: E402
-from ranker_features import fixed_order, pools  # noqa: E402
+from quality import DEFAULT_BENCH, command_line  # noqa: E402
+from ranker_features import fixed_order, pools_by_set  # noqa: E402
 
 #: the leads tried (calibrate.LEAD is 4)
 LEADS = (2.0, 4.0, 8.0)
@@ -133,12 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     fits = json.loads(args.fits.read_text(encoding="utf-8"))["fits"]
     embedder = MiniLMEmbedder()
-    by_set: dict[str, list[dict[str, Any]]] = {}
-    for d in bench_sets(args.bench):
-        start = time.perf_counter()
-        by_set[d.name] = pools(d, args.cache, args.limit, embedder)
-        print(f"{d.name}: {len(by_set[d.name])} queries ({time.perf_counter() - start:.0f}s)",
-              file=sys.stderr)  # fmt: skip
+    by_set = pools_by_set(args.bench, args.cache, args.limit, embedder)
     names = list(by_set)
     grid = leans()
     # per set: the best part's recall and complete, each lean's per-query arrays

@@ -76,6 +76,19 @@ def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict
     return out
 
 
+def pools_by_set(
+    bench: Path, workdir: Path, limit: int | None, embedder: Any
+) -> dict[str, list[dict[str, Any]]]:
+    """:func:`pools` of every dev set under ``bench``, by set name (timed on stderr)."""
+    by_set: dict[str, list[dict[str, Any]]] = {}
+    for d in bench_sets(bench):
+        start = time.perf_counter()
+        by_set[d.name] = pools(d, workdir, limit, embedder)
+        print(f"{d.name}: {len(by_set[d.name])} queries ({time.perf_counter() - start:.0f}s)",
+              file=sys.stderr)  # fmt: skip
+    return by_set
+
+
 def time_features(rows: Sequence[Mapping[str, Any]], fields: Any, idf: Any) -> dict[str, float]:
     """Mean µs of the feature matrix as the default builds it and of the shape columns
     alone (``calibrate._shape``) on the same pools, interleaved, 3 rounds."""
@@ -175,12 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     embedder = MiniLMEmbedder()
     args.cache.mkdir(parents=True, exist_ok=True)
-    by_set: dict[str, list[dict[str, Any]]] = {}
-    for d in bench_sets(args.bench):
-        start = time.perf_counter()
-        by_set[d.name] = pools(d, args.cache, args.limit, embedder)
-        print(f"{d.name}: {len(by_set[d.name])} queries ({time.perf_counter() - start:.0f}s)",
-              file=sys.stderr)  # fmt: skip
+    by_set = pools_by_set(args.bench, args.cache, args.limit, embedder)
     variants = {"before": len(FEATURES), "shape": len(FEATURES) + len(SHAPE_FEATURES)}
     fits: dict[str, dict[str, Any]] = {v: {} for v in variants}
     for v, cols in variants.items():
