@@ -151,6 +151,15 @@ def _same_but_ids(fast: bytes, sdk: bytes) -> bool:
     return bool(a == b)
 
 
+def _audit_rows(path: Path) -> list[tuple[str, str, str]]:
+    """(tool, status, reason) of the dev caller's audit rows, in order."""
+    log = AuditLog(path)
+    try:
+        return [(r.tool_id, r.status, r.reason) for r in log.read(subject="dev")]
+    finally:
+        log.close()
+
+
 def test_the_same_calls_get_the_same_bytes_through_both_paths(tmp_path: Path) -> None:
     async def session(fast: bool) -> tuple[dict[Any, bytes], int]:
         wire = await Wire.start(_config(tmp_path, "fast" if fast else "sdk"), tmp_path, fast)
@@ -186,13 +195,7 @@ def test_the_same_calls_get_the_same_bytes_through_both_paths(tmp_path: Path) ->
     assert BELOW in (tmp_path / "fast.err").read_text()
     assert BELOW not in (tmp_path / "sdk.err").read_text()
     # the same audit rows: the attempt and the outcome of each call, in the same order
-    rows = {}
-    for name in ("fast", "sdk"):
-        log = AuditLog(tmp_path / f"{name}.audit.db")
-        try:
-            rows[name] = [(r.tool_id, r.status, r.reason) for r in log.read(subject="dev")]
-        finally:
-            log.close()
+    rows = {name: _audit_rows(tmp_path / f"{name}.audit.db") for name in ("fast", "sdk")}
     assert rows["fast"] == rows["sdk"]
     assert ("app/echo", "ok", "ok") in rows["fast"] or any(
         r[0] == "app/echo" and r[1] == "ok" for r in rows["fast"]
@@ -398,13 +401,7 @@ def test_the_gateways_own_upstream_client_answers_what_the_sdks_does(tmp_path: P
     assert said[35]["isError"] and "upstream_unavailable" in json.dumps(said[35])
     assert LEAN in (tmp_path / "fast.err").read_text()
     assert LEAN not in (tmp_path / "sdk.err").read_text()
-    rows = {}
-    for name in ("fast", "sdk"):
-        log = AuditLog(tmp_path / f"{name}.audit.db")
-        try:
-            rows[name] = [(r.tool_id, r.status, r.reason) for r in log.read(subject="dev")]
-        finally:
-            log.close()
+    rows = {name: _audit_rows(tmp_path / f"{name}.audit.db") for name in ("fast", "sdk")}
     assert rows["fast"] == rows["sdk"]
     assert ("raw/malformed", "error", "tool_failed") in rows["fast"], rows["fast"]
 
