@@ -204,11 +204,8 @@ class KeptMap(Mapping[str, V]):
         return self._whole is None
 
     def get(self, key: str, default: Any = None) -> Any:
-        if self._checked and self._whole is None:  # the hot path: a key already read
-            held = self._held.get(key, _MISSING)
-            if held is not _MISSING:
-                return default if held is None else held
-        if self._whole is not None or not self._check():
+        # once checked, the rows are read without calling _check (the hot path)
+        if self._whole is not None or not (self._checked or self._check()):
             return cast(Mapping[str, V], self._whole).get(key, default)
         hit = self._held.get(key, _MISSING)
         if hit is _MISSING:
