@@ -157,3 +157,13 @@ def test_everyday_phrases_are_not_mentions() -> None:
     assert idx.find("call help_me now", allowed) == {"x.help_me": "name"}
     assert idx.find("use getWeather for Paris", allowed) == {"x.get_weather": "name"}
     assert idx.find("get weather in Paris", allowed) == {}
+
+
+def test_a_rescored_candidate_keeps_every_other_field() -> None:
+    """``Candidate.rescored`` names its fields one by one: a field added later and not
+    passed there would be reset without this."""
+    from dataclasses import fields, replace
+
+    given = {f.name: (f"{f.name}-value" if f.type == "str" else 0.25) for f in fields(Candidate)}
+    c = Candidate(**given)  # type: ignore[arg-type]
+    assert c.rescored(0.75) == replace(c, fused=0.75)

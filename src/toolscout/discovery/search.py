@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -112,6 +112,11 @@ class Candidate:
     fused: float = 0.0
     exact: str = ""  # "", "name", "id" or "alias": why it is guaranteed
     needed_by: str = ""  # the shortlisted tool this one finds an identifier for
+
+    def rescored(self, fused: float) -> Candidate:
+        """This candidate with another fused score: ``replace(self, fused=fused)`` without
+        ``replace``'s field-by-field introspection (every field above is passed)."""
+        return Candidate(self.id, self.lexical, self.dense, fused, self.exact, self.needed_by)
 
 
 @dataclass(slots=True)
@@ -297,13 +302,8 @@ def keep_list_firsts(out: Retrieval, at: int) -> list[Candidate]:
     new: list[Candidate] = []
     for i in order:
         c = cands[i]
-        new.append(replace(c, fused=new[-1].fused * (1 - 1e-6)) if i in moved and new else c)
+        new.append(c.rescored(new[-1].fused * (1 - 1e-6)) if i in moved and new else c)
     return new
-
-
-def _rescored(c: Candidate, fused: float) -> Candidate:
-    """``replace(c, fused=fused)``, without ``replace``'s field-by-field introspection."""
-    return Candidate(c.id, c.lexical, c.dense, fused, c.exact, c.needed_by)
 
 
 def _rrf(rank: int | None, k: int = 60) -> float:
@@ -584,7 +584,7 @@ class Retriever:
         whole_ids = [c.id for c in whole.candidates]
         if joint:
             order, score = joint_order(whole_ids, [c.fused for c in whole.candidates], rankings)
-            whole.candidates = [_rescored(by_id[t], score[t]) for t in order]
+            whole.candidates = [by_id[t].rescored(score[t]) for t in order]
             whole.parts = list(pieces)
         else:
             order = interleave(whole_ids, [r.ids for r in rankings])
