@@ -393,8 +393,9 @@ class AuditLog:
             return None
         except sqlite3.Error as exc:
             raise StoreError(f"cannot write the audit log at {self.path}: {exc}") from None
-        self._head = (values[0], values[11])
-        return AuditRecord(*values)
+        record = AuditRecord(*values)
+        self._head = (record.id, record.hash)
+        return record
 
     def _write_locked(self, rows: list[tuple[tuple[Any, ...], str, int, str]]) -> list[AuditRecord]:
         written: list[AuditRecord] = []
@@ -409,8 +410,8 @@ class AuditLog:
                 for row in rows:
                     values = self._chained(head, row)
                     self._conn.execute(_INSERT, values)
-                    written.append(AuditRecord(*values))
-                    head = (values[0], values[11])
+                    written.append(record := AuditRecord(*values))
+                    head = (record.id, record.hash)
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
