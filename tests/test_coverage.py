@@ -26,6 +26,7 @@ from toolscout.embed.queries import QuerySide
 from toolscout.lint.overlap import measure
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
+from toolscout.telemetry.report import catalog_ranker
 
 DF = {"weather": 3, "forecast": 2, "citi": 5, "1000": 1}
 
@@ -149,3 +150,15 @@ def test_read_request_is_parse_then_the_coverage_rule(e5: MultilingualE5Embedder
     assert query.terms and led == on.but(lexical=False)
     assert read_request(JA, DF, 10, on, MiniLMEmbedder())[1] is on
     assert read_request("weather forecast", DF, 10, on, e5)[1] is on
+
+
+def test_the_report_ranks_a_missed_phrase_as_discovery_does(
+    tmp_path: Path, e5: MultilingualE5Embedder
+) -> None:
+    """The false-negative report suggests a missed phrase as an alias only when it ranks
+    its tool near the top: ranked as discovery ranks it (here the dense path alone)."""
+    with Catalog.open(tmp_path / "c.db", embedder=e5, log=False) as cat:
+        cat.add(TOOLS)
+        ids, _ = _shortlist(cat, JA)
+        rank = catalog_ranker(cat)
+        assert rank("", ids[0], JA) == 1 and ids[0] == "weather.forecast"
