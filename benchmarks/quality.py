@@ -788,15 +788,15 @@ def fit_confidence_without(
 
 @contextmanager
 def confidence_model(model: Sequence[float]) -> Iterator[None]:
-    """calibrate.CONFIDENCE replaced for the duration (the held-out run's model)."""
-    from toolscout.discovery import calibrate
+    """confidence.CONFIDENCE replaced for the duration (the held-out run's model)."""
+    from toolscout.discovery import confidence
 
-    shipped = calibrate.CONFIDENCE
-    calibrate.CONFIDENCE = tuple(model)
+    shipped = confidence.CONFIDENCE
+    confidence.CONFIDENCE = tuple(model)
     try:
         yield
     finally:
-        calibrate.CONFIDENCE = shipped
+        confidence.CONFIDENCE = shipped
 
 
 def write_results(path: Path, command: str, **fields: Any) -> None:

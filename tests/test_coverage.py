@@ -7,11 +7,15 @@ from pathlib import Path
 import pytest
 
 from support import spec
+from toolscout import Toolscout
+from toolscout.console.access import Level
+from toolscout.console.playground import hidden_for
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.coverage import (
     LOW_COVERAGE,
     coverage,
     dense_led,
+    read_request,
     reads_other_languages,
 )
 from toolscout.embed.base import Embedder
@@ -19,8 +23,10 @@ from toolscout.embed.coalesce import CoalescingEmbedder
 from toolscout.embed.e5 import MultilingualE5Embedder
 from toolscout.embed.minilm import MiniLMEmbedder
 from toolscout.embed.queries import QuerySide
+from toolscout.lint.overlap import measure
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
+from toolscout.telemetry.report import catalog_ranker
 
 DF = {"weather": 3, "forecast": 2, "citi": 5, "1000": 1}
 
@@ -97,3 +103,62 @@ def test_the_english_default_keeps_both_paths_for_any_request(tmp_path: Path) ->
         cat.add(TOOLS)
         _, lexical = _shortlist(cat, "San Francisco の明日の天気予報を教えてください")
         assert lexical  # the place name is the best evidence an English model has
+
+
+JA = "San Francisco の明日の天気予報を教えてください"
+
+
+def test_the_console_hidden_view_reads_a_request_as_discovery_does(
+    tmp_path: Path, e5: MultilingualE5Embedder
+) -> None:
+    """The hidden-tools view ranks the tools policy refuses a caller by the same rule as
+    discovery: an uncovered request by the dense path alone (BM25 alone would put the
+    concerts first on the place name)."""
+    ops = [spec(t.id, t.card.summary, scopes=["ops"]) for t in TOOLS]
+    with Catalog.open(tmp_path / "c.db", embedder=e5, log=False) as cat:
+        cat.add(ops)
+        shown = cat.discover(JA, Principal.of("ops", scopes=["ops"]), k=3, tier="progressive")
+        hidden, counts, total = hidden_for(
+            Toolscout(cat), Principal.of("root"), Level.PLATFORM, Principal.of("p"), JA
+        )
+        assert total == sum(counts.values()) == len(ops) and shown.trace.lexical == ()
+        assert [h.tool_id for h in hidden][:1] == shown.ids[:1] == ["weather.forecast"]
+
+
+def test_lint_reads_a_probe_as_discovery_does(tmp_path: Path, e5: MultilingualE5Embedder) -> None:
+    """A not-for hint in another language: discovery reads it by the dense path and shows
+    the tool it sends to first, so the hint separates the pair; lint's probe must be read
+    the same way (else BM25's place name makes the concerts "steal" their own hint)."""
+    hinted = spec(
+        "music.san_francisco_concerts",
+        "Concerts in San Francisco.",
+        not_for=[f"{JA} — use weather.forecast"],
+    )
+    tools = [hinted if t.id == hinted.id else t for t in TOOLS]
+    with Catalog.open(tmp_path / "c.db", embedder=e5, log=False) as cat:
+        cat.add(tools)
+        ids, lexical = _shortlist(cat, JA)
+        assert lexical == () and ids[0] == "weather.forecast"
+        pairs, probes = measure(tools, cat)
+        assert probes > len(tools)
+        assert not [p for p in pairs if {p.a, p.b} == {hinted.id, "weather.forecast"}], pairs
+
+
+def test_read_request_is_parse_then_the_coverage_rule(e5: MultilingualE5Embedder) -> None:
+    on = SearchSettings()
+    query, led = read_request(JA, DF, 10, on, e5)
+    assert query.terms and led == on.but(lexical=False)
+    assert read_request(JA, DF, 10, on, MiniLMEmbedder())[1] is on
+    assert read_request("weather forecast", DF, 10, on, e5)[1] is on
+
+
+def test_the_report_ranks_a_missed_phrase_as_discovery_does(
+    tmp_path: Path, e5: MultilingualE5Embedder
+) -> None:
+    """The false-negative report suggests a missed phrase as an alias only when it ranks
+    its tool near the top: ranked as discovery ranks it (here the dense path alone)."""
+    with Catalog.open(tmp_path / "c.db", embedder=e5, log=False) as cat:
+        cat.add(TOOLS)
+        ids, _ = _shortlist(cat, JA)
+        rank = catalog_ranker(cat)
+        assert rank("", ids[0], JA) == 1 and ids[0] == "weather.forecast"

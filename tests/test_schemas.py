@@ -388,7 +388,7 @@ plain_schemas = st.recursive(
 @given(plain_schemas)
 @settings(max_examples=150, deadline=None)
 def test_the_cheap_check_never_passes_what_the_metaschema_refuses(schema: dict[str, Any]) -> None:
-    from toolscout.schemas import _meta_validator, _plainly_valid
+    from toolscout.schemas.drafts import _meta_validator, _plainly_valid
 
     if _plainly_valid(schema):
         assert list(_meta_validator(Draft202012Validator).iter_errors(schema)) == []
@@ -404,7 +404,7 @@ def test_the_cheap_check_never_passes_what_the_metaschema_refuses(schema: dict[s
     ],
 )  # fmt: skip
 def test_the_cheap_check_leaves_invalid_schemas_to_the_metaschema(schema: dict[str, Any]) -> None:
-    from toolscout.schemas import _plainly_valid
+    from toolscout.schemas.drafts import _plainly_valid
 
     assert not _plainly_valid(schema)
     assert codes({"type": "object", "properties": {"p": schema}}) != []

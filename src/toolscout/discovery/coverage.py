@@ -13,12 +13,17 @@ borrowed word) pushes the dense list's answer down: with an encoder that reads t
 request's language, the ranking is then the dense one alone (:func:`dense_led`). With
 an encoder that does not (the default, an English model), the few shared words are the
 best evidence there is, and nothing changes.
+
+Every caller that reads a request itself goes through :func:`read_request` (parse, then
+this rule): discovery, the console's hidden-tools view and lint's overlap probes rank a
+request the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from toolscout.discovery.search import Query, parse_query
 from toolscout.embed.base import Embedder
 from toolscout.settings import SearchSettings
 
@@ -64,3 +69,18 @@ def dense_led(
     if coverage(query_terms, df) >= threshold:
         return settings
     return settings.but(lexical=False)
+
+
+def read_request(
+    text: str,
+    df: Mapping[str, int],
+    n_docs: int,
+    settings: SearchSettings,
+    embedder: Embedder,
+) -> tuple[Query, SearchSettings]:
+    """The request parsed (:func:`search.parse_query`) and the settings to retrieve it with:
+    :func:`dense_led` over every term it has (those kept and those pruned as frequent).
+    The one way a surface reads a request before retrieval (raises what ``parse_query``
+    raises)."""
+    query = parse_query(text, df, n_docs, settings)
+    return query, dense_led(settings, (*query.terms, *query.dropped), df, embedder)

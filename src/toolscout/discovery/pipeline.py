@@ -23,7 +23,6 @@ from toolscout.discovery.search import (
     Candidate,
     Query,
     Retrieval,
-    parse_query,
     within_budget,
 )
 from toolscout.discovery.search import select as select_candidates
@@ -266,8 +265,7 @@ def discover(
         cfg = settings or catalog.settings
         ent = entitle(catalog, principal)
         df, n_docs = catalog.store.document_frequency()
-        parsed = parse_query(query, df, n_docs, cfg)
-        cfg = coverage.dense_led(cfg, (*parsed.terms, *parsed.dropped), df, catalog.embedder)
+        parsed, cfg = coverage.read_request(query, df, n_docs, cfg, catalog.embedder)
         sel = select(
             catalog,
             parsed,

@@ -21,6 +21,10 @@ PostgreSQL database that several replicas share. Everything but the connection i
 this class's: a subclass gives its :class:`Dialect` (table names, the column that
 orders rows oldest first, the placeholder) and the methods marked *backend* below.
 :func:`open_log` chooses between the two from the catalog's target.
+
+The log's parts: its tables and SQL dialect (telemetry/log_tables.py), the row types
+its readers get (telemetry/log_rows.py) and its queries (telemetry/log_reads.py, mixed
+into :class:`DiscoveryLog`); this module holds the writing side and is their public face.
 """
 
 from __future__ import annotations
@@ -30,20 +34,45 @@ import hashlib
 import hmac
 import json
 import queue
-import re
 import secrets
 import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from toolscout.errors import ConfigError
 from toolscout.settings import QUERY_TEXT_DAYS
 from toolscout.stores.dsn import is_dsn
+from toolscout.telemetry.log_reads import LogReads
+from toolscout.telemetry.log_rows import DiscoveryRow, EventRow, FalseNegative
+from toolscout.telemetry.log_tables import (
+    _DISCOVERIES,
+    _INDEXES,
+    _REDUCE_TEXT,
+    _SCHEMA,
+    _UPGRADES,
+    SQLITE,
+    Dialect,
+)
+
+__all__ = [
+    "GATHER_S",
+    "LOW_CONFIDENCE",
+    "QUERY_LOG_MODES",
+    "SQLITE",
+    "WRITE_BATCH",
+    "Dialect",
+    "DiscoveryLog",
+    "DiscoveryRow",
+    "EventRow",
+    "FalseNegative",
+    "LogReads",
+    "normalise_query",
+    "open_log",
+]
 
 #: what the log may keep of a query
 QUERY_LOG_MODES = ("text", "hash", "none")
@@ -56,130 +85,7 @@ WRITE_BATCH = 500
 #: reader (``flush``) cuts the wait short
 GATHER_S = 0.02
 
-
-_DISCOVERIES = """
-CREATE TABLE IF NOT EXISTS discoveries (
-    id TEXT PRIMARY KEY,
-    ts REAL NOT NULL,
-    subject TEXT NOT NULL,
-    tenant TEXT NOT NULL,
-    conversation TEXT,
-    query TEXT,
-    query_hash TEXT,
-    shown TEXT NOT NULL,
-    confidence REAL NOT NULL,
-    low INTEGER NOT NULL DEFAULT 0,
-    latency_ms REAL NOT NULL
-)"""
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS log_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-{_DISCOVERIES};
-CREATE TABLE IF NOT EXISTS calls (
-    ts REAL NOT NULL,
-    discovery_id TEXT,
-    tool_id TEXT NOT NULL,
-    ok INTEGER NOT NULL,
-    kind TEXT NOT NULL DEFAULT 'call',
-    subject TEXT,
-    tenant TEXT,
-    conversation TEXT
-);
-CREATE TABLE IF NOT EXISTS accepted_aliases (
-    id TEXT PRIMARY KEY,
-    ts REAL NOT NULL,
-    tool_id TEXT NOT NULL,
-    alias TEXT NOT NULL,
-    tenant TEXT NOT NULL,
-    source TEXT NOT NULL,
-    evidence TEXT NOT NULL
-);
-"""
-_INDEXES = """
-CREATE INDEX IF NOT EXISTS discoveries_ts ON discoveries(ts);
-CREATE INDEX IF NOT EXISTS discoveries_conv ON discoveries(tenant, conversation, ts);
-CREATE INDEX IF NOT EXISTS calls_tool ON calls(tool_id);
-CREATE INDEX IF NOT EXISTS calls_ts ON calls(ts);
-"""
-
-# columns added after the first version of the log (older files are upgraded in place)
-_UPGRADES = {
-    "discoveries": (
-        ("conversation", "TEXT"),
-        ("query_hash", "TEXT"),
-        ("low", "INTEGER NOT NULL DEFAULT 0"),
-    ),
-    "calls": (
-        ("kind", "TEXT NOT NULL DEFAULT 'call'"),
-        ("subject", "TEXT"),
-        ("tenant", "TEXT"),
-        ("conversation", "TEXT"),
-    ),
-}
-
-#: query text past its time: only the hash (written beside it) stays
-_REDUCE_TEXT = "UPDATE {discoveries} SET query = NULL WHERE query IS NOT NULL AND ts < ?"
 _STOP = object()
-_DISCOVERY_ID = re.compile(r"[0-9a-f]{32}")
-
-
-@dataclass(frozen=True, slots=True)
-class Dialect:
-    """What differs in the SQL of one backend: the statements are written once, with
-    ``{discoveries}``, ``{calls}``, ``{accepted_aliases}``, ``{log_meta}`` for the
-    tables, ``{seq}`` for the column in insertion order, and ``?`` for parameters."""
-
-    tables: tuple[tuple[str, str], ...]  # (name in the statements, name in the database)
-    seq: str
-    param: str
-
-    def render(self, template: str) -> str:
-        sql = template.format(seq=self.seq, **dict(self.tables))
-        return sql if self.param == "?" else sql.replace("?", self.param)
-
-
-SQLITE = Dialect(
-    tables=tuple((t, t) for t in ("discoveries", "calls", "accepted_aliases", "log_meta")),
-    seq="rowid",
-    param="?",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class FalseNegative:
-    tool_id: str
-    misses: int  # calls that followed a discovery which did not show the tool
-    calls: int
-    example_queries: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DiscoveryRow:
-    """One logged discovery, as the report reads it."""
-
-    id: str
-    ts: float
-    subject: str
-    tenant: str
-    conversation: str | None
-    query: str | None  # None unless query text is kept
-    query_hash: str | None  # None with query_log="none"
-    shown: tuple[str, ...]
-    confidence: float
-    low: bool
-
-
-@dataclass(frozen=True, slots=True)
-class EventRow:
-    """A tool executed (``kind="call"``) or named right by feedback (``"feedback"``)."""
-
-    ts: float
-    discovery_id: str | None
-    tool_id: str
-    ok: bool
-    kind: str
-    subject: str | None
-    tenant: str | None
-    conversation: str | None
 
 
 def normalise_query(query: str) -> str:
@@ -217,14 +123,10 @@ def open_log(
     )
 
 
-class DiscoveryLog:
+class DiscoveryLog(LogReads):
     """Append-only log of discoveries and the executions and feedback that followed them."""
 
     dialect: ClassVar[Dialect] = SQLITE
-    #: other processes write to the same log (an unknown discovery may be theirs, in flight)
-    shared: ClassVar[bool] = False
-    #: how long ``owner`` waits for a discovery another process may still be writing
-    owner_wait_s: ClassVar[float] = 0.0
 
     def __init__(
         self,
@@ -593,104 +495,3 @@ class DiscoveryLog:
         self.flush()
         with self._lock:
             return self._fetch(self._render(template), params)
-
-    def owner(self, discovery_id: str) -> tuple[str, str] | None:
-        """(subject, tenant) of the caller who made ``discovery_id``; None if unknown.
-
-        On a shared log, an id of the form this log hands out that is not (yet) there is
-        asked again for up to ``owner_wait_s``: another replica may still be writing it."""
-        sql = "SELECT subject, tenant FROM {discoveries} WHERE id = ?"
-        rows = self._rows(sql, (str(discovery_id),))
-        if not rows and self.shared and _DISCOVERY_ID.fullmatch(str(discovery_id)):
-            deadline = time.monotonic() + self.owner_wait_s
-            while not rows and time.monotonic() < deadline:
-                time.sleep(0.02)
-                rows = self._rows(sql, (str(discovery_id),))
-        return (str(rows[0][0]), str(rows[0][1])) if rows else None
-
-    def discoveries(self, since: float = 0.0, until: float | None = None) -> list[DiscoveryRow]:
-        """Discoveries logged in ``[since, until)``, oldest first."""
-        rows = self._rows(
-            "SELECT id, ts, subject, tenant, conversation, query, query_hash, shown, confidence,"
-            " low FROM {discoveries} WHERE ts >= ? AND ts < ? ORDER BY ts, {seq}",
-            (since, until if until is not None else float("inf")),
-        )
-        return [
-            DiscoveryRow(
-                str(r[0]),
-                float(r[1]),
-                str(r[2]),
-                str(r[3]),
-                r[4],
-                r[5],
-                r[6],
-                tuple(json.loads(r[7])),
-                float(r[8]),
-                bool(r[9]),
-            )
-            for r in rows
-        ]
-
-    def events(self, since: float = 0.0, until: float | None = None) -> list[EventRow]:
-        """Executions and feedback logged in ``[since, until)``, oldest first."""
-        rows = self._rows(
-            "SELECT ts, discovery_id, tool_id, ok, kind, subject, tenant, conversation"
-            " FROM {calls} WHERE ts >= ? AND ts < ? ORDER BY ts, {seq}",
-            (since, until if until is not None else float("inf")),
-        )
-        return [
-            EventRow(float(r[0]), r[1], str(r[2]), bool(r[3]), str(r[4]), r[5], r[6], r[7])
-            for r in rows
-        ]
-
-    def false_negatives(self, limit: int = 20) -> list[FalseNegative]:
-        """Tools that were called after a discovery that did not show them, worst first."""
-        rows = self._rows(
-            "SELECT c.tool_id, d.shown, coalesce(d.query, d.query_hash, '') FROM {calls} c"
-            " JOIN {discoveries} d ON d.id = c.discovery_id ORDER BY c.ts, c.{seq}"
-        )
-        stats: dict[str, list[Any]] = {}
-        for tool_id, shown, query in rows:
-            entry = stats.setdefault(tool_id, [0, 0, []])
-            entry[1] += 1
-            if tool_id not in json.loads(shown):
-                entry[0] += 1
-                if len(entry[2]) < 3 and query:
-                    entry[2].append(query)
-        out = [FalseNegative(t, m, c, tuple(q)) for t, (m, c, q) in stats.items() if m]
-        out.sort(key=lambda f: (-f.misses, f.tool_id))
-        return out[:limit]
-
-    def learned_pairs(
-        self, min_count: int = 1, *, tenant: str | None = None
-    ) -> list[tuple[str, str, int]]:
-        """(tool id, query, times) for queries after which the tool was called successfully.
-
-        Only query text can be learned from: with query_log "hash" or "none" this is empty.
-        With ``tenant``, only that tenant's usage (one tenant's phrasing must not steer
-        another's shortlists).
-        """
-        where = " AND d.tenant = ?" if tenant is not None else ""
-        params: tuple[Any, ...] = (tenant, min_count) if tenant is not None else (min_count,)
-        rows = self._rows(
-            "SELECT c.tool_id, d.query, count(*) FROM {calls} c"
-            " JOIN {discoveries} d ON d.id = c.discovery_id"
-            f" WHERE c.ok = 1 AND c.kind = 'call' AND d.query IS NOT NULL{where}"
-            " GROUP BY c.tool_id, d.query HAVING count(*) >= ?"
-            " ORDER BY c.tool_id, count(*) DESC, d.query",
-            params,
-        )
-        return [(str(t), str(q), int(n)) for t, q, n in rows]
-
-    def tenants(self) -> list[str]:
-        """Every tenant with discoveries in the log."""
-        rows = self._rows("SELECT DISTINCT tenant FROM {discoveries} ORDER BY tenant")
-        return [str(r[0]) for r in rows]
-
-    def stats(self) -> dict[str, float]:
-        ((n, conf, lat),) = self._rows(
-            "SELECT count(*), coalesce(avg(confidence), 0), coalesce(avg(latency_ms), 0)"
-            " FROM {discoveries}"
-        )
-        (calls,) = self._rows("SELECT count(*) FROM {calls} WHERE kind = 'call'")[0]
-        return {"discoveries": n, "mean_confidence": conf, "mean_latency_ms": lat, "calls": calls}
