@@ -79,6 +79,34 @@ def test_db_from_environment(db: Path) -> None:
     assert proc.returncode == 0 and "gcd" in proc.stdout
 
 
+def test_a_command_imports_only_its_own_module(db: Path) -> None:
+    """``search``/``schema`` do not import the commands that live in modules of their own
+    (lint and report bring numpy's linters, call the gateway's audit log); ``lint`` imports
+    its own alone; ``--help`` still lists every command."""
+    show = (
+        "import atexit, sys; atexit.register(lambda: print(sorted(m for m in sys.modules "
+        "if m.startswith(('toolscout.cli.', 'toolscout.lint'))))); "
+        "from toolscout.cli import main; main(sys.argv[1:])"
+    )
+
+    def loaded(*args: str) -> tuple[list[str], str]:
+        argv = [sys.executable, "-c", show, *args]
+        env = {**os.environ, "COLUMNS": "200"}
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        *text, modules = proc.stdout.splitlines()
+        return json.loads(modules.replace("'", '"')), "\n".join(text)
+
+    modules = {f"toolscout.cli.{m}" for m in ("eval", "gateway", "lint", "report", "serve", "mcp")}
+    assert not modules & set(loaded("schema", "math.gcd", "--db", str(db))[0])
+    assert modules & set(loaded("lint", "--help")[0]) == {"toolscout.cli.lint"}
+    every, text = loaded("--help")
+    assert modules <= set(every)
+    for command in ("index", "search", "schema", "demo", "eval", "call", "token", "audit"):
+        assert f" {command} " in text, command
+    assert all(f" {c} " in text for c in ("lint", "report", "serve", "mcp"))
+
+
 def test_bad_inputs_get_one_line_errors(db: Path, tmp_path: Path) -> None:
     assert_clean_error(run("index", str(tmp_path / "nope.jsonl"), db=db), "no such file")
     broken = tmp_path / "broken.jsonl"
