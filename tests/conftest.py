@@ -100,8 +100,7 @@ MAX_WORKERS = 4
 #: By the wall time of a full run (docs/benchmarks.md, Test suite time): every unit of
 #: 40 s or more there, so none starts in the last minutes and leaves a worker idle
 HEAVY = (
-    "test_cli.py::test_bfcl_index_then_search",  # the longest unit (bfcl's 7,392 card views)
-    "test_mcp_conformance.py",  # one harness run for both modes
+    "test_mcp_conformance.py",  # one harness run for both modes: the longest unit
     "test_security.py",  # one group: its last test counts the cases of the others
     "test_soak.py",
     "test_readme.py",
@@ -112,6 +111,8 @@ HEAVY = (
     "test_cli_inputs.py::test_messy_catalog_imports_with_warnings_and_is_searchable",
     "test_console_browser.py",
     "test_http.py",
+    # a sixth of bfcl's catalog embedded (was all of it and the longest unit: 150-250 s)
+    "test_cli.py::test_bfcl_index_then_search",
 )
 
 #: fixture scopes that tie a module's tests to one process

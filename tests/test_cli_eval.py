@@ -9,7 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from support import FIXTURES
-from toolscout.cli.app import app
+from toolscout.cli.app import mounted
+
+app = mounted()  # every command, as `toolscout` without arguments has them
 
 EVAL = FIXTURES / "eval"
 ARGS = ["eval", "--tools", str(EVAL / "tools.jsonl"), "--queries", str(EVAL / "queries.jsonl")]

@@ -554,33 +554,83 @@ def demo(
     run_demo(path, k=k, console=out)
 
 
-def _register_modules() -> None:
-    """Mount the commands that live in their own modules."""
+def _mount_eval() -> None:
     from toolscout.cli.eval import eval_command
-    from toolscout.cli.gateway import audit, call, token_app
 
     app.command("eval")(friendly(eval_command))
+
+
+def _mount_gateway() -> None:
+    from toolscout.cli.gateway import audit, call, token_app
+
     app.command("call")(friendly(call))
     app.add_typer(token_app, name="token", help="Development tokens.")
     app.command("audit")(friendly(audit))
+
+
+def _mount_lint() -> None:
     from toolscout.cli.lint import lint_command
 
     app.command("lint")(friendly(lint_command))
+
+
+def _mount_report() -> None:
     from toolscout.cli.report import report_command
 
     app.command("report")(friendly(report_command))
+
+
+def _mount_serve() -> None:
     from toolscout.cli.serve import serve
 
     app.command("serve")(friendly(serve))
+
+
+def _mount_mcp() -> None:
     from toolscout.cli.mcp import mcp_app
 
     app.add_typer(mcp_app, name="mcp", help="The MCP gateway: serve, inspect.")
 
 
-_register_modules()
+#: the commands that live in their own modules, by the function that imports and mounts
+#: them, in the order ``--help`` lists them (lint and report bring numpy and the linters,
+#: call and audit the gateway's audit log: a command that needs none of them skips them)
+_MOUNTS = (_mount_eval, _mount_gateway, _mount_lint, _mount_report, _mount_serve, _mount_mcp)
+_MOUNTED_BY = {
+    "eval": _mount_eval,
+    "call": _mount_gateway,
+    "token": _mount_gateway,
+    "audit": _mount_gateway,
+    "lint": _mount_lint,
+    "report": _mount_report,
+    "serve": _mount_serve,
+    "mcp": _mount_mcp,
+}
+_MOUNTED: list[Callable[[], None]] = []
+_OWN = frozenset(c.name or c.callback.__name__ for c in app.registered_commands if c.callback)
+
+
+def mounted(args: Sequence[str] | None = None) -> typer.Typer:
+    """The app with what ``args`` (a command line without the program) may run mounted:
+    nothing more for a command of this module (``index``, ``search``...), the one module of a
+    command that has its own, and every command otherwise (no arguments, ``--help``, a
+    misspelt command: the app then lists or suggests them all). ``None``: every command."""
+    word = args[0] if args else None
+    if word in _OWN:
+        wanted: tuple[Callable[[], None], ...] = ()
+    elif word in _MOUNTED_BY:
+        wanted = (_MOUNTED_BY[word],)
+    else:
+        wanted = _MOUNTS
+    for mount in wanted:
+        if mount not in _MOUNTED:
+            _MOUNTED.append(mount)
+            mount()
+    return app
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    mounted(list(argv) if argv is not None else sys.argv[1:])
     app(args=list(argv) if argv is not None else None, prog_name="toolscout")
 
 
