@@ -10,9 +10,10 @@ import pytest
 
 from support import embedder, spec
 from toolscout.cards import ToolSpec
+from toolscout.discovery import catalog as catalog_module
 from toolscout.discovery import tokencount
 from toolscout.discovery.catalog import Catalog
-from toolscout.discovery.kept import token_key, token_parts
+from toolscout.discovery.kept import token_key, token_parts, tool_tokens
 from toolscout.policy import Principal
 
 WHO = Principal.of("p", scopes=["*"])
@@ -120,3 +121,65 @@ def test_kept_parts_are_found_by_their_exact_text(monkeypatch: pytest.MonkeyPatc
     tokencount.preload({tokencount.text_digest('{"a":"x"}'): (999, '{"', '"}')}, {})
     assert tokencount.count_json([{"a": "x"}]) > 999
     assert tokencount.count_json([{"a": "y"}]) < 999
+
+
+def _sampled_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The figure a large entitlement gets (its size times a sample's mean count), here
+    for five tools: sampled above two entitled tools, four at a time."""
+    monkeypatch.setattr(catalog_module, "EXACT_CATALOG_TOKENS", 2)
+    monkeypatch.setattr(catalog_module, "CATALOG_TOKEN_SAMPLE", 4)
+
+
+def test_a_new_process_takes_the_catalog_figure_from_kept_per_tool_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new tenant's catalog figure counts a sample of its tools' renderings: kept per
+    tool for the generation, a new process reads neither their schemas nor loads the
+    tokenizer for it (its second request at 100k waited for both)."""
+    _sampled_figures(monkeypatch)
+    db = tmp_path / "c.db"
+    _new_process(monkeypatch)
+    with Catalog.open(db, embedder=embedder(), log=False, prefetch=False) as first:
+        first.add(_tools())
+        figures = {fmt: first.entitled_tokens(WHO, fmt) for fmt in FORMATS}
+    with Catalog.open(db, embedder=embedder(), log=False, prefetch=False) as cat:
+        # the texts' parts forgotten: only the per-tool counts can answer
+        assert cat.store.set_derived(token_key(), cat.generation, b'{"parts":{},"joins":{}}')  # type: ignore[attr-defined]
+    _new_process(monkeypatch)
+    with Catalog.open(db, embedder=embedder(), log=False, prefetch=False) as second:
+        assert {fmt: second.entitled_tokens(WHO, fmt) for fmt in FORMATS} == figures
+        assert tokencount._encoding is None
+        specs_read: list[str] = []
+        monkeypatch.setattr(second, "specs_of", lambda ids: specs_read.extend(ids) or [])
+        second.refresh().catalog_tokens.clear()
+        assert second.entitled_tokens(WHO, "openai") == figures["openai"]
+        assert specs_read == []  # no schema read for the sample
+
+
+def test_per_tool_counts_of_another_generation_are_counted_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _sampled_figures(monkeypatch)
+    db = tmp_path / "c.db"
+    with Catalog.open(db, embedder=embedder(), log=False, prefetch=False) as first:
+        first.add(_tools()[:4])
+        first.entitled_tokens(WHO, "openai")
+    with Catalog.open(db, embedder=embedder(), log=False, prefetch=False) as writer:
+        writer.add(_tools())  # a write: names and schemas may differ now
+    _new_process(monkeypatch)
+    with Catalog.open(db, embedder=embedder(), log=False, prefetch=False) as second:
+        figure = second.entitled_tokens(WHO, "openai")
+        assert tokencount._encoding is not None  # counted: the kept counts were not used
+        assert second.refresh().tool_tokens_kept == 0
+    (tmp_path / "fresh").mkdir()
+    with Catalog.open(tmp_path / "fresh" / "c.db", embedder=embedder(), log=False) as fresh:
+        fresh.add(_tools())
+        assert fresh.entitled_tokens(WHO, "openai") == figure
+
+
+@pytest.mark.parametrize(
+    "blob", [b"not json", b"[]", b'{"openai": []}', b'{"openai": {"a": "3"}}', b'{"x": {"a": -1}}']
+)
+def test_damaged_per_tool_counts_are_not_read(blob: bytes) -> None:
+    assert tool_tokens(blob) is None
+    assert tool_tokens(b'{"openai": {"a": 3}}') == {("a", "openai"): 3}

@@ -45,9 +45,13 @@ from toolscout.discovery.kept import (
     no_gc,
     read_maps,
     row_store,
+    stale_maps,
     token_blob,
     token_key,
     token_parts,
+    tool_token_blob,
+    tool_token_key,
+    tool_tokens,
 )
 from toolscout.discovery.lexical import encoder_text, terms, words
 from toolscout.discovery.prerequisites import FinderIndex
@@ -264,6 +268,11 @@ class _State:
         self.entitlements: OrderedDict[tuple[str, frozenset[str]], Entitlement] = OrderedDict()
         self.catalog_tokens: dict[tuple[str, frozenset[str], str], int] = {}
         self.tool_tokens: dict[tuple[str, str], int] = {}  # (id, format) -> tokens
+        #: derived state served from another toolscout version's kept rows, being derived again
+        self.stale: set[str] = set()
+        self.rederiving = False
+        self.tool_tokens_read = False  # the per-tool counts an earlier process kept, read
+        self.tool_tokens_kept = 0  # how many of them there were
         self.lock = threading.Lock()
 
     @property
@@ -301,7 +310,6 @@ class Catalog:
         self._tokens_kept = -1  # texts whose token parts the store holds (-1: not read yet)
         self._keeping: list[threading.Thread] = []  # derived state written in the background
         self._keeping_lock = threading.Lock()
-        self._tokens_after_first = False  # load the token counter once the first answer is out
         if policy is not None and self._stored_policy() != policy:
             self.set_policy(policy)
         self.refresh()
@@ -326,8 +334,10 @@ class Catalog:
         ``hash``, or ``none``; text is reduced to its hash after ``query_text_days``
         (``None``: kept until the row is pruned). ``prefetch``: a store that holds a
         catalog starts loading the query encoder, the stemmer and its dense index in the
-        background while its state is read, and the token counter once the first discovery
-        has answered (that one counts from the kept counts, or loads it if they miss)."""
+        background while its state is read. The token counter is not loaded ahead: building
+        it holds the interpreter for a few tenths of a second, which stalled whichever
+        request ran beside it; a discovery whose counts are not kept (per tool or per text)
+        builds it when it needs it."""
         from toolscout.stores import open_store
 
         store = open_store(path)
@@ -353,9 +363,6 @@ class Catalog:
             _read_ahead(getattr(store, "prepare_lexical", None))
         if prefetch and callable(prepare):  # the dense index, mapped while the encoder loads
             _read_ahead(lambda: prepare(chosen.model_id))
-        # the token counter after the first answer (kept counts may spare it; building it
-        # holds the interpreter for ~0.2-0.4 s, which stalled the first discovery itself)
-        catalog._tokens_after_first = prefetch and not catalog.counts_kept
         return catalog
 
     @property
@@ -540,23 +547,13 @@ class Catalog:
     def phrases(self) -> PhraseIndex:
         """The phrase index: read per key from the rows kept for this generation, else
         built from the cards (every card's words tokenised) and kept."""
-        state = self.refresh()
+        return self._phrases_of(self.refresh())
+
+    def _phrases_of(self, state: _State) -> PhraseIndex:
         with state.lock:
             if state.phrases is None:
                 parts = self._derived(state, "phrase-index", _PHRASE_KINDS, _phrase_parts)
-                index = PhraseIndex.__new__(PhraseIndex)
-                fields = FieldTerms(
-                    name=parts["name"],
-                    summary=parts["summary"],
-                    keys=parts["keys"],
-                    in_name=parts["in_name"],
-                    in_summary=parts["in_summary"],
-                )
-                vars(index).update(fields=fields, calibration=None, calibration_read=False,
-                                   phrases=parts["phrases"], identifiers=parts["identifiers"],
-                                   starts=parts["starts"])  # fmt: skip
-                index.idf = idf_of(state.df, state.size)  # a function: derived, not kept
-                state.phrases = index
+                state.phrases = _phrase_index(state, parts)
             return state.phrases
 
     def _derived(self, state: _State, name: str, kinds: Mapping[str, str],
@@ -581,6 +578,12 @@ class Catalog:
             found = read_maps(store, key, state.generation, kinds, lambda p: whole()[p])
             if found is not None:
                 return found[0]
+            # kept by another toolscout (an upgrade): served while derived again behind
+            stale = stale_maps(store, name, key, state.generation, kinds, lambda p: whole()[p])
+            if stale is not None:
+                state.stale.add(name)
+                self._rederive(state)
+                return stale
         parts = whole()
         if store is not None:
             self._keep(store, key, state.generation, {p: (kinds[p], parts[p]) for p in kinds})
@@ -616,24 +619,79 @@ class Catalog:
             thread.start()
 
     def wait_kept(self) -> None:
-        """Wait until the derived state being kept in the background is written."""
+        """Wait until the derived state being derived again or kept in the background is
+        written (a thread deriving again starts the writes of what it derived)."""
+        while True:
+            with self._keeping_lock:
+                pending, self._keeping = self._keeping, []
+            if not pending:
+                return
+            for thread in pending:
+                thread.join()
+
+    def _rederive(self, state: _State) -> None:
+        """Derive ``state``'s structures served from another version's kept rows again, on
+        a background thread (once per state), each replacing the stale one when built and
+        kept under this version's key. Requests meanwhile are answered from the stale
+        ones: the same catalog generation, derived by the code of another version."""
         with self._keeping_lock:
-            pending, self._keeping = self._keeping, []
-        for thread in pending:
-            thread.join()
+            if state.rederiving:
+                return
+            state.rederiving = True
+            thread = threading.Thread(
+                target=_quietly, args=(lambda: self._rederive_all(state),),
+                name="toolscout-rederive", daemon=False,
+            )  # fmt: skip
+            self._keeping.append(thread)
+            thread.start()
+
+    def _rederive_all(self, state: _State) -> None:
+        store = row_store(self.store)
+        if store is None:
+            return
+
+        def fresh(
+            name: str, kinds: Mapping[str, str], build: Callable[[_State], Mapping[str, Any]]
+        ) -> Mapping[str, Any] | None:
+            key = _kept_key(name)
+            if read_maps(store, key, state.generation, kinds, lambda p: {}) is not None:
+                return None  # kept for this version already: what it serves is not stale
+            with no_gc():
+                parts = build(state)
+            self._keep(store, key, state.generation, {p: (kinds[p], parts[p]) for p in kinds})
+            return parts
+
+        phrases = fresh("phrase-index", _PHRASE_KINDS, _phrase_parts)
+        if phrases is not None:
+            index = _phrase_index(state, phrases)
+            with state.lock:
+                state.phrases = index
+                state.stale.discard("phrase-index")
+        names = fresh("name-table", _NAME_KINDS, _name_parts)
+        if names is not None:
+            with state.lock:
+                state.names, state.rendered = names["names"], names["rendered"]
+                if "name-table" in state.stale:  # counted with the stale names: count again
+                    state.stale.discard("name-table")
+                    state.tool_tokens.clear()
+                    state.catalog_tokens.clear()
+        name_terms = self._phrases_of(state).fields.name
+        finders = fresh("finder-index", _FINDER_KINDS, lambda _: _finder_parts(name_terms))
+        if finders is not None:
+            with state.lock:
+                state.finders = _finder_index(finders)
+                state.stale.discard("finder-index")
 
     def finders(self) -> FinderIndex:
         """The tools named as finders (search, find, lookup, list), by their name words."""
         state = self.refresh()
-        fields = self.phrases().fields  # outside the lock: phrases() takes it
+        fields = self._phrases_of(state).fields  # outside the lock: phrases() takes it
         with state.lock:
             if state.finders is None:
                 parts = self._derived(
                     state, "finder-index", _FINDER_KINDS, lambda _: _finder_parts(fields.name)
                 )
-                index = FinderIndex.__new__(FinderIndex)
-                vars(index).update(name_terms=parts["name_terms"], _by_term=parts["by_term"])
-                state.finders = index
+                state.finders = _finder_index(parts)
             return state.finders
 
     def names(self) -> Mapping[str, str]:
@@ -836,25 +894,54 @@ class Catalog:
 
     def keep_token_counts(self) -> bool:
         """Keep the token parts this process counted for the next one (with what the store
-        held), when there are new ones; True if written. Called on close and by servers
-        after warming up: never on the request path."""
+        held), and the per-tool counts of the current generation, when there are new ones;
+        True if either was written. Called on close and by servers after warming up:
+        never on the request path."""
         write = getattr(self.store, "set_derived", None)
         state = self._state
         if write is None or state is None:
             return False
+        wrote = False
         parts, joins = tokencount.known_parts()
-        if len(parts) <= max(self._tokens_kept, 0):
-            return False
-        if write(token_key(), self.store.generation(), token_blob(parts, joins)):
+        if len(parts) > max(self._tokens_kept, 0) and write(
+            token_key(), self.store.generation(), token_blob(parts, joins)
+        ):
             self._tokens_kept = len(parts)
-            return True
-        return False
+            wrote = True
+        self._read_tool_tokens(state)  # what the store holds is kept with the new ones
+        with state.lock:
+            counts = dict(state.tool_tokens) if "name-table" not in state.stale else {}
+        if len(counts) > state.tool_tokens_kept and write(
+            tool_token_key(), state.generation, tool_token_blob(counts)
+        ):
+            state.tool_tokens_kept = len(counts)
+            wrote = True
+        return wrote
+
+    def _read_tool_tokens(self, state: _State) -> None:
+        """The per-tool counts an earlier process kept for ``state``'s generation (read once
+        per state): a new process's catalog figure for a tenant an earlier one counted then
+        needs neither the sample's schemas nor the tokenizer."""
+        if state.tool_tokens_read:
+            return
+        read = getattr(self.store, "derived", None)
+        kept = read(tool_token_key()) if callable(read) else None
+        counts = tool_tokens(kept[1]) if kept is not None and kept[0] == state.generation else None
+        with state.lock:
+            if not state.tool_tokens_read:
+                state.tool_tokens_read = True
+                for key, n in (counts or {}).items():
+                    state.tool_tokens.setdefault(key, n)
+                state.tool_tokens_kept = len(counts or {})
 
     def schema_tokens(self, tool_id: str, fmt: str) -> int:
         """o200k tokens of one tool's rendering (cached per catalog generation, as the
         rendered name can change with the rest of the catalog: never stale)."""
         state = self.refresh()
         n = state.tool_tokens.get((tool_id, fmt))
+        if n is None and not state.tool_tokens_read:
+            self._read_tool_tokens(state)
+            n = state.tool_tokens.get((tool_id, fmt))
         return n if n is not None else self._count_tokens(state, self.get(tool_id), fmt)
 
     def _count_tokens(self, state: _State, spec: ToolSpec, fmt: str) -> int:
@@ -883,7 +970,11 @@ class Catalog:
                 ordered = sorted(ids)
                 step = len(ordered) / CATALOG_TOKEN_SAMPLE
                 sample = [ordered[int(i * step)] for i in range(CATALOG_TOKEN_SAMPLE)]
-                counts = [self._count_tokens(state, s, fmt) for s in self.specs_of(sample)]
+                self._read_tool_tokens(state)
+                known = [state.tool_tokens.get((t, fmt)) for t in sample]
+                missing = [t for t, c in zip(sample, known, strict=True) if c is None]
+                counts = [c for c in known if c is not None]  # kept: no schema read for them
+                counts += [self._count_tokens(state, s, fmt) for s in self.specs_of(missing)]
                 n = round(len(ids) * sum(counts) / max(len(counts), 1))
             with state.lock:
                 state.catalog_tokens[key] = n
@@ -934,9 +1025,6 @@ class Catalog:
             conversation=conversation,
             record=record,
         )
-        if self._tokens_after_first:  # Catalog.open: the token counter, after the first answer
-            self._tokens_after_first = False
-            prefetch_models(None)
         return shortlist
 
     def record_call(self, shortlist: Shortlist | None, tool_id: str, *, ok: bool = True) -> None:
@@ -961,6 +1049,29 @@ def _phrase_parts(state: _State) -> dict[str, Any]:
         "identifiers": index.identifiers,
         "starts": index.starts,
     }
+
+
+def _phrase_index(state: _State, parts: Mapping[str, Any]) -> PhraseIndex:
+    """A phrase index over kept (or just built) parts."""
+    index = PhraseIndex.__new__(PhraseIndex)
+    fields = FieldTerms(
+        name=parts["name"],
+        summary=parts["summary"],
+        keys=parts["keys"],
+        in_name=parts["in_name"],
+        in_summary=parts["in_summary"],
+    )
+    vars(index).update(fields=fields, calibration=None, calibration_read=False,
+                       phrases=parts["phrases"], identifiers=parts["identifiers"],
+                       starts=parts["starts"])  # fmt: skip
+    index.idf = idf_of(state.df, state.size)  # a function: derived, not kept
+    return index
+
+
+def _finder_index(parts: Mapping[str, Any]) -> FinderIndex:
+    index = FinderIndex.__new__(FinderIndex)
+    vars(index).update(name_terms=parts["name_terms"], _by_term=parts["by_term"])
+    return index
 
 
 def _name_parts(state: _State) -> dict[str, Any]:

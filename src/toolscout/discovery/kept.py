@@ -28,9 +28,13 @@ __all__ = [
     "no_gc",
     "read_maps",
     "row_store",
+    "stale_maps",
     "token_blob",
     "token_key",
     "token_parts",
+    "tool_token_blob",
+    "tool_token_key",
+    "tool_tokens",
 ]
 
 V = TypeVar("V")
@@ -90,6 +94,45 @@ def token_parts(blob: bytes) -> tuple[dict[str, Any], dict[str, int]] | None:
     if not all(isinstance(c, str) and type(n) is int for c, n in joins.items()):
         return None
     return out, joins
+
+
+def tool_token_key() -> str:
+    """The key per-tool token counts are kept under: a digest of the modules that render a
+    tool (its schema and its catalog-wide name) and count it. The counts are kept for one
+    generation (the names and the schemas are the generation's)."""
+    from toolscout.discovery import inject
+
+    digest = hashlib.sha256()
+    for module in (inject, tokencount):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return f"tool-tokens:{digest.hexdigest()[:16]}"
+
+
+def tool_token_blob(counts: Mapping[tuple[str, str], int]) -> bytes:
+    """``(tool id, format) -> tokens`` as kept: ``{format: {id: tokens}}``."""
+    out: dict[str, dict[str, int]] = {}
+    for (tool_id, fmt), n in counts.items():
+        out.setdefault(fmt, {})[tool_id] = n
+    return json.dumps(out, separators=(",", ":")).encode()
+
+
+def tool_tokens(blob: bytes) -> dict[tuple[str, str], int] | None:
+    """Kept per-tool counts, or None for anything not exactly their shape."""
+    try:
+        data = json.loads(blob)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    out: dict[tuple[str, str], int] = {}
+    for fmt, counts in data.items():
+        if not isinstance(counts, dict):
+            return None
+        for tool_id, n in counts.items():
+            if type(n) is not int or n < 0:
+                return None
+            out[(tool_id, fmt)] = n
+    return out
 
 
 # -- maps kept as rows, read one key at a time ---------------------------------------
@@ -320,6 +363,29 @@ def read_maps(
         m: KeptMap[Any] = KeptMap(store, token, part, kind, counts[part], _part_of(rebuild, part))
         out[part] = KeptSet(m) if kind == KIND_FLAG else m
     return out, extra
+
+
+def stale_maps(
+    store: RowStore,
+    name: str,
+    key: str,
+    generation: int,
+    kinds: Mapping[str, str],
+    rebuild: Callable[[str], Mapping[str, Any]],
+) -> dict[str, Any] | None:
+    """The maps ``name`` kept for ``generation`` under another key than ``key`` (another
+    version of toolscout kept them: the key names a digest of the code), when they are of
+    this version's parts and kinds; else None. What a new version serves while it derives
+    its own in the background, instead of deriving them on its first request."""
+    keys = getattr(store, "derived_keys", None)
+    if not callable(keys):
+        return None
+    for other, kept_generation in keys(f"{name}:"):
+        if other != key and kept_generation == generation:
+            found = read_maps(store, other, generation, kinds, rebuild)
+            if found is not None:
+                return found[0]
+    return None
 
 
 def _part_of(

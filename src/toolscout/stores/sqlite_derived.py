@@ -75,6 +75,19 @@ class DerivedState:
                 return None
         return None if row is None else (int(row[0]), bytes(row[1]))
 
+    def derived_keys(self, prefix: str) -> list[tuple[str, int]]:
+        """Every key kept that begins with ``prefix`` (the same derived state kept by another
+        version of toolscout has its own key) and the generation each was derived from."""
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    "SELECT key, generation FROM derived WHERE substr(key, 1, ?) = ?",
+                    (len(prefix), prefix),
+                ).fetchall()
+            except sqlite3.OperationalError:  # no derived state kept yet
+                return []
+        return [(str(key), int(generation)) for key, generation in rows]
+
     def set_derived(self, key: str, generation: int, blob: bytes) -> bool:
         """Keep ``blob`` as derived from ``generation`` if that is still the current one.
 

@@ -1,0 +1,117 @@
+"""Derived state kept by another version of toolscout (its key names other code): a new
+version answers from it at once and derives its own in the background, instead of
+deriving the phrase index, name table and finder index on its first request (20 s at
+100k tools)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support import embedder
+from test_kept import KINDS, MAPS, QUERIES, _store, _tools
+from toolscout.discovery import catalog as catalog_module
+from toolscout.discovery.catalog import Catalog, _kept_key
+from toolscout.discovery.kept import KeptMap, keep_maps, stale_maps
+from toolscout.policy import Principal
+from toolscout.stores.sqlite import SQLiteStore
+
+PEOPLE = [Principal.of(f"p{t}", t, scopes=["orders:*", "billing:*"]) for t in ("t0", "t1", "")]
+BUILDERS = ("_phrase_parts", "_name_parts", "_finder_parts")
+
+
+def _watch_builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """(builder, thread) of every derived structure built from the cards from now on."""
+    built: list[tuple[str, str]] = []
+    for name in BUILDERS:
+        real = getattr(catalog_module, name)
+
+        def watched(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            built.append((_name, threading.current_thread().name))
+            return _real(*args)
+
+        monkeypatch.setattr(catalog_module, name, watched)
+    return built
+
+
+def _upgrade(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a new toolscout release is to the kept rows: its modules' digest differs."""
+    monkeypatch.setattr(catalog_module, "_CODE_DIGEST", "another-version0")
+
+
+def test_an_upgrade_answers_from_the_older_rows_and_derives_its_own_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "c.db"
+    with Catalog.open(db, embedder=embedder()) as older:
+        older.add(_tools())
+        older.finders()
+        asked = [older.discover(q, p).ids for q in QUERIES for p in PEOPLE]
+        names = dict(older.names())
+        index = older.phrases()
+        phrases, fields = index.phrases, index.fields
+    _upgrade(monkeypatch)
+    built = _watch_builds(monkeypatch)
+    with Catalog.open(db, embedder=embedder()) as new:
+        answered = [new.discover(q, p).ids for q in QUERIES for p in PEOPLE]
+        on_request = [b for b in built if b[1] == threading.main_thread().name]
+        new.wait_kept()
+        assert on_request == []  # nothing derived while answering
+        assert sorted(built) == sorted((b, "toolscout-rederive") for b in BUILDERS)
+        assert answered == asked
+        state = new.refresh()
+        assert state.stale == set()
+        fresh = new.phrases()
+        assert not isinstance(fresh.fields.name, KeptMap)  # the one derived behind
+        assert fresh.phrases == phrases and fresh.fields == fields
+        assert dict(new.names()) == names and new.resolve("svc2_find_order_2")
+        assert [new.discover(q, p).ids for q in QUERIES for p in PEOPLE] == asked
+    store = SQLiteStore(db)
+    for name in ("phrase-index", "name-table", "finder-index"):  # kept under the new key
+        kept = store.derived(_kept_key(name))
+        assert kept is not None and kept[0] == store.generation()
+    store.close()
+    built.clear()
+    with Catalog.open(db, embedder=embedder()) as again:  # the new version's next process
+        assert [again.discover(q, p).ids for q in QUERIES for p in PEOPLE] == asked
+        again.finders()
+        again.wait_kept()
+        assert built == [] and again.refresh().stale == set()
+
+
+def test_without_rows_of_any_version_the_first_request_derives_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A written generation (or a first start): nothing is kept for it, so nothing stale
+    is served; the request derives, as before."""
+    db = tmp_path / "c.db"
+    built = _watch_builds(monkeypatch)
+    with Catalog.open(db, embedder=embedder()) as cat:
+        cat.add(_tools())
+        cat.discover(QUERIES[0], PEOPLE[0])
+        cat.finders()
+        assert {thread for _, thread in built} == {threading.main_thread().name}
+        assert cat.refresh().stale == set()
+
+
+def test_stale_rows_are_served_only_for_this_generation_and_these_parts(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    gen = store.generation()
+    maps = {p: (KINDS[p], MAPS[p]) for p in KINDS}
+    keep_maps(store, "thing:old", gen, maps)
+
+    def rebuild(part: str) -> Any:
+        raise AssertionError(part)
+
+    found = stale_maps(store, "thing", "thing:new", gen, KINDS, rebuild)
+    assert found is not None and dict(found["names"]) == MAPS["names"]
+    assert stale_maps(store, "thing", "thing:old", gen, KINDS, rebuild) is None  # its own
+    assert stale_maps(store, "thing", "thing:new", gen + 1, KINDS, rebuild) is None
+    other = {**KINDS, "more": KINDS["names"]}
+    assert stale_maps(store, "thing", "thing:new", gen, other, rebuild) is None
+    assert stale_maps(store, "thin", "thin:new", gen, KINDS, rebuild) is None  # not a prefix
+    assert store.derived_keys("thing:") == [("thing:old", gen)]
+    store.close()
