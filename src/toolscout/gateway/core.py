@@ -241,7 +241,7 @@ class Gateway:
             )
         check_arguments(arguments, tool_id=tool_id)  # NaN, runaway nesting: named refusals
         try:
-            text = canonical_json(arguments)
+            text = canonical_json(arguments, checked=True)  # check_arguments ran just above
         except (TypeError, ValueError):
             raise ArgumentError(
                 "arguments are not JSON", tool_id=tool_id, reason=NOT_JSON

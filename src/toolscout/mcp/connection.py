@@ -205,6 +205,8 @@ class Upstream:
     async def wait_listed(self, timeout_s: float) -> bool:
         """Wait until the first attempt ended (bounded by ``timeout_s``, unless the server is
         up and its tools are being indexed: that is our own work and is waited for)."""
+        if self.tried.is_set():  # every call after the first: no time-out scope to set up
+            return self.listed.is_set()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 await self.tried.wait()
