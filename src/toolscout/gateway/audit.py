@@ -129,14 +129,16 @@ MAX_DETAIL = 1000
 _KEY_ID_LABEL = b"toolscout audit key id v1"
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: Any, *, checked: bool = False) -> str:
     """Key-sorted, compact, UTF-8 JSON: the form digests and size limits are taken over.
 
     Non-finite numbers and nesting deeper than :data:`toolscout.schemas.MAX_DEPTH`
     are refused first (:class:`~toolscout.errors.ArgumentError`), so neither
-    ``NaN`` nor a ``RecursionError`` can come out of here.
+    ``NaN`` nor a ``RecursionError`` can come out of here (``checked``: the caller
+    already ran :func:`~toolscout.schemas.check_arguments` on ``value``).
     """
-    check_arguments(value)
+    if not checked:
+        check_arguments(value)
     return json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
@@ -432,16 +434,23 @@ class AuditLog:
         latency_ms: float,
         status: str,
         ts: float | None,
+        *,
+        stored: bool = False,
     ) -> tuple[Any, ...]:
+        """The stored fields (``stored``: the first four come from a stored row, already
+        cleaned, as :func:`clean_text` leaves its own output unchanged)."""
         if decision not in DECISIONS:
             raise ConfigError(f"decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
         latency = float(latency_ms)
+        who = (
+            (subject, tenant, tool_id, args_digest)
+            if stored
+            else (clean_text(subject), clean_text(tenant), clean_text(tool_id),
+                  clean_text(args_digest))
+        )  # fmt: skip
         return (
             float(time.time() if ts is None else ts),
-            clean_text(subject),
-            clean_text(tenant),
-            clean_text(tool_id),
-            clean_text(args_digest),
+            *who,
             decision,
             clean_text(reason),
             round(latency, 3) if math.isfinite(latency) else 0.0,
@@ -588,6 +597,7 @@ class AuditLog:
             latency_ms,
             status,
             None,
+            stored=True,  # the attempt's own fields were cleaned when it was written
         )
         for attempt_no in range(retries):
             try:

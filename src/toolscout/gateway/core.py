@@ -45,6 +45,7 @@ from toolscout.errors import (
     TokenError,
 )
 from toolscout.executors.base import Executor
+from toolscout.gateway.afterreply import AFTER_REPLY
 from toolscout.gateway.audit import AuditLog, canonical_json
 from toolscout.gateway.auth import TokenVerifier
 from toolscout.gateway.grants import GrantSigner
@@ -240,7 +241,7 @@ class Gateway:
             )
         check_arguments(arguments, tool_id=tool_id)  # NaN, runaway nesting: named refusals
         try:
-            text = canonical_json(arguments)
+            text = canonical_json(arguments, checked=True)  # check_arguments ran just above
         except (TypeError, ValueError):
             raise ArgumentError(
                 "arguments are not JSON", tool_id=tool_id, reason=NOT_JSON
@@ -371,10 +372,16 @@ class Gateway:
             if ticket is not None:
                 ticket.release()
             latency = (time.perf_counter() - start) * 1000
-            record_id = self._record(
+            record = (
                 attempt, who[0], tool_text, digest, decision, reason, status, latency, detail,
                 failure, client,
             )  # fmt: skip
+            after = AFTER_REPLY.get() if attempt is not None else None
+            if after is not None:  # the outcome row once the answer went (gateway/afterreply.py)
+                after.defer(lambda: self._record(*record))
+                record_id: int | None = attempt
+            else:
+                record_id = self._record(*record)
             if failure is not None:
                 failure.audit_id = record_id
         return ExecutionResult(

@@ -17,6 +17,7 @@ from typing import Any
 
 from toolscout.cards import ToolSpec
 from toolscout.errors import ArgumentError
+from toolscout.gateway.quickcheck import Check, compile_quick
 from toolscout.schemas import SchemaValidator, check_arguments, make_validator
 
 UNKNOWN_PARAMETER = "unknown_parameter"
@@ -60,6 +61,8 @@ class _Compiled:
     validator: SchemaValidator
     known: frozenset[str]
     open_ended: bool
+    #: "certainly valid" for a plain schema (:mod:`toolscout.gateway.quickcheck`); else None
+    quick: Check | None
 
 
 class ArgumentValidator:
@@ -82,7 +85,8 @@ class ArgumentValidator:
                 return hit
         validator = make_validator(spec.parameters)
         known, open_ended = _declared_properties(validator.schema)
-        compiled = _Compiled(spec.parameters, validator, frozenset(known), open_ended)
+        quick = None if validator.lenient else compile_quick(validator.schema)
+        compiled = _Compiled(spec.parameters, validator, frozenset(known), open_ended, quick)
         with self._cache_lock:
             self._validators[spec.id] = compiled
             while len(self._validators) > self.cache_size:
@@ -108,4 +112,6 @@ class ArgumentValidator:
                     tool_id=spec.id,
                     reason=UNKNOWN_PARAMETER,
                 )
+        if compiled.quick is not None and compiled.quick(arguments):
+            return  # certainly valid; any doubt, and the full validator decides and says why
         compiled.validator.validate(arguments, tool_id=spec.id)

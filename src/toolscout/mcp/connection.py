@@ -205,6 +205,8 @@ class Upstream:
     async def wait_listed(self, timeout_s: float) -> bool:
         """Wait until the first attempt ended (bounded by ``timeout_s``, unless the server is
         up and its tools are being indexed: that is our own work and is waited for)."""
+        if self.tried.is_set():  # every call after the first: no time-out scope to set up
+            return self.listed.is_set()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 await self.tried.wait()
@@ -465,17 +467,28 @@ class Upstream:
             raise self.unavailable(what_id, self.last_error or self.state)
         if link is not None:
             self.relay.active.append(link)
-        task = asyncio.ensure_future(send(client))
+        loop = asyncio.get_running_loop()
         try:
-            while True:
+            # run in this task (no task of its own, no wait): a timer checks for progress at
+            # the end of each window and expires the scope when there was none
+            async with asyncio.timeout(None) as scope:
                 started = time.monotonic()
-                done, _ = await asyncio.wait({task}, timeout=timeout)
-                if done:
-                    return task.result()
-                seen = link.last_seen if link is not None else 0.0
-                if seen <= started:  # no progress within the whole window
-                    raise TimeoutError
-                timeout = max(0.01, seen + self._window(what_id) - time.monotonic())
+                timer = loop.call_later(timeout, lambda: watch())
+
+                def watch() -> None:
+                    nonlocal started, timer
+                    seen = link.last_seen if link is not None else 0.0
+                    if seen <= started:  # no progress within the whole window
+                        scope.reschedule(loop.time())  # cancels the request: TimeoutError
+                        return
+                    started = time.monotonic()
+                    window = max(0.01, seen + self._window(what_id) - started)
+                    timer = loop.call_later(window, watch)
+
+                try:
+                    return await send(client)  # cancelled here, it tells the upstream
+                finally:
+                    timer.cancel()
         except TimeoutError:
             raise ExecutorError(
                 f"upstream {self.label} did not answer {what} within {self._window(what_id):g}s "
@@ -510,8 +523,6 @@ class Upstream:
             self._broken.set()
             raise self.unavailable(what_id, self.last_error) from None
         finally:
-            if not task.done():
-                task.cancel()  # the SDK sends notifications/cancelled upstream
             if link is not None and link in self.relay.active:
                 self.relay.active.remove(link)
 

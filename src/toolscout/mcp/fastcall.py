@@ -51,9 +51,10 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from toolscout.gateway.afterreply import AFTER_REPLY, AfterReply
 from toolscout.mcp.meta import META_TOOLS
 from toolscout.mcp.pipes import PipeLines, PipeOut
 from toolscout.mcp.timeline import mark
@@ -205,6 +206,8 @@ class FastCalls:
         from mcp.server.runner import modern_error_data
         from mcp.types import JSONRPCError
 
+        after = AfterReply()  # the call's audit outcome: written once its answer went
+        AFTER_REPLY.set(after)  # this task's own context (and the call's round task's)
         try:
             try:
                 line = await self._result(rid, params, typed, route)
@@ -219,11 +222,13 @@ class FastCalls:
                 called = getattr(self._gateway, "_called_once", None)
                 if called is not None:
                     called.set()  # what the gateway's first-call middleware notes
-            await self.send(line)
+            await self.send(line, after.run)
             self.answered += 1
             mark("first tools/call answered below the SDK", once=True)
         except asyncio.CancelledError:
             return  # a cancelled request is never answered
+        finally:
+            after.run()  # cancelled, or the send failed: the outcome now
 
     async def _result(self, rid: Any, params: dict[str, Any], typed: Any, route: Any) -> str:
         """The answer line: the gateway's handler run with the context and session the
@@ -266,10 +271,14 @@ class FastCalls:
         answer = JSONRPCResponse(jsonrpc="2.0", id=rid, result=shaped)
         return answer.model_dump_json(by_alias=True, exclude_unset=True)
 
-    async def send(self, line: str) -> None:
-        """One message to the caller (a gone caller: dropped, as the SDK drops it)."""
+    async def send(self, line: str, written: Callable[[], None] | None = None) -> None:
+        """One message to the caller (a gone caller: dropped, as the SDK drops it);
+        ``written`` runs once the bytes went to the pipe (or its buffer), before waiting
+        for the pipe to take them all."""
         with contextlib.suppress(OSError, RuntimeError):
             await self._out.write(line + "\n")
+            if written is not None:
+                written()
             await self._out.flush()
 
     async def _finish(self) -> None:

@@ -389,11 +389,31 @@ def _fits_output_schema(session: Any, name: str, result: Any) -> bool:
     if schema is None or result.structured_content is None:
         return False
     try:
-        return bool(
-            session._output_schema_validator(name, schema).is_valid(result.structured_content)
-        )
+        validator = session._output_schema_validator(name, schema)  # the SDK's: compiles?
+        quick = _quick(schema)
+        if quick is not None and quick(result.structured_content):
+            return True  # certainly valid (any doubt: the SDK's validator decides)
+        return bool(validator.is_valid(result.structured_content))
     except Exception:  # an invalid schema, an unresolvable $ref: the SDK's error
         return False
+
+
+#: output schema → its quick check (``toolscout.gateway.quickcheck``), by identity: the
+#: session replaces a tool's schema object when a listing changes it
+_QUICK: dict[int, tuple[Any, Any]] = {}
+
+
+def _quick(schema: Any) -> Any:
+    from toolscout.gateway.quickcheck import compile_quick
+
+    hit = _QUICK.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    if len(_QUICK) >= 1024:
+        _QUICK.clear()
+    check = compile_quick(schema)
+    _QUICK[id(schema)] = (schema, check)  # the schema kept: its id is not reused meanwhile
+    return check
 
 
 def _answer_shape(message: dict[str, Any]) -> bool:
