@@ -15,9 +15,11 @@ from toolscout.discovery.coverage import (
     LOW_COVERAGE,
     coverage,
     dense_led,
-    read_request,
+    may_lead,
     reads_other_languages,
 )
+from toolscout.discovery.pipeline import retrieve_or_skip
+from toolscout.discovery.search import PhraseIndex, Retriever, parse_query
 from toolscout.embed.base import Embedder
 from toolscout.embed.coalesce import CoalescingEmbedder
 from toolscout.embed.e5 import MultilingualE5Embedder
@@ -26,6 +28,7 @@ from toolscout.embed.queries import QuerySide
 from toolscout.lint.overlap import measure
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
+from toolscout.stores.memory import MemoryStore
 from toolscout.telemetry.report import catalog_ranker
 
 DF = {"weather": 3, "forecast": 2, "citi": 5, "1000": 1}
@@ -144,12 +147,80 @@ def test_lint_reads_a_probe_as_discovery_does(tmp_path: Path, e5: MultilingualE5
         assert not [p for p in pairs if {p.a, p.b} == {hinted.id, "weather.forecast"}], pairs
 
 
-def test_read_request_is_parse_then_the_coverage_rule(e5: MultilingualE5Embedder) -> None:
+class _Counts(MemoryStore):
+    """A store whose lexical index counts :data:`DF` (``raises``: may not be asked)."""
+
+    def __init__(self, raises: bool = False) -> None:
+        super().__init__()
+        self.raises = raises
+
+    def document_frequency(self) -> tuple[dict[str, int], int]:
+        if self.raises:
+            raise AssertionError("the term counts were read")
+        return DF, 10
+
+
+def _retriever(store: MemoryStore, embedder: Embedder) -> Retriever:
+    return Retriever(store, embedder, PhraseIndex([], {}), SearchSettings())
+
+
+def test_the_retriever_reads_a_request_by_the_rule(e5: MultilingualE5Embedder) -> None:
+    """:meth:`Retriever.for_request` is :func:`dense_led` over every term of the parsed
+    request; with the English default it reads nothing, not even the term counts."""
     on = SearchSettings()
-    query, led = read_request(JA, DF, 10, on, e5)
-    assert query.terms and led == on.but(lexical=False)
-    assert read_request(JA, DF, 10, on, MiniLMEmbedder())[1] is on
-    assert read_request("weather forecast", DF, 10, on, e5)[1] is on
+    ja, covered = parse_query(JA, DF, 10, on), parse_query("weather forecast", DF, 10, on)
+    multilingual = _retriever(_Counts(), e5)
+    led = multilingual.for_request(ja)
+    assert led is not multilingual and led.settings == on.but(lexical=False)
+    assert led.settings == dense_led(on, (*ja.terms, *ja.dropped), DF, e5)
+    assert multilingual.for_request(covered) is multilingual
+    english = _retriever(_Counts(raises=True), MiniLMEmbedder())
+    assert not may_lead(on, english.embedder)
+    assert english.for_request(ja) is english  # returned before reading anything
+    with pytest.raises(AssertionError, match="term counts"):
+        _retriever(_Counts(raises=True), e5).for_request(ja)
+
+
+def test_a_caller_running_the_retriever_itself_gets_the_rule(
+    tmp_path: Path, e5: MultilingualE5Embedder
+) -> None:
+    """A caller that parses a request and retrieves it itself, with the catalog's retriever
+    or with the pipeline's retrieval stage (as evaluate/fitting.py's grid does), ranks it
+    as discovery does without asking for the rule: the dense path alone, its tool first
+    (BM25's place name would put the concerts in the lexical list)."""
+    with Catalog.open(tmp_path / "c.db", embedder=e5, log=False) as cat:
+        cat.add(TOOLS)
+        ids, _ = _shortlist(cat, JA)
+        df, n_docs = cat.store.document_frequency()
+        query = parse_query(JA, df, n_docs, cat.settings)
+        ent = cat.entitle(Principal.of("p"))
+        direct = cat.retriever().run(query, ent.ids)
+        staged, skipped = retrieve_or_skip(cat, query, ent, cat.settings)
+        for got in (direct, staged):
+            assert got.lexical_ids == [] and got.dense_weight == 1.0
+            assert got.candidates[0].id == ids[0] == "weather.forecast"
+        assert skipped == ""
+        # the same request in the catalog's words keeps both paths
+        covered = parse_query("weather forecast for San Francisco", df, n_docs, cat.settings)
+        assert cat.retriever().run(covered, ent.ids).lexical_ids
+
+
+def test_the_rule_comes_before_the_encoder_skip(tmp_path: Path, e5: MultilingualE5Embedder) -> None:
+    """A request the rule reads by the dense path alone is not answered lexical only
+    because it names a tool (``encoder_skip``): the rule is read first, as in discovery."""
+    named = (
+        "cabs.book_taxi で明日の朝七時に東京駅から羽田空港までのタクシーを予約してください。"
+        "荷物が多いので大きい車をお願いします"
+    )
+    with Catalog.open(tmp_path / "c.db", embedder=e5, log=False) as cat:
+        cat.add(TOOLS)
+        df, _ = cat.store.document_frequency()
+        query = parse_query(named, df, len(TOOLS), cat.settings)
+        assert coverage((*query.terms, *query.dropped), df) < LOW_COVERAGE
+        skipping = SearchSettings(encoder_skip=True)
+        got = cat.discover(named, Principal.of("p"), k=3, tier="progressive", settings=skipping)
+        assert got.trace.encoder_skipped == "" and got.trace.lexical == ()
+        assert got.trace.dense and got.ids[0] == "cabs.book_taxi"
 
 
 def test_the_report_ranks_a_missed_phrase_as_discovery_does(

@@ -107,8 +107,8 @@ def hidden_for(
 ) -> tuple[tuple[Hidden, ...], dict[str, int], int]:
     """The tools the viewer administers that policy refuses ``principal``, and why:
     the most relevant to ``query`` first (discovery's retrieval over them), with counts."""
-    from toolscout.discovery.coverage import read_request
     from toolscout.discovery.pipeline import retrieve_or_skip
+    from toolscout.discovery.search import parse_query
 
     catalog = service.catalog
     denied = {}
@@ -126,8 +126,8 @@ def hidden_for(
     cards = tuple(c for c, _ in denied.values())
     ent = Entitlement(cards, {}, frozenset(denied), {c.id: c for c in cards})
     df, n_docs = catalog.store.document_frequency()
-    parsed, cfg = read_request(query, df, n_docs, catalog.settings, catalog.embedder)
-    ranked = [c.id for c in retrieve_or_skip(catalog, parsed, ent, cfg)[0].candidates]
+    parsed = parse_query(query, df, n_docs, catalog.settings)
+    ranked = [c.id for c in retrieve_or_skip(catalog, parsed, ent, catalog.settings)[0].candidates]
     order = [t for t in ranked if t in denied][:HIDDEN_SHOWN]
     hidden = []
     for tool_id in order:

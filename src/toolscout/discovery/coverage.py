@@ -14,16 +14,17 @@ request's language, the ranking is then the dense one alone (:func:`dense_led`).
 an encoder that does not (the default, an English model), the few shared words are the
 best evidence there is, and nothing changes.
 
-Every caller that reads a request itself goes through :func:`read_request` (parse, then
-this rule): discovery, the console's hidden-tools view and lint's overlap probes rank a
-request the same way.
+The rule is applied where every retrieval goes through, :meth:`search.Retriever.run`
+(:meth:`search.Retriever.for_request`): discovery, the console's hidden-tools view,
+lint's overlap probes, the report's alias ranker and the evaluation's fits rank a request
+the same way without any of them asking for it. With the English default it returns
+before reading anything (:func:`may_lead`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from toolscout.discovery.search import Query, parse_query
 from toolscout.embed.base import Embedder
 from toolscout.settings import SearchSettings
 
@@ -54,6 +55,12 @@ def reads_other_languages(embedder: Embedder) -> bool:
     return False
 
 
+def may_lead(settings: SearchSettings, embedder: Embedder) -> bool:
+    """Whether :func:`dense_led` can change ``settings`` for any request: both paths on and
+    an encoder that reads other languages (no request is read to say so)."""
+    return settings.dense and settings.lexical and reads_other_languages(embedder)
+
+
 def dense_led(
     settings: SearchSettings,
     query_terms: tuple[str, ...],
@@ -64,23 +71,8 @@ def dense_led(
     """``settings`` with lexical retrieval off when the request's coverage is below
     ``threshold`` and ``embedder`` reads other languages; else ``settings`` itself (the
     same object: a no-op on every request the catalog's vocabulary covers)."""
-    if not settings.dense or not settings.lexical or not reads_other_languages(embedder):
+    if not may_lead(settings, embedder):
         return settings
     if coverage(query_terms, df) >= threshold:
         return settings
     return settings.but(lexical=False)
-
-
-def read_request(
-    text: str,
-    df: Mapping[str, int],
-    n_docs: int,
-    settings: SearchSettings,
-    embedder: Embedder,
-) -> tuple[Query, SearchSettings]:
-    """The request parsed (:func:`search.parse_query`) and the settings to retrieve it with:
-    :func:`dense_led` over every term it has (those kept and those pruned as frequent).
-    The one way a surface reads a request before retrieval (raises what ``parse_query``
-    raises)."""
-    query = parse_query(text, df, n_docs, settings)
-    return query, dense_led(settings, (*query.terms, *query.dropped), df, embedder)

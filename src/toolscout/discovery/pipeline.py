@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolscout.discovery import abstain, calibrate, coverage, named, pinned, skip
+from toolscout.discovery import abstain, calibrate, named, pinned, skip
 from toolscout.discovery import inject as rendering
 from toolscout.discovery.gates import step_on
 from toolscout.discovery.groups import expand_groups
@@ -23,6 +23,7 @@ from toolscout.discovery.search import (
     Candidate,
     Query,
     Retrieval,
+    parse_query,
     within_budget,
 )
 from toolscout.discovery.search import select as select_candidates
@@ -79,14 +80,16 @@ def retrieve_or_skip(
 ) -> tuple[Retrieval, str]:
     """Stage 2: hybrid ranking over the entitled ids only (the tenant's learned usage),
     lexical only when the lexical answer is decisive (an ``exact`` mention, a clear BM25
-    winner: discovery/skip.py), with the reason it skipped the encoder ("" when it ran)."""
-    retriever = catalog.retriever(settings, tenant=tenant)
-    if not skip.applies(settings):
+    winner: discovery/skip.py), with the reason it skipped the encoder ("" when it ran).
+    The coverage rule comes first (:meth:`Retriever.for_request`): a request it reads by
+    the dense path alone never skips the encoder."""
+    retriever = catalog.retriever(settings, tenant=tenant).for_request(query)
+    if not skip.applies(retriever.settings):
         return retriever.run(query, ent.ids), ""
     lex = retriever.lexical(query.terms, ent.ids) if skip.needs_lexical() else None
     why = skip.reason(exact or {}, lex or Hits())
     if why:
-        retriever.settings = replace(settings, dense=False)
+        retriever.settings = replace(retriever.settings, dense=False)
     return retriever.run(query, ent.ids, lex=lex), why
 
 
@@ -265,7 +268,7 @@ def discover(
         cfg = settings or catalog.settings
         ent = entitle(catalog, principal)
         df, n_docs = catalog.store.document_frequency()
-        parsed, cfg = coverage.read_request(query, df, n_docs, cfg, catalog.embedder)
+        parsed = parse_query(query, df, n_docs, cfg)
         sel = select(
             catalog,
             parsed,

@@ -10,12 +10,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
 
 from toolscout.cards import ToolSpec
+from toolscout.discovery import coverage
 from toolscout.discovery.calibrate import (
     BLEND,
     LEAD,
@@ -505,10 +506,26 @@ class Retriever:
             measure_orders=self.settings.order_margin is not None or ORDER_MARGIN is not None,
         )
 
+    def for_request(self, query: Query) -> Retriever:
+        """This retriever as the coverage rule reads ``query`` (discovery/coverage.py):
+        itself, or a copy that ranks by the dense path alone when the catalog's words barely
+        cover the request and the query encoder reads other languages. With any other
+        encoder (the English default) it returns before reading anything."""
+        if not coverage.may_lead(self.settings, self.embedder):
+            return self
+        df, _ = self.store.document_frequency()
+        led = coverage.dense_led(self.settings, (*query.terms, *query.dropped), df, self.embedder)
+        return self if led is self.settings else replace(self, settings=led)
+
     def run(self, query: Query, allowed: Set[str], lex: Hits | None = None) -> Retrieval:
         """Retrieve for the whole request and, when it asks for several tasks, for each
         (``lex``: the request's BM25 hits when the caller already has them); a long request
-        of several parts is also retrieved part by part (discovery/parts.py)."""
+        of several parts is also retrieved part by part (discovery/parts.py). The request
+        is read as :meth:`for_request` says, whoever calls: a request the rule reads by the
+        dense path alone is retrieved without BM25 (``lex`` unread)."""
+        led = self.for_request(query)
+        if led is not self:
+            return led.run(query, allowed)
         parts = split_intents(query.text, self.splitter) if self.settings.multi_intent else []
         parts = parts if len(parts) > 1 else []
         read_in_parts = step_on("parts", query.text, self.settings)

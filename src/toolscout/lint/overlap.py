@@ -17,15 +17,14 @@ import random
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from toolscout.cards import ToolSpec
-from toolscout.discovery.coverage import read_request
 from toolscout.discovery.lexical import STOPWORDS, phrase_key, stem, words
-from toolscout.discovery.search import Candidate, PhraseIndex, Retriever
+from toolscout.discovery.search import Candidate, PhraseIndex, Retriever, parse_query
 from toolscout.embed.base import Wrapped
 from toolscout.lint.findings import Finding, OverlapPair
 
@@ -177,9 +176,8 @@ def measure(
     examples: dict[frozenset[str], list[str]] = defaultdict(list)
     for probe in probes:
         count[probe.about] += 1
-        query, run = read_request(probe.text, df, n_docs, settings, catalog.embedder)
-        retriever = fast if run is settings else replace(fast, settings=run)
-        ranked = retriever.run(query, allowed).candidates
+        query = parse_query(probe.text, df, n_docs, settings)
+        ranked = fast.run(query, allowed).candidates
         for thief in confusers(ranked, probe.expected):
             if probe.kind == "not-for" and thief != probe.about:
                 continue  # a hint's text is evidence about its own pair only

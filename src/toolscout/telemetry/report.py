@@ -451,7 +451,7 @@ def catalog_ranker(catalog: Catalog) -> Ranker:
     """:data:`Ranker` over ``catalog``: the phrase searched as discovery reads it (hybrid
     retrieval, or the dense path alone where discovery/coverage.py says so; the tenant's
     learned usage) over the tools the tenant has (its own and untenanted ones)."""
-    from toolscout.discovery.coverage import read_request
+    from toolscout.discovery.search import parse_query
     from toolscout.errors import QueryError
 
     cards = [s.card for s in catalog.specs()]
@@ -460,10 +460,10 @@ def catalog_ranker(catalog: Catalog) -> Ranker:
     def rank(tenant: str, tool_id: str, text: str) -> int | None:
         allowed = {c.id for c in cards if not c.tenants or tenant in c.tenants}
         try:
-            query, run = read_request(text, df, n_docs, catalog.settings, catalog.embedder)
+            query = parse_query(text, df, n_docs, catalog.settings)
         except QueryError:
             return None
-        found = [c.id for c in catalog.retriever(run, tenant=tenant).run(query, allowed).candidates]
+        found = [c.id for c in catalog.retriever(tenant=tenant).run(query, allowed).candidates]
         return found.index(tool_id) + 1 if tool_id in found else None
 
     return rank
