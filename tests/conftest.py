@@ -35,6 +35,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +81,23 @@ def _compile_package() -> None:
 
     with contextlib.suppress(OSError):
         compileall.compile_dir(Path(toolscout.__file__).parent, quiet=2)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """Let pytest keep a test module's rewritten asserts in ``tests/__pycache__`` even where
+    ``$PYTHONDONTWRITEBYTECODE`` is set (this machine sets it): otherwise every worker of
+    every run parses and rewrites all ~105 test modules again (~2.5 s of CPU a worker), as
+    :func:`_compile_package` does for the package. Only while a test module is imported (what
+    it imports for the first time is cached too); pytest writes each file atomically."""
+    if not isinstance(collector, pytest.Module):
+        yield
+        return
+    before, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = before
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -143,6 +161,11 @@ _CPU: dict[str, float] = {}
 #: ``subprocess.Popen``, asyncio's and anyio's included, and ``os.posix_spawn``
 _SPAWNS: dict[str, int] = {}
 _spawned = 0
+#: when this process's first test started and its last one ended (``time.time()``)
+_SPAN: list[float] = []
+#: the controlling process: when the session started, and what each worker reported
+_SESSION_START = time.time()
+_WORKERS: dict[str, dict[str, float]] = {}
 
 
 def _count_spawns(event: str, args: tuple[Any, ...]) -> None:
@@ -160,9 +183,12 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     module fixture started counts where it is stopped, at the module's last test), and
     how many processes it started (a module fixture's count at the module's first test)."""
     start, spawned = _cpu_seconds(), _spawned
+    if not _SPAN:
+        _SPAN.append(time.time())
     yield
     _CPU[item.nodeid] = _CPU.get(item.nodeid, 0.0) + _cpu_seconds() - start
     _SPAWNS[item.nodeid] = _SPAWNS.get(item.nodeid, 0) + _spawned - spawned
+    _SPAN[1:] = [time.time()]
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -255,6 +281,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         output["case_counts"] = dict(_case_counts())
         output["cpu"] = dict(_CPU)
         output["spawns"] = dict(_SPAWNS)
+        output["span"] = {"tests": len(_CPU), "cpu": sum(_CPU.values()), "first": _SPAN[0],
+                          "last": _SPAN[-1]} if _SPAN else {}  # fmt: skip
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -264,6 +292,8 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     _WORKER_COUNTS.update(output.get("case_counts", {}))
     _CPU.update(output.get("cpu", {}))
     _SPAWNS.update(output.get("spawns", {}))
+    if output.get("span"):
+        _WORKERS[str(getattr(getattr(node, "gateway", None), "id", "?"))] = output["span"]
 
 
 def _cpu_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -289,6 +319,13 @@ def _cpu_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"total: {sum(_CPU.values()):.1f}s over {len(_CPU)} tests, "
         f"{sum(_SPAWNS.values())} processes started by the tests' own processes"
     )
+    # how evenly the workers shared the run: the run ends with the last one
+    for name, span in sorted(_WORKERS.items()):
+        terminalreporter.write_line(
+            f"{name}: {span['tests']:.0f} tests, {span['cpu']:.1f}s of CPU, its tests from "
+            f"{span['first'] - _SESSION_START:.0f}s to {span['last'] - _SESSION_START:.0f}s "
+            "after the start"
+        )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

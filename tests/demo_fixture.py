@@ -12,7 +12,8 @@ The console tests start from the demo catalog indexed and nothing run yet:
 :func:`indexed_demo` (one per run as well), copied by each.
 
 Under pytest-xdist the workers share the one copy: the first to need it builds it under
-a file lock in the run's common temporary directory.
+a file lock in the run's common temporary directory (``shared/`` there, so never a
+directory a test names under its own process's base: in one process both are the same base).
 """
 
 from __future__ import annotations
@@ -47,10 +48,10 @@ def _build(db: Path) -> None:
 
 
 def _shared(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
-    """``NAME/demo.db`` in the run's common directory, made by ``build`` once per run: the
-    first worker to get here builds it under the lock, the others wait for it."""
-    where = _run_root(factory) / name
-    where.mkdir(exist_ok=True)
+    """``shared/NAME/demo.db`` in the run's common directory, made by ``build`` once per
+    run: the first worker to get here builds it under the lock, the others wait for it."""
+    where = _run_root(factory) / "shared" / name
+    where.mkdir(parents=True, exist_ok=True)
     done = where / "done"
     with (where / "lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -79,8 +80,10 @@ def indexed_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def demo_db_copy(template: Path, into: Path) -> Path:
     """A private copy of the demo catalog (every file ``toolscout demo`` wrote beside it)
-    in directory ``into``."""
+    in directory ``into`` (not the template's own directory)."""
     into.mkdir(parents=True, exist_ok=True)
+    if into.resolve() == template.parent.resolve():
+        raise ValueError(f"a copy of {template} cannot go into its own directory {into}")
     files = sorted(template.parent.glob(f"{template.stem}.*"))
     names = {f.name for f in files}
     assert template.name in names, f"toolscout demo left no {template.name}"

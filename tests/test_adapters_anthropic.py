@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-anthropic = pytest.importorskip("anthropic")
-
-from _adapters_kit import (  # noqa: E402
+from _adapters_kit import (
     K,
     all_names,
     entitled_names,
@@ -20,10 +18,13 @@ from _adapters_kit import (  # noqa: E402
     replay,
     token,
 )
-from toolscout import Toolscout  # noqa: E402
-from toolscout.adapters.anthropic import AnthropicTools  # noqa: E402
-from toolscout.adapters.session import SEARCH_TOOL, Mode  # noqa: E402
-from toolscout.discovery.tokencount import count_json  # noqa: E402
+from toolscout import Toolscout
+from toolscout.adapters.anthropic import AnthropicTools
+from toolscout.adapters.session import SEARCH_TOOL, Mode
+from toolscout.discovery.tokencount import count_json
+
+# the SDK is imported by the test that drives it (the module's tests run as one group, on one
+# worker), not at collection by every worker: ~1.7 s of CPU a worker
 
 MODEL = "claude-sonnet-4-5"
 ASK = "Where is order 94218? Refund it in full."
@@ -43,6 +44,8 @@ def _results(body: dict[str, Any]) -> list[dict[str, Any]]:
 def test_deferred_sends_only_entitled_tools_and_answers_search_with_references(
     ts: Toolscout,
 ) -> None:
+    import anthropic
+
     entitled = entitled_names(ts)
     with replay("anthropic_deferred") as endpoint:
         client = anthropic.Anthropic(base_url=endpoint.url, api_key="replay", max_retries=0)
@@ -86,6 +89,8 @@ def test_deferred_sends_only_entitled_tools_and_answers_search_with_references(
 
 
 def test_plain_mode_sends_shortlists_appended_turn_by_turn(ts: Toolscout) -> None:
+    import anthropic
+
     entitled = entitled_names(ts)
     with replay("anthropic_plain") as endpoint:
         client = anthropic.Anthropic(base_url=endpoint.url, api_key="replay", max_retries=0)

@@ -10,12 +10,7 @@ from typing import Any
 
 import pytest
 
-pydantic_ai = pytest.importorskip("pydantic_ai")
-
-from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
-from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
-
-from _adapters_kit import (  # noqa: E402
+from _adapters_kit import (
     K,
     entitled_names,
     function_name,
@@ -24,9 +19,12 @@ from _adapters_kit import (  # noqa: E402
     replay,
     token,
 )
-from toolscout import Toolscout  # noqa: E402
-from toolscout.adapters.pydantic_ai import toolscout_toolset  # noqa: E402
-from toolscout.adapters.session import SEARCH_TOOL  # noqa: E402
+from toolscout import Toolscout
+from toolscout.adapters.pydantic_ai import toolscout_toolset
+from toolscout.adapters.session import SEARCH_TOOL
+
+# the SDK is imported by the test that drives it (the module's tests run as one group, on one
+# worker), not at collection by every worker: ~0.5 s of CPU a worker
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +38,10 @@ def _tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_toolset_grows_by_search_and_runs_through_the_gateway(ts: Toolscout) -> None:
+    import pydantic_ai
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
     entitled = entitled_names(ts)
     with replay("pydantic_ai") as endpoint:
         provider = OpenAIProvider(base_url=f"{endpoint.url}/v1", api_key="replay")

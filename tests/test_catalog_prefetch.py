@@ -3,6 +3,7 @@ only when a count needs it)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +19,17 @@ def _wait_loaded(model: MiniLMEmbedder, seconds: float = 120.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if model._session is not None:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _prefetch_done(seconds: float = 120.0) -> bool:
+    """Every prefetch thread of the process has ended (``Catalog.open``'s included: the
+    encoder, the stemmer, the stored indexes read ahead)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(t.name == "toolscout-prefetch" for t in threading.enumerate()):
             return True
         time.sleep(0.05)
     return False
@@ -50,8 +62,8 @@ def test_opening_a_stored_catalog_prefetches_but_an_empty_one_does_not(tmp_path:
         cat.add([spec("a.find_order", "Find an order by its number.")])
     before = path.read_bytes()
     with Catalog.open(path, embedder=MiniLMEmbedder(), log=False) as cat:
-        time.sleep(0.5)  # no dense index kept yet: opening maps nothing and writes nothing
-        assert cat.store._dense is None  # type: ignore[attr-defined]
+        assert _prefetch_done()  # what opening reads ahead has been read
+        assert cat.store._dense is None  # no dense index kept yet: opening maps nothing  # type: ignore[attr-defined]
     assert path.read_bytes() == before
     with Catalog.open(path, embedder=embedder(), log=False) as cat:
         found = cat.discover("find my order", Principal.of("u"), tier="progressive")

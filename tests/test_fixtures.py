@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import jwt
+import pytest
 
+from demo_fixture import _shared, demo_db_copy
 from serve_fixture import TOKEN_TTL_S, token
 
 TESTS = Path(__file__).resolve().parent
@@ -73,3 +75,28 @@ def test_no_module_mints_a_short_lived_token_at_import() -> None:
     assert proc.returncode == 0, proc.stderr
     offenders = json.loads(proc.stdout)
     assert not offenders, f"tokens minted at import with a short lifetime: {offenders}"
+
+
+def test_a_shared_catalog_copies_under_its_own_name_in_one_process(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without xdist the run's common directory is the process's own base, the one a kit
+    copies into (``_adapters_kit.demo_db``: ``<base>/adapters-demo``): the shared build must
+    not be that same folder (it was: 15 errors of ``shutil.SameFileError``)."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # as in one process
+    built: list[Path] = []
+
+    def build(db: Path) -> None:
+        db.write_text("catalog\n")
+        db.with_suffix(".audit").write_text("log\n")
+        built.append(db)
+
+    name = "kit-selftest"
+    shared = _shared(tmp_path_factory, name, build)
+    assert _shared(tmp_path_factory, name, build) == shared and len(built) == 1  # built once
+    into = tmp_path_factory.getbasetemp() / name
+    copy = demo_db_copy(shared, into)
+    assert copy == into / "demo.db" and copy.read_text() == "catalog\n"
+    assert (into / "demo.audit").read_text() == "log\n"
+    with pytest.raises(ValueError, match="its own directory"):
+        demo_db_copy(shared, shared.parent)
