@@ -1,6 +1,6 @@
 """Many agents: N concurrent conversations of discover -> execute turns against ``serve``.
 
-    python benchmarks/agents.py [--agents 16] [--seconds 60] [--workers 2] [--postgres]
+    python benchmarks/many_agents.py [--agents 16] [--seconds 60] [--workers 2] [--postgres]
 
 The same server as ``benchmarks/load.py`` (demo catalog, ``toolscout serve --workers N
 --dry-run``, SQLite or ``--postgres`` on the embedded PostgreSQL of the tests). Each
