@@ -35,10 +35,13 @@ IMPORTS = {
 WATCH: dict[str, tuple[str, ...]] = {
     "toolscout.service": ("Toolscout.open", "Toolscout.discover"),
     "toolscout.stores": ("open_store",),
+    "toolscout.discovery.opening": ("stored_embedder", "prefetch_models"),
     "toolscout.discovery.catalog": (
-        "stored_embedder", "prefetch_models", "Catalog.__init__", "Catalog.refresh",
-        "Catalog._preload_tokens", "Catalog.entitle", "Catalog.phrases", "Catalog.names",
-        "Catalog.finders", "Catalog.specs_of", "Catalog.entitled_tokens", "_kept_key",
+        "Catalog.__init__", "Catalog.refresh", "Catalog.entitle", "Catalog.specs_of",
+    ),
+    "toolscout.discovery.derived": (
+        "DerivedState._preload_tokens", "DerivedState.phrases", "DerivedState.names",
+        "DerivedState.finders", "DerivedState.entitled_tokens", "_kept_key",
     ),
     "toolscout.discovery.cardtable": ("CardTable.__init__", "CardTable.many"),
     "toolscout.stores.sqlite": (

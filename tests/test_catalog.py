@@ -203,16 +203,16 @@ def test_an_unchanged_tool_is_not_derived_again_but_a_changed_one_is(
     """Re-indexing skips tools whose spec, learned phrases and model are as stored: their
     fields are not derived, nothing is written, the generation stays; a changed tool and
     a newly learned phrase are derived again."""
-    import toolscout.discovery.catalog as catalog_module
+    from toolscout.discovery import indexing
 
     derived: list[str] = []
-    real = catalog_module.lexical_fields
+    real = indexing.lexical_fields
 
     def counting(s, learned=()):  # type: ignore[no-untyped-def]
         derived.append(s.id)
         return real(s, learned)
 
-    monkeypatch.setattr(catalog_module, "lexical_fields", counting)
+    monkeypatch.setattr(indexing, "lexical_fields", counting)
     specs = [spec(f"t.tool_{i}", summary=f"Tool {i} looks up thing {i}.") for i in range(6)]
     with Catalog.open(tmp_path / "u.db", embedder=embedder(), log=False) as cat:
         cat.add(specs)

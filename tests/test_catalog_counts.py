@@ -10,8 +10,7 @@ import pytest
 
 from support import embedder, spec
 from toolscout.cards import ToolSpec
-from toolscout.discovery import catalog as catalog_module
-from toolscout.discovery import tokencount
+from toolscout.discovery import derived, tokencount
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.kept import token_key, token_parts, tool_tokens
 from toolscout.policy import Principal
@@ -126,8 +125,8 @@ def test_kept_parts_are_found_by_their_exact_text(monkeypatch: pytest.MonkeyPatc
 def _sampled_figures(monkeypatch: pytest.MonkeyPatch) -> None:
     """The figure a large entitlement gets (its size times a sample's mean count), here
     for five tools: sampled above two entitled tools, four at a time."""
-    monkeypatch.setattr(catalog_module, "EXACT_CATALOG_TOKENS", 2)
-    monkeypatch.setattr(catalog_module, "CATALOG_TOKEN_SAMPLE", 4)
+    monkeypatch.setattr(derived, "EXACT_CATALOG_TOKENS", 2)
+    monkeypatch.setattr(derived, "CATALOG_TOKEN_SAMPLE", 4)
 
 
 def test_a_new_process_takes_the_catalog_figure_from_kept_per_tool_counts(

@@ -13,7 +13,7 @@ import pytest
 
 from support import embedder
 from test_kept import KINDS, MAPS, QUERIES, _store, _tools
-from toolscout.discovery import catalog as catalog_module
+from toolscout.discovery import derived
 from toolscout.discovery.catalog import Catalog, _kept_key
 from toolscout.discovery.kept import KeptMap, keep_maps, stale_maps
 from toolscout.policy import Principal
@@ -27,19 +27,19 @@ def _watch_builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     """(builder, thread) of every derived structure built from the cards from now on."""
     built: list[tuple[str, str]] = []
     for name in BUILDERS:
-        real = getattr(catalog_module, name)
+        real = getattr(derived, name)
 
         def watched(*args: Any, _real: Any = real, _name: str = name) -> Any:
             built.append((_name, threading.current_thread().name))
             return _real(*args)
 
-        monkeypatch.setattr(catalog_module, name, watched)
+        monkeypatch.setattr(derived, name, watched)
     return built
 
 
 def _upgrade(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a new toolscout release is to the kept rows: its modules' digest differs."""
-    monkeypatch.setattr(catalog_module, "_CODE_DIGEST", "another-version0")
+    monkeypatch.setattr(derived, "_CODE_DIGEST", "another-version0")
 
 
 def test_an_upgrade_answers_from_the_older_rows_and_derives_its_own_behind(

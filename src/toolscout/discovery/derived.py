@@ -1,0 +1,462 @@
+"""The state a catalog derives from one store generation, and keeping it between processes.
+
+:class:`_State` is what one generation derives (replaced whole when the generation
+moves). :class:`DerivedState` is the part of :class:`~toolscout.discovery.catalog.Catalog`
+that builds the expensive structures in it — the phrase index, the name table, the finder
+index — or reads them per key from the rows an earlier process kept for the generation
+(:mod:`toolscout.discovery.kept`), keeps what it built on a background connection, and
+serves the rows another toolscout version kept while it derives its own behind (an
+upgrade). And the token figures: per-tool and per-entitlement counts, cached per
+generation, and the token parts and per-tool counts kept for the next process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolscout.cards import CapabilityCard, ToolSpec
+from toolscout.discovery import inject, tokencount
+from toolscout.discovery.calibrate import ConfidenceShift, FieldTerms, idf_of
+from toolscout.discovery.cardtable import CardTable
+from toolscout.discovery.indexing import INDEX_VERSION
+from toolscout.discovery.kept import (
+    KIND_FLAG,
+    KIND_LIST,
+    KIND_PAIRS,
+    KIND_SET,
+    KIND_STR,
+    RowStore,
+    keep_maps,
+    no_gc,
+    read_maps,
+    row_store,
+    stale_maps,
+    token_blob,
+    token_key,
+    token_parts,
+    tool_token_blob,
+    tool_token_key,
+    tool_tokens,
+)
+from toolscout.discovery.opening import _quietly
+from toolscout.discovery.prerequisites import FinderIndex
+from toolscout.discovery.search import PhraseIndex
+from toolscout.policy import Entitlement, PolicyConfig, Principal, TenantIndex
+from toolscout.stores.base import Store
+
+#: up to this many entitled tools, the catalog's token figure is one exact count of its
+#: whole rendered tool list; above it, an estimate from a fixed sample of them
+EXACT_CATALOG_TOKENS = 300
+#: tools counted for the estimate (every n-th in id order: deterministic, spread evenly)
+CATALOG_TOKEN_SAMPLE = 128
+
+
+#: the parts of the kept phrase index (its ranker fields, phrase tables and first words),
+#: of the name table, and of the finder index, with the kind each part's values are
+_PHRASE_KINDS = {"name": KIND_SET, "summary": KIND_SET, "keys": KIND_SET, "in_name": KIND_SET,
+                 "in_summary": KIND_SET, "phrases": KIND_PAIRS, "identifiers": KIND_PAIRS,
+                 "starts": KIND_FLAG}  # fmt: skip
+_NAME_KINDS = {"names": KIND_STR, "rendered": KIND_STR}
+_FINDER_KINDS = {"name_terms": KIND_SET, "by_term": KIND_LIST}
+_CODE_DIGEST: str | None = None
+#: derived maps as :func:`~toolscout.discovery.kept.keep_maps` takes them
+_Maps = Mapping[str, tuple[str, Mapping[str, Any] | AbstractSet[str]]]
+
+
+def _kept_key(name: str) -> str:
+    """The key derived state is kept under: its name, the index version and a digest of
+    the source of the modules that build it, so a changed toolscout never reads old state."""
+    global _CODE_DIGEST
+    if _CODE_DIGEST is None:
+        from toolscout.discovery import calibrate, kept, lexical, prerequisites, search
+
+        digest = hashlib.sha256(str(INDEX_VERSION).encode())
+        for module in (search, lexical, calibrate, inject, prerequisites, kept):
+            digest.update(Path(str(module.__file__)).read_bytes())
+        _CODE_DIGEST = digest.hexdigest()[:16]
+    return f"{name}:{_CODE_DIGEST}"
+
+
+class _State:
+    """What the catalog derives from one store generation; replaced whole, never patched."""
+
+    def __init__(self, generation: int, table: CardTable, policy: PolicyConfig,
+                 df: Mapping[str, int], shift: ConfidenceShift | None = None) -> None:  # fmt: skip
+        self.generation = generation
+        self.table = table
+        self.by_id = table.by_id  # id -> card, each read when first asked for
+        self.policy = policy
+        self.shift = shift or ConfidenceShift()
+        self.phrases: PhraseIndex | None = None
+        self.finders: FinderIndex | None = None
+        self.df = df
+        self.names: Mapping[str, str] | None = None  # id -> rendered name
+        self.rendered: Mapping[str, str] | None = None  # rendered name -> id
+        self.tenants: TenantIndex | None = None  # built on the first entitlement
+        self.entitlements: OrderedDict[tuple[str, frozenset[str]], Entitlement] = OrderedDict()
+        self.catalog_tokens: dict[tuple[str, frozenset[str], str], int] = {}
+        self.tool_tokens: dict[tuple[str, str], int] = {}  # (id, format) -> tokens
+        #: derived state served from another toolscout version's kept rows, being derived again
+        self.stale: set[str] = set()
+        self.rederiving = False
+        self.tool_tokens_read = False  # the per-tool counts an earlier process kept, read
+        self.tool_tokens_kept = 0  # how many of them there were
+        self.lock = threading.Lock()
+
+    @property
+    def cards(self) -> tuple[CapabilityCard, ...]:
+        """Every card, in catalog order (read whole only when first needed)."""
+        return self.table.all()
+
+    @property
+    def size(self) -> int:
+        return len(self.table)
+
+
+class DerivedState:
+    """The derived structures and token figures of the catalog's current generation (a part
+    of :class:`~toolscout.discovery.catalog.Catalog`)."""
+
+    if TYPE_CHECKING:  # the catalog's, used here
+        store: Store
+        _state: _State | None
+        _tokens_kept: int
+        _keeping: list[threading.Thread]
+        _keeping_lock: threading.Lock
+
+        def refresh(self) -> _State: ...
+        def get(self, tool_id: str) -> ToolSpec: ...
+        def specs_of(self, ids: Sequence[str]) -> list[ToolSpec]: ...
+        def entitle(self, principal: Principal) -> Entitlement: ...
+
+    @property
+    def counts_kept(self) -> bool:
+        """Whether token counts an earlier process made over this store were read, of as
+        many renderings as the catalog has tools: then a shortlist is likely counted
+        without the tokenizer (the texts it counted are; any other loads it)."""
+        return 0 < self.refresh().size <= self._tokens_kept
+
+    def phrases(self) -> PhraseIndex:
+        """The phrase index: read per key from the rows kept for this generation, else
+        built from the cards (every card's words tokenised) and kept."""
+        return self._phrases_of(self.refresh())
+
+    def _phrases_of(self, state: _State) -> PhraseIndex:
+        with state.lock:
+            if state.phrases is None:
+                parts = self._derived(state, "phrase-index", _PHRASE_KINDS, _phrase_parts)
+                state.phrases = _phrase_index(state, parts)
+            return state.phrases
+
+    def _derived(self, state: _State, name: str, kinds: Mapping[str, str],
+                 build: Callable[[_State], Mapping[str, Any]]) -> Mapping[str, Any]:  # fmt: skip
+        """The parts ``name`` derives from ``state``: the rows a process kept in the store
+        for this generation (and this code: the key names a digest of the modules that
+        build them), read per key; else ``build(state)``, kept for the next process. A
+        damaged part is built again whole (:class:`~toolscout.discovery.kept.KeptMap`)."""
+        store = row_store(self.store)
+        built: list[Mapping[str, Any]] = []
+        lock = threading.Lock()
+
+        def whole() -> Mapping[str, Any]:
+            with lock:
+                if not built:
+                    with no_gc():
+                        built.append(build(state))
+                return built[0]
+
+        key = _kept_key(name)
+        if store is not None:
+            found = read_maps(store, key, state.generation, kinds, lambda p: whole()[p])
+            if found is not None:
+                return found[0]
+            # kept by another toolscout (an upgrade): served while derived again behind
+            stale = stale_maps(store, name, key, state.generation, kinds, lambda p: whole()[p])
+            if stale is not None:
+                state.stale.add(name)
+                self._rederive(state)
+                return stale
+        parts = whole()
+        if store is not None:
+            self._keep(store, key, state.generation, {p: (kinds[p], parts[p]) for p in kinds})
+        return parts
+
+    def _keep(self, store: RowStore, key: str, generation: int, maps: _Maps) -> None:
+        """Keep derived maps for the next process: on a background thread with a connection
+        of its own when the store can open one (a 100k catalog's phrase index is ~1M rows,
+        seconds of writing the request that built them need not wait for), in short
+        transactions, one such write after another; else here, in one. :meth:`close`
+        (and :meth:`wait_kept`) waits for them."""
+        second = getattr(self.store, "second_connection", None)
+        other = None
+        with suppress(Exception):  # a file another connection cannot open: kept here
+            other = second() if callable(second) else None
+        if other is None:
+            keep_maps(store, key, generation, maps)
+            return
+        with self._keeping_lock:
+            before = self._keeping[-1] if self._keeping else None
+
+            def job() -> None:
+                if before is not None:
+                    before.join()
+                try:
+                    with suppress(Exception):  # a cache: the next process derives again
+                        keep_maps(other, key, generation, maps, in_steps=True)
+                finally:
+                    other.close()
+
+            thread = threading.Thread(target=job, name="toolscout-keep", daemon=False)
+            self._keeping.append(thread)
+            thread.start()
+
+    def wait_kept(self) -> None:
+        """Wait until the derived state being derived again or kept in the background is
+        written (a thread deriving again starts the writes of what it derived)."""
+        while True:
+            with self._keeping_lock:
+                pending, self._keeping = self._keeping, []
+            if not pending:
+                return
+            for thread in pending:
+                thread.join()
+
+    def _rederive(self, state: _State) -> None:
+        """Derive ``state``'s structures served from another version's kept rows again, on
+        a background thread (once per state), each replacing the stale one when built and
+        kept under this version's key. Requests meanwhile are answered from the stale
+        ones: the same catalog generation, derived by the code of another version."""
+        with self._keeping_lock:
+            if state.rederiving:
+                return
+            state.rederiving = True
+            thread = threading.Thread(
+                target=_quietly, args=(lambda: self._rederive_all(state),),
+                name="toolscout-rederive", daemon=False,
+            )  # fmt: skip
+            self._keeping.append(thread)
+            thread.start()
+
+    def _rederive_all(self, state: _State) -> None:
+        store = row_store(self.store)
+        if store is None:
+            return
+
+        def fresh(
+            name: str, kinds: Mapping[str, str], build: Callable[[_State], Mapping[str, Any]]
+        ) -> Mapping[str, Any] | None:
+            key = _kept_key(name)
+            if read_maps(store, key, state.generation, kinds, lambda p: {}) is not None:
+                return None  # kept for this version already: what it serves is not stale
+            with no_gc():
+                parts = build(state)
+            self._keep(store, key, state.generation, {p: (kinds[p], parts[p]) for p in kinds})
+            return parts
+
+        phrases = fresh("phrase-index", _PHRASE_KINDS, _phrase_parts)
+        if phrases is not None:
+            index = _phrase_index(state, phrases)
+            with state.lock:
+                state.phrases = index
+                state.stale.discard("phrase-index")
+        names = fresh("name-table", _NAME_KINDS, _name_parts)
+        if names is not None:
+            with state.lock:
+                state.names, state.rendered = names["names"], names["rendered"]
+                if "name-table" in state.stale:  # counted with the stale names: count again
+                    state.stale.discard("name-table")
+                    state.tool_tokens.clear()
+                    state.catalog_tokens.clear()
+        name_terms = self._phrases_of(state).fields.name
+        finders = fresh("finder-index", _FINDER_KINDS, lambda _: _finder_parts(name_terms))
+        if finders is not None:
+            with state.lock:
+                state.finders = _finder_index(finders)
+                state.stale.discard("finder-index")
+
+    def finders(self) -> FinderIndex:
+        """The tools named as finders (search, find, lookup, list), by their name words."""
+        state = self.refresh()
+        fields = self._phrases_of(state).fields  # outside the lock: phrases() takes it
+        with state.lock:
+            if state.finders is None:
+                parts = self._derived(
+                    state, "finder-index", _FINDER_KINDS, lambda _: _finder_parts(fields.name)
+                )
+                state.finders = _finder_index(parts)
+            return state.finders
+
+    def names(self) -> Mapping[str, str]:
+        """Tool id → the function name every rendering uses (unique over the catalog)."""
+        state = self.refresh()
+        with state.lock:
+            if state.names is None:
+                parts = self._derived(state, "name-table", _NAME_KINDS, _name_parts)
+                state.names, state.rendered = parts["names"], parts["rendered"]
+            return state.names
+
+    def resolve(self, name: str) -> str | None:
+        """The tool id a model-facing name stands for: an id, or a rendered name."""
+        state = self.refresh()
+        if name in state.by_id:
+            return name
+        self.names()
+        return (state.rendered or {}).get(name)
+
+    # -- token figures -----------------------------------------------------------
+    def _preload_tokens(self) -> None:
+        """The token parts an earlier process counted over this store (a pure function of
+        each rendered text: kept whatever the generation), so this process's first
+        discovery counts its shortlist without loading the tokenizer when they cover it."""
+        self._tokens_kept = 0
+        read = getattr(self.store, "derived", None)
+        kept = read(token_key()) if read is not None else None
+        found = token_parts(kept[1]) if kept is not None else None
+        if found is not None:
+            tokencount.preload(*found)
+            self._tokens_kept = len(found[0])
+
+    def keep_token_counts(self) -> bool:
+        """Keep the token parts this process counted for the next one (with what the store
+        held), and the per-tool counts of the current generation, when there are new ones;
+        True if either was written. Called on close and by servers after warming up:
+        never on the request path."""
+        write = getattr(self.store, "set_derived", None)
+        state = self._state
+        if write is None or state is None:
+            return False
+        wrote = False
+        parts, joins = tokencount.known_parts()
+        if len(parts) > max(self._tokens_kept, 0) and write(
+            token_key(), self.store.generation(), token_blob(parts, joins)
+        ):
+            self._tokens_kept = len(parts)
+            wrote = True
+        self._read_tool_tokens(state)  # what the store holds is kept with the new ones
+        with state.lock:
+            counts = dict(state.tool_tokens) if "name-table" not in state.stale else {}
+        if len(counts) > state.tool_tokens_kept and write(
+            tool_token_key(), state.generation, tool_token_blob(counts)
+        ):
+            state.tool_tokens_kept = len(counts)
+            wrote = True
+        return wrote
+
+    def _read_tool_tokens(self, state: _State) -> None:
+        """The per-tool counts an earlier process kept for ``state``'s generation (read once
+        per state): a new process's catalog figure for a tenant an earlier one counted then
+        needs neither the sample's schemas nor the tokenizer."""
+        if state.tool_tokens_read:
+            return
+        read = getattr(self.store, "derived", None)
+        kept = read(tool_token_key()) if callable(read) else None
+        counts = tool_tokens(kept[1]) if kept is not None and kept[0] == state.generation else None
+        with state.lock:
+            if not state.tool_tokens_read:
+                state.tool_tokens_read = True
+                for key, n in (counts or {}).items():
+                    state.tool_tokens.setdefault(key, n)
+                state.tool_tokens_kept = len(counts or {})
+
+    def schema_tokens(self, tool_id: str, fmt: str) -> int:
+        """o200k tokens of one tool's rendering (cached per catalog generation, as the
+        rendered name can change with the rest of the catalog: never stale)."""
+        state = self.refresh()
+        n = state.tool_tokens.get((tool_id, fmt))
+        if n is None and not state.tool_tokens_read:
+            self._read_tool_tokens(state)
+            n = state.tool_tokens.get((tool_id, fmt))
+        return n if n is not None else self._count_tokens(state, self.get(tool_id), fmt)
+
+    def _count_tokens(self, state: _State, spec: ToolSpec, fmt: str) -> int:
+        n = state.tool_tokens.get((spec.id, fmt))
+        if n is None:
+            n = inject.schema_tokens([spec], fmt, self.names())
+            with state.lock:
+                state.tool_tokens[(spec.id, fmt)] = n
+        return n
+
+    def entitled_tokens(self, principal: Principal, fmt: str) -> int:
+        """Tokens of every schema ``principal`` is entitled to, rendered as one tool list."""
+        state = self.refresh()
+        ent = self.entitle(principal)
+        key = (principal.tenant, state.policy.effective_scopes(principal), fmt)
+        n = state.catalog_tokens.get(key)
+        if n is None:
+            ids = [c.id for c in ent.allowed]
+            if len(ids) <= EXACT_CATALOG_TOKENS:
+                specs = self.specs_of(ids)
+                n = inject.schema_tokens(specs, fmt, self.names()) if specs else 0
+            else:
+                # a large catalog: its size times the mean per-tool count of an even, fixed
+                # sample (reading and rendering every schema of a tenant's 1,500 tools took
+                # a fifth of a second on its first request at 100k tools)
+                ordered = sorted(ids)
+                step = len(ordered) / CATALOG_TOKEN_SAMPLE
+                sample = [ordered[int(i * step)] for i in range(CATALOG_TOKEN_SAMPLE)]
+                self._read_tool_tokens(state)
+                known = [state.tool_tokens.get((t, fmt)) for t in sample]
+                missing = [t for t, c in zip(sample, known, strict=True) if c is None]
+                counts = [c for c in known if c is not None]  # kept: no schema read for them
+                counts += [self._count_tokens(state, s, fmt) for s in self.specs_of(missing)]
+                n = round(len(ids) * sum(counts) / max(len(counts), 1))
+            with state.lock:
+                state.catalog_tokens[key] = n
+        return n
+
+
+def _phrase_parts(state: _State) -> dict[str, Any]:
+    """The kept parts of a phrase index built from ``state``'s cards (cards only: no schema
+    is read or parsed for it; at 100k tools that was most of a first discovery)."""
+    index = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
+    fields = index.fields
+    return {
+        "name": fields.name,
+        "summary": fields.summary,
+        "keys": fields.keys,
+        "in_name": fields.in_name,
+        "in_summary": fields.in_summary,
+        "phrases": index.phrases,
+        "identifiers": index.identifiers,
+        "starts": index.starts,
+    }
+
+
+def _phrase_index(state: _State, parts: Mapping[str, Any]) -> PhraseIndex:
+    """A phrase index over kept (or just built) parts."""
+    index = PhraseIndex.__new__(PhraseIndex)
+    fields = FieldTerms(
+        name=parts["name"],
+        summary=parts["summary"],
+        keys=parts["keys"],
+        in_name=parts["in_name"],
+        in_summary=parts["in_summary"],
+    )
+    vars(index).update(fields=fields, calibration=None, calibration_read=False,
+                       phrases=parts["phrases"], identifiers=parts["identifiers"],
+                       starts=parts["starts"])  # fmt: skip
+    index.idf = idf_of(state.df, state.size)  # a function: derived, not kept
+    return index
+
+
+def _finder_index(parts: Mapping[str, Any]) -> FinderIndex:
+    index = FinderIndex.__new__(FinderIndex)
+    vars(index).update(name_terms=parts["name_terms"], _by_term=parts["by_term"])
+    return index
+
+
+def _name_parts(state: _State) -> dict[str, Any]:
+    names = inject.name_table(state.cards)
+    return {"names": names, "rendered": {n: t for t, n in names.items()}}
+
+
+def _finder_parts(name_terms: Mapping[str, frozenset[str]]) -> dict[str, Any]:
+    index = FinderIndex(name_terms)
+    return {"name_terms": index.name_terms, "by_term": vars(index)["_by_term"]}
