@@ -258,6 +258,26 @@ def test_the_kept_key_names_the_code_that_builds_it() -> None:
     assert _kept_key("phrase-index").startswith("phrase-index:")
 
 
+def test_the_kept_key_reads_the_builders_and_the_field_terms(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The builders live in ``discovery/derived.py`` and the field terms in ``features.py``
+    (split out of catalog.py and calibrate.py): a change to either must change the key."""
+    from toolscout.discovery import derived
+
+    read: list[str] = []
+    real = Path.read_bytes
+
+    def recording(self: Path) -> bytes:
+        read.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(derived, "_CODE_DIGEST", None)
+    monkeypatch.setattr(Path, "read_bytes", recording)
+    derived._kept_key("phrase-index")
+    assert {"derived.py", "features.py", "search.py", "lexical.py", "kept.py"} <= set(read)
+
+
 def test_the_vocabulary_read_per_term_is_the_whole_one(tmp_path: Path) -> None:
     with Catalog(SQLiteStore(tmp_path / "v.db"), embedder=embedder()) as cat:
         cat.add(_tools())

@@ -72,13 +72,18 @@ _Maps = Mapping[str, tuple[str, Mapping[str, Any] | AbstractSet[str]]]
 
 def _kept_key(name: str) -> str:
     """The key derived state is kept under: its name, the index version and a digest of
-    the source of the modules that build it, so a changed toolscout never reads old state."""
+    the source of the modules that build it (this module's builders and the field terms
+    of ``features``, split out of ``calibrate`` in round eight, among them), so a changed
+    toolscout never reads old state as its own."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
-        from toolscout.discovery import calibrate, kept, lexical, prerequisites, search
+        import sys
+
+        from toolscout.discovery import calibrate, features, kept, lexical, prerequisites, search
 
         digest = hashlib.sha256(str(INDEX_VERSION).encode())
-        for module in (search, lexical, calibrate, inject, prerequisites, kept):
+        here = sys.modules[__name__]
+        for module in (search, lexical, calibrate, features, inject, prerequisites, kept, here):
             digest.update(Path(str(module.__file__)).read_bytes())
         _CODE_DIGEST = digest.hexdigest()[:16]
     return f"{name}:{_CODE_DIGEST}"
