@@ -8,6 +8,7 @@ Set ``TOOLSCOUT_CONSOLE_SCREENSHOTS=docs/console`` to refresh the README's scree
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -98,6 +99,24 @@ def by(driver: Any, css: str) -> list[Any]:
     from selenium.webdriver.common.by import By
 
     return list(driver.find_elements(By.CSS_SELECTOR, css))
+
+
+def audit_rows_once(driver: Any, text: str) -> list[str]:
+    """The audit table's rows once a row holding ``text`` is shown (a submitted filter
+    loads a new page: rows read at once may be the old page's, or none); the rows as they
+    are if none shows within WAIT_S."""
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def rows(d: Any) -> list[str]:
+        try:
+            return [tr.text for tr in by(d, "table.audit tbody tr")]
+        except StaleElementReferenceException:  # the page changed while it was read
+            return []
+
+    with contextlib.suppress(TimeoutException):
+        WebDriverWait(driver, WAIT_S).until(lambda d: any(text in r for r in rows(d)))
+    return rows(driver)
 
 
 def no_csp_violation(driver: Any) -> None:
@@ -233,7 +252,7 @@ def test_the_audit_shows_the_call_and_the_change(server: str, browser: Any, shot
     field = wait(browser, "#tool")
     field.send_keys("orders.find_order")
     field.submit()
-    rows = [tr.text for tr in by(browser, "table.audit tbody tr")]
+    rows = audit_rows_once(browser, "ann@acme")
     assert any("ann@acme" in r and "allowed" in r for r in rows), rows
     assert any("root@platform" in r and "admin:accept_alias" in r for r in rows), rows
     no_csp_violation(browser)
