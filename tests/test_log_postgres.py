@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +43,9 @@ def test_one_hash_key_for_every_replica(pg_dsn: str) -> None:  # noqa: F811
     (row,) = a.discoveries()  # a row written by one is read by the other, hashed the same way
     assert row.query is None and row.query_hash == a.query_hash("where is my parcel")
     with psycopg.connect(pg_dsn) as conn:
-        keys = conn.execute("SELECT count(*) FROM toolscout_log_meta").fetchone()
+        keys = conn.execute(
+            "SELECT count(*) FROM toolscout_log_meta WHERE key = 'hash_key'"
+        ).fetchone()
     assert keys == (1,)
     a.close()
     b.close()
@@ -233,3 +236,26 @@ def test_when_the_database_goes_away_recording_neither_raises_nor_blocks(
     with pytest.raises(StoreError, match="discovery log in postgresql://"):
         log.discoveries()
     log.close()
+
+
+def test_opening_beside_a_replica_mid_write_takes_no_table_lock(pg_dsn: str) -> None:  # noqa: F811
+    """A replica inserts into the log's tables in a transaction while a new process opens
+    the log: with the schema in place, opening must not take a lock that waits on the
+    replica's rows (``CREATE INDEX IF NOT EXISTS`` takes a share lock even when the index
+    exists; with the replica's next insert, the two deadlocked in a full run's soak)."""
+    PostgresDiscoveryLog(pg_dsn).close()  # the schema, as the first replica leaves it
+    with psycopg.connect(pg_dsn) as replica:
+        with replica.transaction():
+            replica.execute(
+                "INSERT INTO toolscout_calls (ts, tool_id, ok) VALUES (%s, %s, %s)",
+                (time.time(), "a.tool", 1),
+            )
+            started = time.monotonic()
+            opened: list[PostgresDiscoveryLog] = []
+            done = threading.Thread(target=lambda: opened.append(PostgresDiscoveryLog(pg_dsn)))
+            done.daemon = True
+            done.start()
+            done.join(timeout=20)
+            waited = time.monotonic() - started
+            assert opened and not done.is_alive(), f"opening waited on the replica ({waited:.1f} s)"
+        opened[0].close()

@@ -26,6 +26,7 @@ own: this module gives them a connection and a :class:`~toolscout.telemetry.log.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -95,6 +96,22 @@ CREATE INDEX IF NOT EXISTS toolscout_calls_discovery ON toolscout_calls (discove
 """
 
 
+#: what ``toolscout_log_meta``'s ``schema`` row holds once :data:`_PG_SCHEMA` has run
+_SCHEMA_MARK = hashlib.sha256(_PG_SCHEMA.encode()).hexdigest()[:16]
+
+
+def _schema_in_place(conn: Any) -> bool:
+    """Whether this version's tables and indexes are all there (the ``schema`` row says
+    :data:`_PG_SCHEMA` ran), read without a lock on the log's tables: the DDL, even with
+    ``IF NOT EXISTS``, takes a share lock on each table it indexes, which waits on a
+    replica's open insert and, with the replica's next insert, deadlocks."""
+    with conn.transaction():
+        if conn.execute("SELECT to_regclass('toolscout_log_meta')").fetchone()[0] is None:
+            return False
+        row = conn.execute("SELECT value FROM toolscout_log_meta WHERE key = 'schema'").fetchone()
+    return row is not None and row[0] == _SCHEMA_MARK
+
+
 class PostgresDiscoveryLog(DiscoveryLog):
     """:class:`DiscoveryLog` in a PostgreSQL database that several replicas share."""
 
@@ -130,9 +147,16 @@ class PostgresDiscoveryLog(DiscoveryLog):
         )
         conn = self._session.connection()
         try:
+            if _schema_in_place(conn):
+                return
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 conn.execute(_PG_SCHEMA)
+                conn.execute(
+                    "INSERT INTO toolscout_log_meta (key, value) VALUES ('schema', %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    (_SCHEMA_MARK,),
+                )
         except self._session.driver_error as exc:
             conn.close()
             raise self._session.error("cannot create the discovery log's tables in", exc) from None
