@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import Self, cast
 
 from toolscout.discovery import lexical, tokencount
 from toolscout.discovery.indexing import EMBEDDER_META
@@ -22,9 +22,6 @@ from toolscout.embed.base import Embedder
 from toolscout.policy import PolicyConfig
 from toolscout.settings import QUERY_TEXT_DAYS, SearchSettings
 from toolscout.stores.base import Store
-
-if TYPE_CHECKING:
-    from toolscout.telemetry.log import DiscoveryLog
 
 
 def stored_embedder(store: Store, *, spin_wait: bool = True) -> Embedder:
@@ -80,19 +77,6 @@ class Opening:
     """:meth:`open`: a catalog over a path (a part of
     :class:`~toolscout.discovery.catalog.Catalog`)."""
 
-    if TYPE_CHECKING:  # the catalog's, called here
-
-        def __init__(
-            self,
-            store: Store,
-            *,
-            embedder: Embedder,
-            policy: PolicyConfig | None = None,
-            settings: SearchSettings | None = None,
-            log: DiscoveryLog | None = None,
-            reformulator: Reformulator | None = None,
-        ) -> None: ...
-
     @classmethod
     def open(
         cls,
@@ -129,7 +113,10 @@ class Opening:
             from toolscout.telemetry.log import open_log
 
             dlog = open_log(path, query_log=query_log, query_text_days=query_text_days)
-        catalog = cls(
+        # the catalog's own constructor (this class is a part of it, and does not restate
+        # its signature)
+        make = cast("Callable[..., Self]", cls)
+        catalog = make(
             store,
             embedder=chosen,
             policy=policy,
