@@ -4,8 +4,8 @@ Run: PYTHONPATH=src python examples/openai_agents.py (replays recorded replies).
 
 import openai
 from _demo import demo, replay, token
-
 from agents import Agent, OpenAIResponsesModel, Runner
+
 from toolscout.adapters.agents import AgentTools
 
 with demo() as ts, replay("openai_agents") as endpoint:

@@ -31,9 +31,8 @@ def _outputs(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_agent_tools_grow_by_search_and_run_through_the_gateway(ts: Toolscout) -> None:
-    import openai
-
     import agents
+    import openai
 
     entitled = entitled_names(ts)
     with replay("openai_agents") as endpoint:
