@@ -5,6 +5,8 @@ deriving the phrase index, name table and finder index on its first request (20 
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from support import embedder
 from test_kept import KINDS, MAPS, QUERIES, _store, _tools
 from toolscout.discovery import derived
 from toolscout.discovery.catalog import Catalog, _kept_key
-from toolscout.discovery.kept import KeptMap, keep_maps, stale_maps
+from toolscout.discovery.kept import KeptMap, keep_maps, read_maps, stale_maps
 from toolscout.policy import Principal
 from toolscout.stores.sqlite import SQLiteStore
 
@@ -115,3 +117,54 @@ def test_stale_rows_are_served_only_for_this_generation_and_these_parts(tmp_path
     assert stale_maps(store, "thin", "thin:new", gen, KINDS, rebuild) is None  # not a prefix
     assert store.derived_keys("thing:") == [("thing:old", gen)]
     store.close()
+
+
+def _tokens(db: Path) -> set[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return {t for (t,) in conn.execute("SELECT DISTINCT token FROM derived_rows")}
+    finally:
+        conn.close()
+
+
+def _token(store: SQLiteStore, key: str) -> str:
+    kept = store.derived(key)
+    assert kept is not None
+    return str(json.loads(kept[1])["token"])
+
+
+@pytest.mark.parametrize("in_steps", [False, True])
+def test_rows_another_version_kept_for_an_older_generation_are_removed(
+    tmp_path: Path, in_steps: bool
+) -> None:
+    """An upgrade used to leave its predecessor's rows behind for good (~80 MB a version at
+    100k tools): once this version keeps a map for a newer generation, what another
+    version kept of the same map for an older one goes; what it kept for the current
+    generation (a rolling upgrade's older processes read it) and other maps stay."""
+    db = tmp_path / "c.db"
+    with Catalog.open(db, embedder=embedder()) as cat:
+        cat.add(_tools())
+    store = SQLiteStore(db)
+    gen = store.generation()
+    maps = {p: (KINDS[p], MAPS[p]) for p in KINDS}
+    assert keep_maps(store, "thing:old", gen, maps)
+    assert keep_maps(store, "other:old", gen, maps)
+    old, other = _token(store, "thing:old"), _token(store, "other:old")
+    assert keep_maps(store, "thing:new", gen, maps, in_steps=in_steps)
+    assert {old, other} <= _tokens(db)  # the same generation: the older version's rows stay
+    assert stale_maps(store, "thing", "thing:new", gen, KINDS, _never) is not None
+    assert store.delete(["svc1.find_order_1"]) == 1  # a catalog write: a newer generation
+    newer = store.generation()
+    assert newer > gen
+    assert keep_maps(store, "thing:new", newer, maps, in_steps=in_steps)
+    assert store.derived_keys("thing:") == [("thing:new", newer)]
+    assert store.derived_keys("other:") == [("other:old", gen)]  # another map: untouched
+    tokens = _tokens(db)
+    assert old not in tokens and other in tokens and _token(store, "thing:new") in tokens
+    found = read_maps(store, "thing:new", newer, KINDS, _never)
+    assert found is not None and dict(found[0]["names"]) == MAPS["names"]
+    store.close()
+
+
+def _never(part: str) -> Any:
+    raise AssertionError(part)
