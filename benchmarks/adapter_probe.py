@@ -13,6 +13,8 @@ setting is scored on the held-out set, with a paired bootstrap interval
 * ``ridge`` / ``contrastive``: a query-side linear map W fitted from the catalog's
   pseudo-queries (least squares towards the own card, ridge towards identity; or softmax
   over the own card and the 31 cards dense ranks highest, W = I + ΔW, full or rank 16);
+* ``request``: the ridge map fitted on request-shaped pseudo-queries (:func:`request_like`),
+  alone or with the others;
 * ``centre``: the catalog's mean card subtracted from the query (``alpha`` of it);
 * ``hubs``: each card's score lowered by ``gamma`` × its mean cosine to its ``k`` nearest
   cards (a hub penalty, as CSLS);
@@ -32,6 +34,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import random
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -92,6 +96,64 @@ def embed_set(d: Path, out: Path, embedder: Any) -> None:
     print(f"{d.name}: {sizes}", flush=True)
 
 
+def _value(schema: Any, rng: random.Random) -> str | None:
+    """A value for an argument drawn from its schema (an enum's member, a number), or None."""
+    if not isinstance(schema, dict):
+        return None
+    if schema.get("enum"):
+        return str(rng.choice(schema["enum"]))
+    if schema.get("type") == "integer":
+        return str(rng.randint(1, 100))
+    if schema.get("type") == "number":
+        return f"{rng.uniform(1, 100):.1f}"
+    return None
+
+
+def request_like(specs: Sequence[Any], seed: int) -> list[tuple[str, str]]:
+    """(text, tool id): a request-shaped pseudo-query per sampled tool, from the catalog
+    alone — the summary's first sentence with the name's words masked, then up to two
+    arguments written as "name value" with values drawn from the parameter schema."""
+    from toolscout.discovery.lexical import words
+    from toolscout.discovery.pseudo import SAMPLE_TOOLS
+
+    rng = random.Random(seed)
+    sample = list(specs)
+    if len(sample) > SAMPLE_TOOLS:
+        sample = rng.sample(sample, SAMPLE_TOOLS)
+    out = []
+    for spec in sample:
+        masked = set(words(spec.card.name)) | set(words(spec.id))
+        first = re.split(r"(?<=[.!?])\s+", spec.card.summary.strip())[0]
+        body = [w for w in first.split() if " ".join(words(w)) not in masked]
+        if len(body) < 3:
+            continue
+        props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, dict) else {}
+        args = []
+        for pname, pschema in props.items():
+            v = _value(pschema, rng)
+            if v is not None:
+                args.append(f"{' '.join(words(pname))} {v}")
+        rng.shuffle(args)
+        text = " ".join(body).rstrip(".")
+        out.append((text + (" with " + " and ".join(args[:2]) if args else ""), spec.id))
+    return out
+
+
+def embed_requests(d: Path, out: Path, embedder: Any) -> None:
+    """The request-like pseudo-queries of a set (``{set}.req.npz``)."""
+    from toolscout.discovery.pseudo import SEED
+    from toolscout.discovery.search import _embed_keys
+    from toolscout.evaluate.evalset import read_tools
+
+    specs, _ = read_tools(d / "tools.jsonl")
+    index = {s.id: i for i, s in enumerate(specs)}
+    made = request_like(specs, SEED)
+    vectors = embedder.embed(_embed_keys([t for t, _ in made]))
+    tools = np.array([index[t] for _, t in made], np.int32)
+    np.savez(out / f"{d.name}.req.npz", vectors=vectors, tool=tools)
+    print(f"{d.name}: {len(made)} request-like pseudo-queries", flush=True)
+
+
 def norm(x: Arr) -> Arr:
     return x / np.clip(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12, None)
 
@@ -109,6 +171,12 @@ class Set:
         self.pseudo, self.ptool = z["pseudo"].astype(np.float64), z["pseudo_tool"]
         self.pseed, self.pkind = z["pseudo_seed"], z["pseudo_kind"]
         self.q = z["queries"].astype(np.float64)
+        req = path.with_name(f"{path.stem}.req.npz")
+        if req.exists():
+            r = np.load(req)
+            self.req, self.rtool = r["vectors"].astype(np.float64), r["tool"]
+        else:
+            self.req, self.rtool = np.zeros((0, self.views.shape[1])), np.zeros(0, np.int32)
         off, flat = z["gold_off"], z["gold"]
         self.gold = [flat[off[i] : off[i + 1]] for i in range(len(off) - 1)]
 
@@ -127,13 +195,15 @@ class Set:
 def fit_ridge(s: Set, lam: float, seed_mask: Arr) -> Callable[[Arr], Arr]:
     """W = argmin ||Q Wᵀ − C_own||² + lam·n·||W − I||² (closed form), pseudo-queries only."""
     keep = (s.ptool >= 0) & seed_mask
-    q, c = s.pseudo[keep], s.cards[s.ptool[keep]]
-    d = q.shape[1]
-    n = len(q)
-    a = q.T @ q + lam * n * np.eye(d) / d
-    b = q.T @ c + lam * n * np.eye(d) / d
-    wt = np.linalg.solve(a, b)  # q' = q @ wt
+    wt = ridge_map(s.pseudo[keep], s.cards[s.ptool[keep]], lam)  # q' = q @ wt
     return lambda x: norm(x @ wt)
+
+
+def ridge_map(q: Arr, c: Arr, lam: float) -> Arr:
+    """argmin_W ||q W − c||² + lam·(n/d)·||W − I||² in closed form."""
+    d, n = q.shape[1], len(q)
+    reg = lam * n * np.eye(d) / d
+    return np.linalg.solve(q.T @ q + reg, q.T @ c + reg)
 
 
 def fit_contrastive(
@@ -218,6 +288,9 @@ def variants() -> dict[str, list[dict[str, Any]]]:
             {"lam": lam, "tau": 20.0, "k": 32, "steps": 30, "rank": r, "seeds": n, "kinds": k}
             for lam, r, n, k in itertools.product((0.1, 0.3), (0, 16), (1, 2), ("all", "summary"))
         ],
+        "request": [
+            {"lam": lam, "with_pseudo": w} for lam, w in itertools.product((3, 10, 30, 100), (0, 1))
+        ],
         "centre": [{"alpha": a} for a in (0.25, 0.5, 0.75, 1.0)],
         "hubs": [{"k": k, "gamma": g} for k, g in itertools.product((5, 20), (0.1, 0.25, 0.5))],
         "maxview": [{"beta": b} for b in (0.25, 0.5, 1.0)],
@@ -235,6 +308,12 @@ def score_variant(s: Set, name: str, p: dict[str, Any]) -> tuple[Arr, Arr]:
     if name == "contrastive":
         f = fit_contrastive(s, p["lam"], p["tau"], p["k"], p["steps"], p["rank"], mask)
         return s.recall(f(s.q) @ s.cards.T)
+    if name == "request":
+        q, t = s.req, s.rtool
+        if p["with_pseudo"]:
+            keep = s.ptool >= 0
+            q, t = np.vstack([q, s.pseudo[keep]]), np.concatenate([t, s.ptool[keep]])
+        return s.recall(norm(s.q @ ridge_map(q, s.cards[t], p["lam"])) @ s.cards.T)
     if name == "centre":
         return s.recall(fit_centre(s, p["alpha"])(s.q) @ s.cards.T)
     if name == "hubs":
@@ -355,7 +434,7 @@ def diagnose(sets: Sequence[Set], lams: Sequence[float] = (10.0, 30.0)) -> dict[
 
 
 def probe(cache: Path, out: Path | None, only: str = "") -> None:
-    sets = [Set(p) for p in sorted(cache.glob("*.npz"))]
+    sets = [Set(p) for p in sorted(cache.glob("*.npz")) if not p.name.endswith(".req.npz")]
     base = {s.name: s.recall(s.q @ s.cards.T) for s in sets}
     for s in sets:
         r, c = base[s.name]
@@ -412,7 +491,7 @@ def probe(cache: Path, out: Path | None, only: str = "") -> None:
         out.write_text(json.dumps(table, indent=1, default=float))
 
 
-FAMILIES = ("ridge", "contrastive", "centre", "hubs", "maxview")
+FAMILIES = ("ridge", "contrastive", "request", "centre", "hubs", "maxview")
 
 
 def render(paths: Sequence[Path]) -> str:
@@ -472,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only",
         default="",
         help="one family (ridge, contrastive, centre, hubs, maxview,"
-        " global-ridge, global-contrastive, diagnose); default: every per-catalog family",
+        " request, global-ridge, global-contrastive, diagnose); default: every per-catalog family",
     )
     args = parser.parse_args(argv)
     if args.phase == "render":
@@ -487,9 +566,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         embedder = MiniLMEmbedder()
         for d in bench_sets(args.bench):
-            if (wanted and d.name not in wanted) or (args.cache / f"{d.name}.npz").exists():
+            if wanted and d.name not in wanted:
                 continue
-            embed_set(d, args.cache, embedder)
+            if not (args.cache / f"{d.name}.npz").exists():
+                embed_set(d, args.cache, embedder)
+            if not (args.cache / f"{d.name}.req.npz").exists():
+                embed_requests(d, args.cache, embedder)
         return 0
     probe(args.cache, args.json, args.only)
     return 0

@@ -4,6 +4,7 @@ the hub penalty lowers the card that is near many others."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -73,3 +74,33 @@ def test_the_hub_penalty_is_largest_for_the_card_near_many_others(tmp_path: Path
     s.cards[0] = hub
     penalty = probe.hub_penalty(s, 5)
     assert int(np.argmax(penalty)) == 0
+
+
+def test_request_like_pseudo_queries_mask_the_name_and_carry_argument_values(
+    tmp_path: Path,
+) -> None:
+    from toolscout.evaluate.evalset import read_tools
+
+    tool = {
+        "id": "weather_forecast",
+        "name": "weather_forecast",
+        "description": "Gives the weather forecast of a city for some days. Uses a public API.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "days": {"type": "integer", "description": "how many days"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "city": {"type": "string", "description": "the city"},
+            },
+        },
+    }
+    path = tmp_path / "tools.jsonl"
+    path.write_text(json.dumps(tool) + "\n", encoding="utf-8")
+    specs, _ = read_tools(path)
+    [(text, tool_id)] = probe.request_like(specs, seed=1)
+    assert tool_id == "weather_forecast"
+    assert text.startswith("Gives the of a city for some days with ")
+    assert "public" not in text and "city " not in text.split(" with ", 1)[1]
+    args = text.split(" with ", 1)[1].split(" and ")
+    assert {a.split()[0] for a in args} == {"days", "unit"}
+    assert any(a in ("unit celsius", "unit fahrenheit") for a in args)
