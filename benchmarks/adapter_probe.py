@@ -428,6 +428,21 @@ def diagnose(sets: Sequence[Set], lams: Sequence[float] = (10.0, 30.0)) -> dict[
                 "real_gain": float(real - s.recall(s.q @ s.cards.T)[0].mean()),
                 "pseudo_gain_unseen_tools": float(np.mean(pseudo_gain)),
             }
+        # the hub penalty, as the calibration would see it (pseudo-queries) and as requests do
+        pq, pt = s.pseudo[k], s.ptool[k]
+        for kk, gamma in ((5, 0.1), (20, 0.25)):
+            pen = gamma * hub_penalty(s, kk)[None, :]
+            top0 = np.argpartition(-(pq @ s.cards.T), 5, axis=1)[:, :5]
+            top1 = np.argpartition(-(pq @ s.cards.T - pen), 5, axis=1)[:, :5]
+            row[f"hubs k{kk} gamma {gamma:g}"] = {
+                "real_gain": float(
+                    s.recall(s.q @ s.cards.T - pen)[0].mean() - s.recall(s.q @ s.cards.T)[0].mean()
+                ),
+                "pseudo_gain": float(
+                    np.mean([t in r for t, r in zip(pt, top1, strict=True)])
+                    - np.mean([t in r for t, r in zip(pt, top0, strict=True)])
+                ),
+            }
         out[s.name] = row
         print(f"diagnose {s.name}: {json.dumps(row)}", flush=True)
     return out
@@ -526,15 +541,20 @@ def render(paths: Sequence[Path]) -> str:
     if "diagnose" in table:
         head = (
             "| set | cos(pseudo, own card) | cos(query, gold card) | shift alignment"
-            " | ridge 10: real gain | ridge 10: pseudo gain, unseen tools |"
+            " | ridge 10: real gain | ridge 10: pseudo gain, unseen tools"
+            " | hubs k5 gamma 0.1: real / pseudo gain | hubs k20 gamma 0.25: real / pseudo gain |"
         )
-        lines += ["", head, "|---" * 6 + "|"]
+        lines += ["", head, "|---" * 8 + "|"]
         for n, d in table["diagnose"].items():
             r = d["ridge 10"]
+            h1, h2 = d.get("hubs k5 gamma 0.1", {}), d.get("hubs k20 gamma 0.25", {})
+            hubs = [
+                f"{h['real_gain']:+.4f} / {h['pseudo_gain']:+.4f}" if h else "–" for h in (h1, h2)
+            ]
             lines.append(
                 f"| {n} | {d['cos_pseudo_own']:.3f} | {d['cos_query_gold']:.3f} | "
                 f"{d['shift_alignment']:+.3f} | {r['real_gain']:+.4f} | "
-                f"{r['pseudo_gain_unseen_tools']:+.4f} |"
+                f"{r['pseudo_gain_unseen_tools']:+.4f} | {hubs[0]} | {hubs[1]} |"
             )
     return "\n".join(lines)
 
