@@ -295,3 +295,62 @@ def test_a_catalog_asks_the_store_every_time_unless_told_otherwise(tmp_path: Pat
         asyncio.run(run())
     finally:
         catalog.close()
+
+
+# -- the caller's lines offered as they arrive ---------------------------------------------
+def test_a_line_is_offered_in_the_pipes_callback_while_the_reader_waits() -> None:
+    """The reader waits for a line; the bytes of two arrive: the hook is offered each in
+    the pipe's own callback (before the reader could run), and only the line it leaves
+    reaches the reader."""
+    from toolscout.mcp.pipes import PipeLines
+
+    async def run() -> tuple[list[tuple[str, bool]], str]:
+        r, w = os.pipe()
+        lines = PipeLines(r)
+        offered: list[tuple[str, bool]] = []
+        reading: list[asyncio.Task[str]] = []
+
+        def hook(line: str) -> bool:
+            # the reader task has not run since the bytes came: it is still waiting
+            offered.append((line, reading[0].done()))
+            return "take" in line
+
+        lines.hook = hook
+        try:
+            reading.append(asyncio.ensure_future(lines.__anext__()))
+            await asyncio.sleep(0.05)  # the pipe is open, the reader waits
+            os.write(w, b'{"take": 1}\n{"keep": 2}\n')
+            got = await asyncio.wait_for(reading[0], 30)
+            lines.close()
+            return offered, got
+        finally:
+            os.close(w)
+            os.close(r)
+
+    offered, got = asyncio.run(run())
+    assert offered == [('{"take": 1}\n', False), ('{"keep": 2}\n', False)]
+    assert got == '{"keep": 2}\n'
+
+
+def test_lines_that_arrive_while_the_reader_is_busy_are_offered_in_order() -> None:
+    from toolscout.mcp.pipes import PipeLines
+
+    async def run() -> tuple[list[str], list[str]]:
+        r, w = os.pipe()
+        lines = PipeLines(r)
+        offered: list[str] = []
+        lines.hook = lambda line: offered.append(line.strip()) is None and line.startswith("t")
+        try:
+            os.write(w, b"k1\nt2\nk3\nt4\n")
+            os.close(w)
+            w = -1
+            got = [line.strip() async for line in lines]  # the reader asks for each in turn
+            lines.close()
+            return offered, got
+        finally:
+            if w >= 0:
+                os.close(w)
+            os.close(r)
+
+    offered, got = asyncio.run(run())
+    assert offered == ["k1", "t2", "k3", "t4"] and got == ["k1", "k3"]
