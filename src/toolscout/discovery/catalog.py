@@ -16,12 +16,13 @@ kept rows and the token figures). Their public names are importable from here to
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,8 +95,34 @@ SPEC_CACHE = 2048
 ENTITLEMENT_CACHE = 512
 
 
+class _Turn:
+    """A generation read on an event loop's thread, good until the loop's next turn."""
+
+    __slots__ = ("counter", "live", "loop", "state", "writes")
+
+    def __init__(
+        self, state: _State, counter: Callable[[], int], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.state, self.counter, self.loop, self.live = state, counter, loop, True
+        self.writes = counter()
+
+    def end(self) -> None:
+        self.live = False
+
+
 class Catalog(Opening, Indexing, DerivedState):
     """Tools and their index over one store; the state discovery and the gateway share."""
+
+    #: Whether reads on an event loop's thread share one generation read until the loop's
+    #: next turn (a forwarded MCP call asks three times: the name, the id, the decision).
+    #: A change another process commits reaches this one through I/O — a request, a
+    #: thread's result — which the loop handles on a later turn, so no read made for it
+    #: sees the older state; a write through this store's own connection (any thread) is
+    #: told by the store's write counter (``local_writes``). Only a write through another
+    #: connection *in this process, on this thread, within the same turn* would go unseen
+    #: until the next turn: why it is off unless the one owner of the process (the MCP
+    #: gateway) turns it on. Stores without a write counter are asked every time.
+    reuse_within_turn = False
 
     def __init__(
         self,
@@ -154,10 +181,36 @@ class Catalog(Opening, Indexing, DerivedState):
     def refresh(self) -> _State:
         """The state of the store's current generation (re-read only when it moved).
 
-        Inside :meth:`pinned`, the state the block started with."""
+        Inside :meth:`pinned`, the state the block started with; with
+        :attr:`reuse_within_turn`, the state read earlier in this turn of the loop."""
         pinned: _State | None = getattr(self._pin, "state", None)
         if pinned is not None:
             return pinned
+        turn: _Turn | None = getattr(self._pin, "turn", None)
+        if (
+            turn is not None
+            and turn.live
+            and turn.state is self._state
+            and turn.loop is asyncio._get_running_loop()
+            and turn.writes == turn.counter()
+        ):
+            return turn.state
+        state = self._read_generation()
+        if self.reuse_within_turn:
+            self._hold_for_turn(state)
+        return state
+
+    def _hold_for_turn(self, state: _State) -> None:
+        """Let this thread's next reads, until its event loop's next turn, take ``state``
+        without asking the store (see :attr:`reuse_within_turn`)."""
+        loop = asyncio._get_running_loop()
+        counter = getattr(self.store, "local_writes", None)
+        if loop is None or counter is None:
+            return
+        self._pin.turn = turn = _Turn(state, counter, loop)
+        loop.call_soon(turn.end)
+
+    def _read_generation(self) -> _State:
         gen = self.store.generation()
         state = self._state
         if state is not None and state.generation == gen:

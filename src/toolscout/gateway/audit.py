@@ -139,9 +139,14 @@ def canonical_json(value: Any, *, checked: bool = False) -> str:
     """
     if not checked:
         check_arguments(value)
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL(value)
+
+
+#: ``json.dumps`` with these options builds an encoder per call; these are built once
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+_ROW_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _key_bytes(key: str | bytes | None) -> bytes | None:
@@ -172,6 +177,8 @@ def clean_text(text: object, limit: int = MAX_FIELD) -> str:
     """Caller-controlled text made safe to store: valid UTF-8, no control characters, cut."""
     if not isinstance(text, str):
         text = repr(text)
+    elif len(text) <= limit and text.isascii() and text.isprintable():
+        return text  # what the steps below leave unchanged (ids, subjects, digests)
     text = _SURROGATE.sub("\ufffd", text)  # a lone surrogate: one replacement character
     if not text.isprintable():
         text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
@@ -217,8 +224,7 @@ def _row_hash(prev_hash: str, row: tuple[Any, ...], key: bytes | None) -> str:
     """
     legacy = row[10] == "record" and row[11] == 0 and row[12] == ""
     fields = list(row[:10]) if legacy else list(row)
-    blob = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
-    data = (prev_hash + blob).encode("utf-8", "surrogatepass")
+    data = (prev_hash + _ROW_JSON(fields)).encode("utf-8", "surrogatepass")
     if key is None:
         return hashlib.sha256(data).hexdigest()
     return hmac.new(key, data, hashlib.sha256).hexdigest()

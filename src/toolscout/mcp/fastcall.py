@@ -10,7 +10,9 @@ milliseconds per call, more than the upstream call itself.
 :class:`FastCalls` sits between the caller's stdin (:class:`~toolscout.mcp.pipes.PipeLines`)
 and the SDK's ``stdio_server``. It answers itself, as its own asyncio task, the one
 request that dominates a session — a *plain* ``tools/call`` on a 2026-07-28
-connection — and hands every other line to the SDK unchanged. A plain call:
+connection — and hands every other line to the SDK unchanged. The pipe offers it each
+line as the bytes arrive while the SDK waits for one (``PipeLines.hook``), so a call's task
+starts in the pipe's own callback, not a turn of the event loop later. A plain call:
 
 * comes after the SDK saw the connection's first request and that request opened a
   2026-07-28 connection (every request carries its envelope; there is no session
@@ -130,24 +132,26 @@ class FastCalls:
         #: calls answered here, and calls cancelled here (counts, for a debugger or a profile)
         self.answered = 0
         self.cancelled = 0
+        lines.hook = self._offer  # offered each line as it arrives (in order: mcp/pipes.py)
 
     def __aiter__(self) -> FastCalls:
         return self
 
     async def __anext__(self) -> str:
-        while True:
-            try:
-                line = await self._lines.__anext__()
-            except StopAsyncIteration:
-                await self._finish()
-                raise
-            try:
-                taken = self._take(line)
-            except Exception:  # a fault here must not end the session: the SDK's way
-                log.exception("fast path: a line was handed to the SDK after a fault")
-                taken = False
-            if not taken:
-                return line
+        """The next line that was not taken here (each line is offered to :meth:`_offer`
+        once, by the pipe, in order: as it arrives while the SDK waits for a line)."""
+        try:
+            return await self._lines.__anext__()
+        except StopAsyncIteration:
+            await self._finish()
+            raise
+
+    def _offer(self, line: str) -> bool:
+        try:
+            return self._take(line)
+        except Exception:  # a fault here must not end the session: the SDK's way
+            log.exception("fast path: a line was handed to the SDK after a fault")
+            return False
 
     # -- which lines are taken ------------------------------------------------------
     def _take(self, line: str) -> bool:

@@ -40,6 +40,7 @@ A session with result claims (client extensions) is left to ``Client.call_tool``
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import logging
@@ -48,6 +49,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
+from toolscout.mcp import leantap
+from toolscout.mcp.leantap import Tap
 from toolscout.mcp.timeline import mark
 
 __all__ = ["ENV", "LEAN_MARK", "PREFIX", "LeanStdio", "lean_enabled"]
@@ -88,6 +91,11 @@ class LeanStdio:
         self._pending: dict[str, tuple[asyncio.Future[dict[str, Any]], _Progress | None]] = {}
         #: calls answered through this transport's own path (a count, for tests and profiles)
         self.answered = 0
+        #: stdout bytes the tap passed on to the reader task, and bytes it finished with
+        #: (equal: nothing written earlier is still on its way; see ``mcp/leantap.py``)
+        self.fed = 0
+        self.consumed = 0
+        self.tap: Tap | None = None
 
     @property
     def open(self) -> bool:
@@ -99,7 +107,6 @@ class LeanStdio:
         spawned and stopped as ``stdio_client`` does it."""
         import anyio
         import anyio.lowlevel
-        from anyio.streams.text import TextReceiveStream
         from mcp.client import stdio as sdk
 
         server = self.params
@@ -111,21 +118,27 @@ class LeanStdio:
             errlog=self.errlog,
             cwd=server.cwd,
         )
+        encoding, errors = server.encoding, server.encoding_error_handler
+        self.tap = leantap.install(process, self, encoding, errors)
         read_stream_writer, read_stream = anyio.create_memory_object_stream[Any](0)
         write_stream, write_stream_reader = anyio.create_memory_object_stream[Any](0)
         shutting_down = False
         writer_done = anyio.Event()
-        encoding, errors = server.encoding, server.encoding_error_handler
 
         async def stdout_reader() -> None:
             assert process.stdout, "Opened process is missing stdout"
-            stdout = TextReceiveStream(process.stdout, encoding=encoding, errors=errors)
+            stdout = process.stdout
+            decoder = codecs.getincrementaldecoder(encoding)(errors=errors)
             try:
                 async with read_stream_writer:
                     try:
                         buffer = ""
-                        async for chunk in stdout:
-                            lines = (buffer + chunk).split("\n")
+                        while True:
+                            try:
+                                raw = await stdout.receive()
+                            except anyio.EndOfStream:
+                                break
+                            lines = (buffer + decoder.decode(raw)).split("\n")
                             buffer = lines.pop()
                             for line in lines:
                                 if self._route(line):
@@ -134,6 +147,7 @@ class LeanStdio:
                                     await read_stream_writer.send(sdk._parse_line(line))
                                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                                     return
+                            self.consumed += len(raw)
                     finally:
                         self._closed()
                         await sdk._drain_stdout(process)
@@ -191,17 +205,34 @@ class LeanStdio:
         """Whether ``line`` answered one of this transport's own requests (taken here). A
         progress report on one of their tokens reaches its callback and is still the
         SDK's (as its dispatcher tees it)."""
-        if not self._pending or PREFIX not in line:
-            return False
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return False  # the SDK reports it
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        message = self._own(line)
+        if message is None:
             return False
         if "method" in message:
             self._progress(message)
             return False
+        return self._resolve(message)
+
+    def take_answer(self, line: str) -> bool:
+        """Whether ``line`` answered one of this transport's own requests, taken now (the
+        tap's question, :mod:`toolscout.mcp.leantap`); anything else is left alone."""
+        message = self._own(line)
+        return message is not None and "method" not in message and self._resolve(message)
+
+    def _own(self, line: str) -> dict[str, Any] | None:
+        """``line`` parsed, when it may concern this transport's own requests."""
+        if not self._pending or PREFIX not in line:
+            return None
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return None  # the SDK reports it
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return None
+        return message
+
+    def _resolve(self, message: dict[str, Any]) -> bool:
+        """An answer message to one of the own requests handed to its caller (taken)."""
         rid = message.get("id")
         entry = self._pending.get(rid) if isinstance(rid, str) else None
         if entry is None or not _answer_shape(message):
@@ -349,7 +380,7 @@ class LeanStdio:
                 raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
             try:
                 written = True
-                await stdin.send(data)
+                await _send_line(stdin, data)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
             return await future
@@ -377,6 +408,24 @@ class LeanStdio:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(1.0):
                 await asyncio.shield(stdin.send(data))
+
+
+async def _send_line(stdin: Any, data: bytes) -> None:
+    """``data`` onto the upstream's stdin. When it is anyio's wrapper of an asyncio pipe
+    writer (the SDK's spawn), the line goes straight to the pipe's transport and the call
+    waits only while the pipe is backed up: anyio's ``send`` around the same write adds a
+    cancel-scope check, a shielded cancel scope and a turn of the event loop per line.
+    A closed pipe raises ``BrokenPipeError`` (the transport would drop the line silently);
+    anything else is sent anyio's way."""
+    writer = getattr(stdin, "_stream", None)
+    if not isinstance(writer, asyncio.StreamWriter):
+        await stdin.send(data)
+        return
+    if writer.is_closing():
+        raise BrokenPipeError("the upstream's stdin is closed")
+    writer.write(data)
+    if writer.transport.get_write_buffer_size():
+        await writer.drain()  # raises ConnectionResetError if the pipe broke meanwhile
 
 
 def _fits_output_schema(session: Any, name: str, result: Any) -> bool:

@@ -19,11 +19,12 @@ the SDK's own threaded reading and writing (``None`` in its place).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import fcntl
 import os
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -52,40 +53,124 @@ def pipe_like(fd: int) -> bool:
 
 
 class PipeLines:
-    """The lines of a pipe (after ``prefix``: bytes already read from it), as text."""
+    """The lines of a pipe (after ``prefix``: bytes already read from it), as text.
+
+    ``hook``, when set, is offered each line as its bytes arrive, in the pipe's own
+    callback — but only while the reader is waiting for the next line and no earlier line
+    is still queued for it, so lines are offered in their order and a line is never taken
+    ahead of one the reader was handed first. A line the hook takes (``True``) is not
+    returned by the iterator; any other line is, once. A line that arrives while the reader
+    is busy is offered when the reader asks for it. (The fast path, ``mcp/fastcall.py``,
+    takes its calls this way: a turn of the event loop sooner than through the reader.)
+    """
 
     def __init__(self, fd: int, prefix: bytes = b"") -> None:
         self._fd = fd
         self._prefix = prefix
-        self._reader: asyncio.StreamReader | None = None
         self._transport: asyncio.BaseTransport | None = None
+        self._buffer = bytearray()
+        #: lines for the reader, each with whether the hook was offered it already
+        self._ready: collections.deque[tuple[str, bool]] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._ended = False
+        self._error: BaseException | None = None
+        self.hook: Callable[[str], bool] | None = None
 
     def __aiter__(self) -> PipeLines:
         return self
 
-    async def _open(self) -> asyncio.StreamReader:
+    async def _open(self) -> None:
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
         if self._prefix:
-            reader.feed_data(self._prefix)
+            self._feed(self._prefix)
             self._prefix = b""
-        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
         pipe = os.fdopen(self._fd, "rb", buffering=0, closefd=False)
-        self._transport, _ = await loop.connect_read_pipe(lambda: protocol, pipe)
-        return reader
+        self._transport, _ = await loop.connect_read_pipe(lambda: _LineProtocol(self), pipe)
 
     async def __anext__(self) -> str:
-        reader = self._reader
-        if reader is None:
-            reader = self._reader = await self._open()
-        line = await reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
+        if self._transport is None and not self._ended:
+            await self._open()
+        while True:
+            while self._ready:
+                line, offered = self._ready.popleft()
+                if offered or not self._offer(line):
+                    return line
+            if self._error is not None:
+                raise self._error
+            if self._ended:
+                raise StopAsyncIteration
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    def _offer(self, line: str) -> bool:
+        hook = self.hook
+        return hook is not None and hook(line)
+
+    def _feed(self, data: bytes) -> None:
+        """Bytes from the pipe: whole lines to the hook (reader waiting) or the queue."""
+        old = len(self._buffer)
+        self._buffer += data
+        cut = self._buffer.rfind(b"\n", old)
+        if cut < 0:
+            if len(self._buffer) > LINE_LIMIT:
+                self._fail(ValueError(f"a line longer than {LINE_LIMIT} bytes"))
+            return
+        whole = bytes(self._buffer[: cut + 1])
+        del self._buffer[: cut + 1]
+        for raw in whole.split(b"\n")[:-1]:
+            self._queue((raw + b"\n").decode("utf-8", "replace"))
+        self._wake()
+
+    def _queue(self, line: str) -> None:
+        if self._waiter is not None and not self._ready and self.hook is not None:
+            if self._offer(line):
+                return
+            self._ready.append((line, True))
+        else:
+            self._ready.append((line, False))
+
+    def _end(self) -> None:
+        if self._buffer:  # the last line without its newline, as ``readline`` gives it
+            self._ready.append((bytes(self._buffer).decode("utf-8", "replace"), False))
+            self._buffer.clear()
+        self._ended = True
+        self._wake()
+
+    def _fail(self, exc: BaseException) -> None:
+        self._error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done() and (self._ready or self._ended or self._error):
+            waiter.set_result(None)
 
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
+
+
+class _LineProtocol(asyncio.Protocol):
+    """The pipe's protocol: its bytes to :class:`PipeLines`, as they arrive."""
+
+    def __init__(self, lines: PipeLines) -> None:
+        self._lines = lines
+
+    def data_received(self, data: bytes) -> None:
+        self._lines._feed(data)
+
+    def eof_received(self) -> bool:
+        self._lines._end()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            self._lines._fail(exc)
+        else:
+            self._lines._end()
 
 
 class PipeOut:

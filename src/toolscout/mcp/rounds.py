@@ -46,8 +46,17 @@ class _Round:
         self._wake: asyncio.Future[None] | None = None
 
     def start(self, coro: Coroutine[Any, Any, Any]) -> None:
-        self.task = asyncio.get_running_loop().create_task(coro)
-        self.task.add_done_callback(self._poke)
+        self.task = asyncio.get_running_loop().create_task(self._run(coro))
+        self.task.add_done_callback(self._poke)  # also a call cancelled before it started
+
+    async def _run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """The call, the waiting request woken as it ends: on the loop's next turn, where a
+        done callback would wake it one turn later (the task is done by then all the same:
+        nothing runs between this ``finally`` and the task's end)."""
+        try:
+            return await coro
+        finally:
+            self._poke()
 
     def _poke(self, _: object = None) -> None:
         if self._wake is not None and not self._wake.done():

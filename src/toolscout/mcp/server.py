@@ -129,6 +129,8 @@ class MCPGateway(TaskHandlers, ResourceHandlers):
         )
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self.ts = toolscout if toolscout is not None else self._open_toolscout()
+        if toolscout is None:  # its own catalog: no other connection of this process writes it
+            self.ts.catalog.reuse_within_turn = True
         mark(f"catalog open ({len(self.ts.catalog)} tools)")
         if toolscout is None and EARLY_ENCODER and len(self.ts.catalog):
             # a stored catalog: the encoder loads while the MCP SDK is imported (most of it

@@ -273,6 +273,11 @@ class SQLiteStore(DerivedState):
             " WHERE key = 'generation'"
         )
 
+    def local_writes(self) -> int:
+        """Rows changed through this store's connection so far (SQLite's ``total_changes``):
+        a catalog that reuses a generation read tells its own process's writes by it."""
+        return self._db.total_changes
+
     def generation(self) -> int:
         """The committed generation; derived in-memory indexes are dropped when it moved."""
         with self._lock:
