@@ -141,7 +141,9 @@ def test_the_tap_sits_on_the_pipe_of_a_process_spawned_as_the_sdk_spawns_it() ->
     from toolscout.mcp import leantap
 
     line = _answer(f"{PREFIX}1", "from the child").decode()
-    code = f"import sys; sys.stdout.write({line!r}); sys.stdout.flush()"
+    # the child answers only once asked (a line on its stdin), as an upstream does: an
+    # answer written before the tap is on goes the usual way, and nothing reads it here
+    code = f"import sys; sys.stdin.readline(); sys.stdout.write({line!r}); sys.stdout.flush()"
 
     async def run() -> None:
         process = await sdk._create_platform_compatible_process(
@@ -152,6 +154,7 @@ def test_the_tap_sits_on_the_pipe_of_a_process_spawned_as_the_sdk_spawns_it() ->
         lean._pending[f"{PREFIX}1"] = (future, None)
         tap = leantap.install(process, lean, "utf-8", "strict")
         assert tap is not None
+        await process.stdin.send(b"ask\n")
         async with asyncio.timeout(60):
             answer = await future
         assert answer["result"]["content"][0]["text"] == "from the child" and tap.taken == 1
