@@ -133,6 +133,26 @@ def test_the_tap_never_overtakes_bytes_the_reader_has_not_finished() -> None:
     asyncio.run(run())
 
 
+def test_the_end_of_a_line_the_reader_holds_the_start_of_is_not_taken() -> None:
+    """A line split across two reads: the second read, on its own, is a whole own answer,
+    but the upstream wrote it as the end of another line; it goes to the reader, which
+    holds the line's start."""
+
+    async def run() -> None:
+        one = f"{PREFIX}1"
+        lean, tap, inner, futures = await _tapped(one)
+        tap.data_received(b'{"jsonrpc": "2.0", "method": "x", "params": {"note": ')
+        lean.consumed = lean.fed  # the reader task read it and holds it, waiting for its end
+        tap.data_received(_answer(one))
+        assert not futures[one].done() and tap.taken == 0 and inner.data.endswith(_answer(one))
+        lean.consumed = lean.fed  # the line ended: the next own answer is taken
+        lean._pending[f"{PREFIX}2"] = (asyncio.get_running_loop().create_future(), None)
+        tap.data_received(_answer(f"{PREFIX}2"))
+        assert lean._pending[f"{PREFIX}2"][0].done() and tap.taken == 1
+
+    asyncio.run(run())
+
+
 def test_the_tap_sits_on_the_pipe_of_a_process_spawned_as_the_sdk_spawns_it() -> None:
     """A real child process (spawned by the SDK's own helper) writes an answer to an own
     request: the tap installed on its stdout takes it before any reader task runs."""

@@ -10,11 +10,13 @@ own work) before the call waiting for the answer is even scheduled.
 whole lines whose leading lines answer the gateway's own requests
 (:meth:`~toolscout.mcp.lean.LeanStdio.take_answer`) has those lines taken at once; the
 rest of the chunk goes on to the protocol unchanged. It takes lines only while the
-reader task has consumed every byte passed on before (``fed == consumed``): a line the
-upstream wrote earlier (a log notification, a progress report) is never overtaken by an
-answer written after it. Anything else — a partial line, a line that does not decode, a
-notification, an answer to the SDK's own requests — goes the usual way, where the reader
-task routes it as before. End of file and a lost connection are passed on as they come.
+reader task has consumed every byte passed on before (``fed == consumed``) and those
+bytes ended a line: a line the upstream wrote earlier (a log notification, a progress
+report) is never overtaken by an answer written after it, and the end of a line whose
+start the reader holds is never read as a line of its own. Anything else — a partial
+line, a line that does not decode, a notification, an answer to the SDK's own requests —
+goes the usual way, where the reader task routes it as before. End of file and a lost
+connection are passed on as they come.
 """
 
 from __future__ import annotations
@@ -48,19 +50,22 @@ class Tap(asyncio.Protocol):
         self._errors = errors
         #: lines taken here (a count, for tests and profiles)
         self.taken = 0
+        #: the bytes passed on last did not end a line: the reader holds the start of one
+        self._mid_line = False
 
     def connection_made(self, transport: Any) -> None:  # pragma: no cover - made before
         self._inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         owner = self._owner
-        if owner.fed == owner.consumed and data.endswith(b"\n"):
+        if not self._mid_line and owner.fed == owner.consumed and data.endswith(b"\n"):
             start = self._take(data)
             if start:
                 data = data[start:]
                 if not data:
                     return
         owner.fed += len(data)
+        self._mid_line = not data.endswith(b"\n")
         self._inner.data_received(data)
 
     def _take(self, data: bytes) -> int:
