@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -288,6 +290,26 @@ def _first_start(config: Path, db: Path) -> None:
     assert "answered early" in err and "tools/list answered early" not in err  # nothing stored
 
 
+@pytest.fixture(scope="module")
+def first_started(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """What a first start leaves (:func:`_first_start`: the time server indexed into the
+    stored catalog), made once per listing mode for the module and copied into each test's
+    directory (the catalog, its audit log and dense files, the cache): the tests start
+    from a stored catalog, as they did after a first start of their own. Returns the
+    copy's config; its catalog is ``c.db`` beside it."""
+    made: dict[str, Path] = {}
+
+    def copy(into: Path, mode: str = "meta") -> Path:
+        if mode not in made:
+            where = tmp_path_factory.mktemp(f"first-start-{mode}")
+            _first_start(_config(where, mode), where / "c.db")
+            made[mode] = where
+        shutil.copytree(made[mode], into, dirs_exist_ok=True)
+        return _config(into, mode)
+
+    return copy
+
+
 def _log(db: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """The discovery log: the discoveries' ids, and each call's (tool, discovery id)."""
     import sqlite3
@@ -300,13 +322,13 @@ def _log(db: Path) -> tuple[list[str], list[tuple[str, str]]]:
 
 def test_a_stored_start_answers_the_list_and_the_first_search_before_the_sdk(
     tmp_path: Path,
+    first_started: Callable[..., Path],
 ) -> None:
     """Over a real pipe: the list and the first search answered early, once each; the
     forwarded call and the later search served by the SDK's path, which links the call to
     the early search (the caller's state is the gateway's); the log records each search
     once."""
-    config, db = _config(tmp_path), tmp_path / "c.db"
-    _first_start(config, db)
+    config, db = first_started(tmp_path), tmp_path / "c.db"
     gw = _Gateway(config, db)
     gw.send(_initialize(), _NOTE, _request(2, "tools/list"), _search(3, "what time is it"))
     listed = gw.until(2)["result"]["tools"]
@@ -336,11 +358,12 @@ def test_a_stored_start_answers_the_list_and_the_first_search_before_the_sdk(
     assert calls == [("time/get_current_time", found["discovery_id"])]
 
 
-def test_a_request_left_to_the_sdk_keeps_the_order_of_those_after_it(tmp_path: Path) -> None:
+def test_a_request_left_to_the_sdk_keeps_the_order_of_those_after_it(
+    tmp_path: Path, first_started: Callable[..., Path]
+) -> None:
     """A request the front does not answer (here ``resources/list``) goes to the SDK, and
     so does everything after it, in order: the list and the search come from the SDK."""
-    config, db = _config(tmp_path), tmp_path / "c.db"
-    _first_start(config, db)
+    config, db = first_started(tmp_path), tmp_path / "c.db"
     gw = _Gateway(config, db)
     gw.send(
         _initialize(),
@@ -359,14 +382,15 @@ def test_a_request_left_to_the_sdk_keeps_the_order_of_those_after_it(tmp_path: P
     assert len(discoveries) == 1
 
 
-def test_a_dynamic_search_answered_early_tells_the_list_changed(tmp_path: Path) -> None:
+def test_a_dynamic_search_answered_early_tells_the_list_changed(
+    tmp_path: Path, first_started: Callable[..., Path]
+) -> None:
     """A ``dynamic`` search changes what the session lists: answered early, the tools it
     found are added to the caller's list (the gateway's own state, which the SDK's session
     then serves) and ``tools/list_changed`` is written before the answer, as the SDK's path
     does. Here every tool fits in the dynamic list (two tools), so the SDK's later list
     is the same."""
-    config, db = _config(tmp_path, "dynamic"), tmp_path / "c.db"
-    _first_start(config, db)
+    config, db = first_started(tmp_path, "dynamic"), tmp_path / "c.db"
     gw = _Gateway(config, db)
     gw.send(_initialize(), _NOTE, _request(2, "tools/list"), _search(3, "what time is it"))
     first = gw.until(2)["result"]["tools"]
@@ -413,14 +437,15 @@ def test_the_reader_hands_on_what_it_did_not_answer(tmp_path: Path) -> None:
                 os.close(fd)
 
 
-def test_the_sdk_client_over_a_stored_start(tmp_path: Path) -> None:
+def test_the_sdk_client_over_a_stored_start(
+    tmp_path: Path, first_started: Callable[..., Path]
+) -> None:
     """The real SDK client: initialize, tools/list and the first search answered before
     the SDK was up, then a forwarded call and later searches served by the SDK's path."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    config, db = _config(tmp_path), tmp_path / "c.db"
-    _first_start(config, db)
+    config, db = first_started(tmp_path), tmp_path / "c.db"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(sys.path),
