@@ -37,6 +37,8 @@ QUERIES = ROOT / "benchmarks" / "multilingual" / "queries.jsonl"
 DEFAULT_BENCH = ROOT.parent / "shared" / "bench"
 LANGS = ("en", "fr", "de", "es", "pt", "ja", "zh")
 STRATEGIES = ("hybrid", "dense")
+#: a match cosine no pair of words reaches: the bridge carries nothing over
+OFF = 2.0
 #: resamples of the paired bootstrap, and its seed
 BOOTSTRAP = 5000
 SEED = 23
@@ -47,9 +49,14 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 
 
 def measure(
-    bench: Path, embedders: Sequence[str], cache: Path, limit: int | None
+    bench: Path,
+    embedders: Sequence[str],
+    cache: Path,
+    limit: int | None,
+    strategies: Sequence[str] = STRATEGIES,
 ) -> dict[str, Any]:
-    """recall@5 and complete@5 by embedder, strategy and language (queries pooled over sets)."""
+    """recall@5 and complete@5 by embedder, strategy and language (queries pooled over sets),
+    with each request's recall@5 by source set (``per_request``: what :func:`fit` reads)."""
     rows = _rows(QUERIES)
     by_set: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
@@ -73,7 +80,7 @@ def measure(
                 report = run(
                     bench / source / "tools.jsonl",
                     qfile,
-                    strategies=STRATEGIES,
+                    strategies=strategies,
                     ks=(5,),
                     db=db,
                     embedder=embedder,
@@ -83,7 +90,7 @@ def measure(
                 n = report["n_scored"]
                 missed = _missed(report["failures"])
                 for r in picked:
-                    for strategy in STRATEGIES:
+                    for strategy in strategies:
                         lost = missed.get((strategy, r["id"]), 0)
                         per_request[strategy][r["of"]][lang] = 1 - lost / len(r["gold"])
                 for strategy, m in report["strategies"].items():
@@ -105,6 +112,7 @@ def measure(
             "gap_to_en": {
                 strategy: gaps(by_request) for strategy, by_request in per_request.items()
             },
+            "per_request": {strategy: dict(by) for strategy, by in per_request.items()},
         }
     return out
 
@@ -130,6 +138,58 @@ def gaps(by_request: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, f
         out[lang] = {"gap": round(float(diff.mean()), 3), "low": round(float(low), 3),
                      "high": round(float(high), 3)}  # fmt: skip
     return out
+
+
+def non_english_mean(by_request: Mapping[str, Mapping[str, float]], source: str) -> float:
+    """The mean recall@5 of the translated requests (every language but English) of one
+    source set."""
+    got = [v for o, langs in by_request.items() if o.split(":", 1)[0] == source
+           for lang, v in langs.items() if lang != "en"]  # fmt: skip
+    return float(np.mean(got)) if got else 0.0
+
+
+def fit(grid: Mapping[float, Mapping[str, Mapping[str, float]]]) -> dict[str, Any]:
+    """Two folds over the source sets: the match cosine with the best translated mean on one
+    set's requests (ties: the highest, fewest words carried over), and what it gives on the
+    other's, against the bridge off (``OFF``)."""
+    sources = sorted({o.split(":", 1)[0] for by in grid.values() for o in by})
+    folds: dict[str, Any] = {}
+    for fitted in sources:
+        scores = {value: non_english_mean(by, fitted) for value, by in grid.items()}
+        chosen = max(scores, key=lambda v: (round(scores[v], 6), v))
+        for held in sources:
+            if held == fitted:
+                continue
+            folds[f"fit {fitted}, report {held}"] = {
+                "chosen": chosen,
+                "fit_scores": {str(v): round(x, 4) for v, x in sorted(scores.items())},
+                "held_off": round(non_english_mean(grid[OFF], held), 4),
+                "held_chosen": round(non_english_mean(grid[chosen], held), 4),
+            }
+    return folds
+
+
+def run_grid(
+    bench: Path, cache: Path, limit: int | None, values: Sequence[float]
+) -> dict[str, Any]:
+    """The default (hybrid) strategy with the multilingual option at each match cosine
+    (``OFF``: the bridge carries nothing over, as before it), per language, and the fit."""
+    from toolscout.discovery import crosslingual
+
+    shipped = crosslingual.MATCH_COSINE
+    out: dict[str, Any] = {}
+    grid: dict[float, Any] = {}
+    try:
+        for value in [OFF, *values]:
+            crosslingual.MATCH_COSINE = value
+            got = measure(bench, ["multilingual-e5-small"], cache, limit, ("hybrid",))
+            res = got["multilingual-e5-small"]
+            grid[value] = res["per_request"]["hybrid"]
+            out[str(value)] = {"strategies": res["strategies"], "gap_to_en": res["gap_to_en"],
+                               "seconds": res["seconds"]}  # fmt: skip
+    finally:
+        crosslingual.MATCH_COSINE = shipped
+    return {"values": out, "folds": fit(grid)}
 
 
 def table(results: dict[str, Any]) -> str:
@@ -168,12 +228,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="N requests per set and language")
     parser.add_argument("--cache", type=Path, default=None, help="keep indexed sets here")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/multilingual.json")
+    parser.add_argument(
+        "--strategy", action="append", choices=STRATEGIES, help="repeatable (default: both)"
+    )
+    parser.add_argument(
+        "--fit-bridge",
+        type=lambda text: [float(v) for v in text.split(",")],
+        default=None,
+        metavar="C1,C2,...",
+        help="fit the cross-lingual bridge's match cosine (two folds over the sets) instead",
+    )
     args = parser.parse_args(args_in)
     embedders = args.embedder or list(EMBEDDERS)
     with tempfile.TemporaryDirectory(prefix="toolscout-ml-") as tmp:
         cache = args.cache or Path(tmp)
         cache.mkdir(parents=True, exist_ok=True)
-        results = measure(args.bench, embedders, cache, args.limit)
+        if args.fit_bridge:
+            fitted = run_grid(args.bench, cache, args.limit, args.fit_bridge)
+            print(json.dumps(fitted["folds"], indent=2))
+            command = command_line("benchmarks/multilingual.py", args_in)
+            write_results(args.json, command, queries=str(QUERIES.relative_to(ROOT)), **fitted)
+            print(f"wrote {args.json}")
+            return 0
+        results = measure(args.bench, embedders, cache, args.limit, args.strategy or STRATEGIES)
     text = table(results)
     print(text)
     write_results(

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolscout.discovery import abstain, calibrate, named, pinned, skip
+from toolscout.discovery import abstain, calibrate, crosslingual, named, pinned, skip
 from toolscout.discovery import inject as rendering
 from toolscout.discovery.gates import step_on
 from toolscout.discovery.groups import expand_groups
@@ -83,9 +83,11 @@ def retrieve_or_skip(
     winner: discovery/skip.py), with the reason it skipped the encoder ("" when it ran).
     The coverage rule comes first (:meth:`Retriever.for_request`): a request it reads by
     the dense path alone never skips the encoder."""
-    retriever = catalog.retriever(settings, tenant=tenant).for_request(query)
-    if not skip.applies(retriever.settings):
-        return retriever.run(query, ent.ids), ""
+    base = catalog.retriever(settings, tenant=tenant)
+    bridge = crosslingual.bridged(base, query)  # a request in other words: the catalog's
+    retriever = base.for_request(bridge)
+    if bridge is not query or not skip.applies(retriever.settings):
+        return retriever.run(bridge, ent.ids), ""
     lex = retriever.lexical(query.terms, ent.ids) if skip.needs_lexical() else None
     why = skip.reason(exact or {}, lex or Hits())
     if why:
