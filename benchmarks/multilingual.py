@@ -192,6 +192,54 @@ def run_grid(
     return {"values": out, "folds": fit(grid)}
 
 
+def latency(bench: Path, cache: Path, limit: int) -> dict[str, Any]:
+    """ms per discovery with the option, the bridge on and off in turn on each translated
+    request (``limit`` per set and language, first ones), nothing cached between requests:
+    no query vector, no word vector (the catalog's lexicon is built once, timed apart)."""
+    from toolscout.discovery import crosslingual
+    from toolscout.discovery.catalog import Catalog
+    from toolscout.discovery.search import clear_query_cache
+    from toolscout.evaluate.harness import eval_principal
+
+    by_set: dict[str, list[str]] = defaultdict(list)
+    taken: dict[tuple[str, str], int] = defaultdict(int)
+    for r in _rows(QUERIES):
+        if r["lang"] != "en" and taken[(r["source"], r["lang"])] < limit:
+            taken[(r["source"], r["lang"])] += 1
+            by_set[r["source"]].append(r["query"])
+    shipped = crosslingual.MATCH_COSINE
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    built: dict[str, float] = {}
+    try:
+        for source, queries in sorted(by_set.items()):
+            # the catalog as measure() indexed it (the same file)
+            name = "multilingual-e5-small"
+            with Catalog.open(cache / f"{source}.{name}.db", log=False) as cat:
+                principal = eval_principal(cat)
+                df, _ = cat.store.document_frequency()
+                start = time.perf_counter()
+                crosslingual._LEXICONS.get(cat.retriever(), df)
+                built[source] = round(time.perf_counter() - start, 2)
+                for i, query in enumerate(queries):
+                    for which in ("on", "off") if i % 2 else ("off", "on"):
+                        crosslingual.MATCH_COSINE = shipped if which == "on" else OFF
+                        clear_query_cache()
+                        crosslingual._WORD_VECTORS.clear()
+                        start = time.perf_counter()
+                        cat.discover(query, principal, k=5, tier="progressive", record=False)
+                        times[which].append((time.perf_counter() - start) * 1000)
+    finally:
+        crosslingual.MATCH_COSINE = shipped
+    return {
+        "lexicon_seconds": built,
+        "ms": {
+            which: {f"p{p}": round(float(np.percentile(v, p)), 1) for p in (50, 90, 99)}
+            | {"n": len(v)}
+            for which, v in times.items()
+        },
+    }
+
+
 def table(results: dict[str, Any]) -> str:
     """One row per embedder and strategy, recall@5 per language, and the largest gap to en."""
     head = "| embedder | strategy | " + " | ".join(LANGS) + " | worst gap to en |"
@@ -238,7 +286,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="C1,C2,...",
         help="fit the cross-lingual bridge's match cosine (two folds over the sets) instead",
     )
+    parser.add_argument(
+        "--latency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="time N translated requests per set and language, bridge on and off, instead"
+        " (reads the catalogs --cache kept)",
+    )
     args = parser.parse_args(args_in)
+    if args.latency:
+        if args.cache is None:
+            parser.error("--latency reads the catalogs a run with --cache kept")
+        timed = latency(args.bench, args.cache, args.latency)
+        print(json.dumps(timed, indent=2))
+        command = command_line("benchmarks/multilingual.py", args_in)
+        write_results(args.json, command, **timed)
+        return 0
     embedders = args.embedder or list(EMBEDDERS)
     with tempfile.TemporaryDirectory(prefix="toolscout-ml-") as tmp:
         cache = args.cache or Path(tmp)

@@ -184,6 +184,10 @@ class _WordVectors:
         self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def of(self, embedder: Embedder, ws: Sequence[str]) -> Vectors:
         model = embedder.model_id
         with self._lock:
