@@ -148,48 +148,56 @@ def non_english_mean(by_request: Mapping[str, Mapping[str, float]], source: str)
     return float(np.mean(got)) if got else 0.0
 
 
-def fit(grid: Mapping[float, Mapping[str, Mapping[str, float]]]) -> dict[str, Any]:
-    """Two folds over the source sets: the match cosine with the best translated mean on one
-    set's requests (ties: the highest, fewest words carried over), and what it gives on the
-    other's, against the bridge off (``OFF``)."""
+def fit(grid: Mapping[tuple[float, float], Mapping[str, Mapping[str, float]]]) -> dict[str, Any]:
+    """Two folds over the source sets: the (match cosine, coverage gate) with the best
+    translated mean on one set's requests (ties: the highest cosine, then the lowest gate:
+    the fewest words and requests carried over), and what it gives on the other's, against
+    the bridge off (``OFF``)."""
     sources = sorted({o.split(":", 1)[0] for by in grid.values() for o in by})
     folds: dict[str, Any] = {}
+    off = next(v for v in grid if v[0] == OFF)
     for fitted in sources:
         scores = {value: non_english_mean(by, fitted) for value, by in grid.items()}
-        chosen = max(scores, key=lambda v: (round(scores[v], 6), v))
+        chosen = max(scores, key=lambda v: (round(scores[v], 6), v[0], -v[1]))
         for held in sources:
             if held == fitted:
                 continue
             folds[f"fit {fitted}, report {held}"] = {
                 "chosen": chosen,
-                "fit_scores": {str(v): round(x, 4) for v, x in sorted(scores.items())},
-                "held_off": round(non_english_mean(grid[OFF], held), 4),
+                "fit_scores": {v: round(x, 4) for v, x in sorted(scores.items())},
+                "held_off": round(non_english_mean(grid[off], held), 4),
                 "held_chosen": round(non_english_mean(grid[chosen], held), 4),
             }
     return folds
 
 
 def run_grid(
-    bench: Path, cache: Path, limit: int | None, values: Sequence[float]
+    bench: Path, cache: Path, limit: int | None, values: Sequence[float], gates: Sequence[float]
 ) -> dict[str, Any]:
-    """The default (hybrid) strategy with the multilingual option at each match cosine
-    (``OFF``: the bridge carries nothing over, as before it), per language, and the fit."""
-    from toolscout.discovery import crosslingual
+    """The default (hybrid) strategy with the multilingual option at each match cosine and
+    coverage gate (``OFF``: the bridge carries nothing over, as before it), per language,
+    and the fit."""
+    from toolscout.discovery import coverage, crosslingual
 
-    shipped = crosslingual.MATCH_COSINE
+    shipped = crosslingual.MATCH_COSINE, crosslingual.BRIDGE_BELOW
     out: dict[str, Any] = {}
-    grid: dict[float, Any] = {}
+    grid: dict[tuple[float, float], Any] = {}
     try:
-        for value in [OFF, *values]:
-            crosslingual.MATCH_COSINE = value
+        for value in [(OFF, coverage.LOW_COVERAGE), *((v, g) for v in values for g in gates)]:
+            crosslingual.MATCH_COSINE, crosslingual.BRIDGE_BELOW = value
             got = measure(bench, ["multilingual-e5-small"], cache, limit, ("hybrid",))
             res = got["multilingual-e5-small"]
             grid[value] = res["per_request"]["hybrid"]
-            out[str(value)] = {"strategies": res["strategies"], "gap_to_en": res["gap_to_en"],
-                               "seconds": res["seconds"]}  # fmt: skip
+            out[f"{value[0]}/{value[1]}"] = {"strategies": res["strategies"],
+                                             "gap_to_en": res["gap_to_en"],
+                                             "seconds": res["seconds"]}  # fmt: skip
     finally:
-        crosslingual.MATCH_COSINE = shipped
-    return {"values": out, "folds": fit(grid)}
+        crosslingual.MATCH_COSINE, crosslingual.BRIDGE_BELOW = shipped
+    folds = fit(grid)
+    for fold in folds.values():
+        fold["chosen"] = f"{fold['chosen'][0]}/{fold['chosen'][1]}"
+        fold["fit_scores"] = {f"{k[0]}/{k[1]}": v for k, v in fold["fit_scores"].items()}
+    return {"values": out, "folds": folds}
 
 
 def latency(bench: Path, cache: Path, limit: int) -> dict[str, Any]:
@@ -287,6 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="fit the cross-lingual bridge's match cosine (two folds over the sets) instead",
     )
     parser.add_argument(
+        "--bridge-gates",
+        type=lambda text: [float(v) for v in text.split(",")],
+        default=None,
+        metavar="G1,G2,...",
+        help="with --fit-bridge: the coverage gates to try (default: the rule's own)",
+    )
+    parser.add_argument(
         "--latency",
         type=int,
         default=None,
@@ -308,7 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache = args.cache or Path(tmp)
         cache.mkdir(parents=True, exist_ok=True)
         if args.fit_bridge:
-            fitted = run_grid(args.bench, cache, args.limit, args.fit_bridge)
+            from toolscout.discovery.coverage import LOW_COVERAGE
+
+            gates = args.bridge_gates or [LOW_COVERAGE]
+            fitted = run_grid(args.bench, cache, args.limit, args.fit_bridge, gates)
             print(json.dumps(fitted["folds"], indent=2))
             command = command_line("benchmarks/multilingual.py", args_in)
             write_results(args.json, command, queries=str(QUERIES.relative_to(ROOT)), **fitted)

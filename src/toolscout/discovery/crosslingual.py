@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 #: Chosen on one half of the multilingual set and checked on the other, both ways
 #: (docs/benchmarks.md, "This round (h/lang2, round nine)")
 MATCH_COSINE = 0.88
+#: a request whose coverage is below this is carried over (the coverage rule's own
+#: threshold, or above it: a request that shares a few cognates with the catalog)
+BRIDGE_BELOW = coverage.LOW_COVERAGE
 #: the most catalog words a lexicon holds (the most frequent first): bounds its one-off
 #: encoding (about 10-20 ms a word at one thread) on large catalogs
 LEXICON_WORDS = 6000
@@ -216,14 +219,13 @@ _WORD_VECTORS = _WordVectors(WORD_VECTOR_CACHE)
 
 def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None) -> Query:
     """``query`` with the catalog words its own words carry over as its lexical terms, when
-    the coverage rule would read it by the dense path alone (an encoder that reads other
-    languages, both paths on, coverage below :data:`coverage.LOW_COVERAGE`) and some word
-    carries over; else ``query`` itself (the same object; with the English default,
-    returned before reading anything)."""
+    the catalog barely covers it (an encoder that reads other languages, both paths on,
+    coverage below :data:`BRIDGE_BELOW`) and some word carries over; else ``query``
+    itself (the same object; with the English default, returned before reading anything)."""
     if not coverage.may_lead(retriever.settings, retriever.embedder):
         return query
     df, n_docs = retriever.store.document_frequency()
-    if coverage.coverage((*query.terms, *query.dropped), df) >= coverage.LOW_COVERAGE:
+    if coverage.coverage((*query.terms, *query.dropped), df) >= BRIDGE_BELOW:
         return query
     own = request_words(query.text, df)
     if not own:
