@@ -201,9 +201,10 @@ def run_grid(
 
 
 def latency(bench: Path, cache: Path, limit: int) -> dict[str, Any]:
-    """ms per discovery with the option, the bridge on and off in turn on each translated
-    request (``limit`` per set and language, first ones), nothing cached between requests:
-    no query vector, no word vector (the catalog's lexicon is built once, timed apart)."""
+    """ms per discovery with the option on each translated request (``limit`` per set and
+    language, the first ones), the bridge off and on in turn: on with the word vectors of
+    the requests before it kept ("warm") and with none ("cold"). No query vector is kept
+    between discoveries; the catalog's lexicon is built once, timed apart."""
     from toolscout.discovery import crosslingual
     from toolscout.discovery.catalog import Catalog
     from toolscout.discovery.search import clear_query_cache
@@ -216,7 +217,7 @@ def latency(bench: Path, cache: Path, limit: int) -> dict[str, Any]:
             taken[(r["source"], r["lang"])] += 1
             by_set[r["source"]].append(r["query"])
     shipped = crosslingual.MATCH_COSINE
-    times: dict[str, list[float]] = {"on": [], "off": []}
+    times: dict[str, list[float]] = {"off": [], "cold": [], "warm": []}
     built: dict[str, float] = {}
     try:
         for source, queries in sorted(by_set.items()):
@@ -228,14 +229,22 @@ def latency(bench: Path, cache: Path, limit: int) -> dict[str, Any]:
                 start = time.perf_counter()
                 crosslingual._LEXICONS.get(cat.retriever(), df)
                 built[source] = round(time.perf_counter() - start, 2)
+                words = crosslingual._WORD_VECTORS
                 for i, query in enumerate(queries):
-                    for which in ("on", "off") if i % 2 else ("off", "on"):
-                        crosslingual.MATCH_COSINE = shipped if which == "on" else OFF
+                    # "warm": the word vectors of the requests before it kept (a process
+                    # that has served them); "cold": none kept
+                    order = ("warm", "off", "cold") if i % 2 else ("cold", "off", "warm")
+                    for which in order:
+                        crosslingual.MATCH_COSINE = OFF if which == "off" else shipped
                         clear_query_cache()
-                        crosslingual._WORD_VECTORS.clear()
+                        kept = words.snapshot()
+                        if which == "cold":
+                            words.clear()
                         start = time.perf_counter()
                         cat.discover(query, principal, k=5, tier="progressive", record=False)
                         times[which].append((time.perf_counter() - start) * 1000)
+                        if which == "cold":
+                            words.restore(kept)
     finally:
         crosslingual.MATCH_COSINE = shipped
     return {

@@ -191,6 +191,16 @@ class _WordVectors:
         with self._lock:
             self._items.clear()
 
+    def snapshot(self) -> dict[tuple[str, str], np.ndarray]:
+        """The vectors kept now (a benchmark times a request cold, then puts them back)."""
+        with self._lock:
+            return dict(self._items)
+
+    def restore(self, items: Mapping[tuple[str, str], np.ndarray]) -> None:
+        with self._lock:
+            for key, vec in items.items():
+                self._items.setdefault(key, vec)
+
     def of(self, embedder: Embedder, ws: Sequence[str]) -> Vectors:
         model = embedder.model_id
         with self._lock:
