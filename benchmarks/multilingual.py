@@ -148,23 +148,31 @@ def non_english_mean(by_request: Mapping[str, Mapping[str, float]], source: str)
     return float(np.mean(got)) if got else 0.0
 
 
-def fit(grid: Mapping[tuple[float, float], Mapping[str, Mapping[str, float]]]) -> dict[str, Any]:
-    """Two folds over the source sets: the (match cosine, coverage gate) with the best
-    translated mean on one set's requests (ties: the highest cosine, then the lowest gate:
-    the fewest words and requests carried over), and what it gives on the other's, against
-    the bridge off (``OFF``)."""
+#: the bridge's constants a grid sets (discovery/crosslingual.py), in a grid key's order
+KNOBS = ("MATCH_COSINE", "BRIDGE_BELOW", "PER_WORD", "MIN_CARRIED")
+Key = tuple[float, ...]
+
+
+def _label(key: Key) -> str:
+    return "/".join(f"{v:g}" for v in key)
+
+
+def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], off: Key) -> dict[str, Any]:
+    """Two folds over the source sets: the constants (:data:`KNOBS`) with the best
+    translated mean on one set's requests (ties: the highest cosine, then the lowest gate,
+    the fewest words per word, the most carried terms asked: the fewest requests and words
+    carried over), and what they give on the other's, against the bridge off (``off``)."""
     sources = sorted({o.split(":", 1)[0] for by in grid.values() for o in by})
     folds: dict[str, Any] = {}
-    off = next(v for v in grid if v[0] == OFF)
     for fitted in sources:
         scores = {value: non_english_mean(by, fitted) for value, by in grid.items()}
-        chosen = max(scores, key=lambda v: (round(scores[v], 6), v[0], -v[1]))
+        chosen = max(scores, key=lambda v: (round(scores[v], 6), v[0], -v[1], -v[2], v[3]))
         for held in sources:
             if held == fitted:
                 continue
             folds[f"fit {fitted}, report {held}"] = {
-                "chosen": chosen,
-                "fit_scores": {v: round(x, 4) for v, x in sorted(scores.items())},
+                "chosen": _label(chosen),
+                "fit_scores": {_label(v): round(x, 4) for v, x in sorted(scores.items())},
                 "held_off": round(non_english_mean(grid[off], held), 4),
                 "held_chosen": round(non_english_mean(grid[chosen], held), 4),
             }
@@ -172,32 +180,32 @@ def fit(grid: Mapping[tuple[float, float], Mapping[str, Mapping[str, float]]]) -
 
 
 def run_grid(
-    bench: Path, cache: Path, limit: int | None, values: Sequence[float], gates: Sequence[float]
+    bench: Path, cache: Path, limit: int | None, axes: Sequence[Sequence[float]]
 ) -> dict[str, Any]:
-    """The default (hybrid) strategy with the multilingual option at each match cosine and
-    coverage gate (``OFF``: the bridge carries nothing over, as before it), per language,
-    and the fit."""
-    from toolscout.discovery import coverage, crosslingual
+    """The default (hybrid) strategy with the multilingual option at each combination of
+    the bridge's constants (``axes``, in :data:`KNOBS` order; first the bridge off: no word
+    carried over, as before it), per language and per request, and the fit."""
+    import itertools
 
-    shipped = crosslingual.MATCH_COSINE, crosslingual.BRIDGE_BELOW
+    from toolscout.discovery import crosslingual
+
+    shipped = tuple(getattr(crosslingual, k) for k in KNOBS)
+    off: Key = (OFF, *shipped[1:])
     out: dict[str, Any] = {}
-    grid: dict[tuple[float, float], Any] = {}
+    grid: dict[Key, Any] = {}
     try:
-        for value in [(OFF, coverage.LOW_COVERAGE), *((v, g) for v in values for g in gates)]:
-            crosslingual.MATCH_COSINE, crosslingual.BRIDGE_BELOW = value
+        for value in [off, *itertools.product(*axes)]:
+            for knob, v in zip(KNOBS, value, strict=True):
+                setattr(crosslingual, knob, type(getattr(crosslingual, knob))(v))
             got = measure(bench, ["multilingual-e5-small"], cache, limit, ("hybrid",))
             res = got["multilingual-e5-small"]
             grid[value] = res["per_request"]["hybrid"]
-            out[f"{value[0]}/{value[1]}"] = {"strategies": res["strategies"],
-                                             "gap_to_en": res["gap_to_en"],
-                                             "seconds": res["seconds"]}  # fmt: skip
+            out[_label(value)] = {k: res[k] for k in ("strategies", "gap_to_en", "seconds")}
+            out[_label(value)]["per_request"] = res["per_request"]["hybrid"]
     finally:
-        crosslingual.MATCH_COSINE, crosslingual.BRIDGE_BELOW = shipped
-    folds = fit(grid)
-    for fold in folds.values():
-        fold["chosen"] = f"{fold['chosen'][0]}/{fold['chosen'][1]}"
-        fold["fit_scores"] = {f"{k[0]}/{k[1]}": v for k, v in fold["fit_scores"].items()}
-    return {"values": out, "folds": folds}
+        for knob, v in zip(KNOBS, shipped, strict=True):
+            setattr(crosslingual, knob, v)
+    return {"knobs": list(KNOBS), "values": out, "folds": fit(grid, off)}
 
 
 def latency(bench: Path, cache: Path, limit: int) -> dict[str, Any]:
@@ -303,13 +311,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="C1,C2,...",
         help="fit the cross-lingual bridge's match cosine (two folds over the sets) instead",
     )
-    parser.add_argument(
-        "--bridge-gates",
-        type=lambda text: [float(v) for v in text.split(",")],
-        default=None,
-        metavar="G1,G2,...",
-        help="with --fit-bridge: the coverage gates to try (default: the rule's own)",
-    )
+    for flag, what in (("gates", "coverage gates"), ("per-word", "nearest words per word"),
+                       ("min-carried", "least carried terms")):  # fmt: skip
+        parser.add_argument(
+            f"--bridge-{flag}",
+            type=lambda text: [float(v) for v in text.split(",")],
+            default=None,
+            metavar="V1,V2,...",
+            help=f"with --fit-bridge: the {what} to try (default: the shipped one)",
+        )
     parser.add_argument(
         "--latency",
         type=int,
@@ -332,10 +342,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache = args.cache or Path(tmp)
         cache.mkdir(parents=True, exist_ok=True)
         if args.fit_bridge:
-            from toolscout.discovery.coverage import LOW_COVERAGE
+            from toolscout.discovery import crosslingual as cl
 
-            gates = args.bridge_gates or [LOW_COVERAGE]
-            fitted = run_grid(args.bench, cache, args.limit, args.fit_bridge, gates)
+            axes = [
+                args.fit_bridge,
+                args.bridge_gates or [cl.BRIDGE_BELOW],
+                args.bridge_per_word or [cl.PER_WORD],
+                args.bridge_min_carried or [cl.MIN_CARRIED],
+            ]
+            fitted = run_grid(args.bench, cache, args.limit, axes)
             print(json.dumps(fitted["folds"], indent=2))
             command = command_line("benchmarks/multilingual.py", args_in)
             write_results(args.json, command, queries=str(QUERIES.relative_to(ROOT)), **fitted)

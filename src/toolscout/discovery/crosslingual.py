@@ -53,6 +53,11 @@ MATCH_COSINE = 0.88
 #: a request whose coverage is below this is carried over (the coverage rule's own
 #: threshold, or above it: a request that shares a few cognates with the catalog)
 BRIDGE_BELOW = coverage.LOW_COVERAGE
+#: the nearest catalog words a request word may carry over to (each at least that close)
+PER_WORD = 1
+#: a request is carried over when at least this many terms carry over (else the coverage
+#: rule reads it: the dense path alone)
+MIN_CARRIED = 1
 #: the most catalog words a lexicon holds (the most frequent first): bounds its one-off
 #: encoding (about 10-20 ms a word at one thread) on large catalogs
 LEXICON_WORDS = 6000
@@ -79,18 +84,22 @@ class Lexicon:
     stop: np.ndarray
     vectors: Vectors
 
-    def carry(self, vectors: Vectors, min_cosine: float = MATCH_COSINE) -> list[str]:
-        """The terms of the catalog words nearest to each of ``vectors`` (request words),
-        where that word is a content word at least ``min_cosine`` close; in request order,
-        each term once."""
+    def carry(
+        self, vectors: Vectors, min_cosine: float = MATCH_COSINE, per_word: int = 1
+    ) -> list[str]:
+        """The terms of the ``per_word`` catalog words nearest to each of ``vectors``
+        (request words) that are at least ``min_cosine`` close, for a request word whose
+        nearest word is a content word (one nearest to a stop word brings nothing); in
+        request order, each term once."""
         if not len(vectors) or not len(self.words):
             return []
         sims = vectors @ self.vectors.T
-        best = sims.argmax(axis=1)
         out: list[str] = []
-        for row, j in enumerate(best.tolist()):
-            if not self.stop[j] and float(sims[row, j]) >= min_cosine:
-                out.append(self.terms[j])
+        for row in sims:
+            near = np.argsort(-row, kind="stable")[:per_word].tolist()
+            if self.stop[near[0]]:
+                continue
+            out.extend(self.terms[j] for j in near if not self.stop[j] and row[j] >= min_cosine)
         return list(dict.fromkeys(out))
 
 
@@ -244,8 +253,9 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
     carried = lexicon.carry(
         _WORD_VECTORS.of(retriever.embedder, own),
         MATCH_COSINE if min_cosine is None else min_cosine,
+        PER_WORD,
     )
-    if not carried:
+    if not carried or len(carried) < MIN_CARRIED:
         return query
     from toolscout.discovery import search
 
