@@ -149,7 +149,7 @@ def non_english_mean(by_request: Mapping[str, Mapping[str, float]], source: str)
 
 
 #: the bridge's constants a grid sets (discovery/crosslingual.py), in a grid key's order
-KNOBS = ("MATCH_COSINE", "BRIDGE_BELOW", "PER_WORD", "MIN_CARRIED")
+KNOBS = ("MATCH_COSINE", "BRIDGE_BELOW", "PER_WORD", "MIN_CARRIED", "STOP_MARGIN", "NAMES_ONLY")
 Key = tuple[float, ...]
 
 
@@ -157,16 +157,25 @@ def _label(key: Key) -> str:
     return "/".join(f"{v:g}" for v in key)
 
 
+def _fewest_changes(v: Key) -> tuple[float, ...]:
+    """A tie-break: the highest cosine, the lowest gate, the fewest words per word, the
+    most carried terms asked, the widest stop margin, every known term kept."""
+    return v[0], -v[1], -v[2], v[3], v[4], -v[5]
+
+
 def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], off: Key) -> dict[str, Any]:
     """Two folds over the source sets: the constants (:data:`KNOBS`) with the best
     translated mean on one set's requests (ties: the highest cosine, then the lowest gate,
-    the fewest words per word, the most carried terms asked: the fewest requests and words
-    carried over), and what they give on the other's, against the bridge off (``off``)."""
+    the fewest words per word, the most carried terms asked, the widest stop margin: the
+    fewest requests and words carried over), and what they give on the other's, against
+    the bridge off (``off``)."""
     sources = sorted({o.split(":", 1)[0] for by in grid.values() for o in by})
     folds: dict[str, Any] = {}
     for fitted in sources:
         scores = {value: non_english_mean(by, fitted) for value, by in grid.items()}
-        chosen = max(scores, key=lambda v: (round(scores[v], 6), v[0], -v[1], -v[2], v[3]))
+        chosen = max(
+            scores, key=lambda v: (round(scores[v], 6), v[0], -v[1], -v[2], v[3], v[4], -v[5])
+        )
         for held in sources:
             if held == fitted:
                 continue
@@ -312,7 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="fit the cross-lingual bridge's match cosine (two folds over the sets) instead",
     )
     for flag, what in (("gates", "coverage gates"), ("per-word", "nearest words per word"),
-                       ("min-carried", "least carried terms")):  # fmt: skip
+                       ("min-carried", "least carried terms"),
+                       ("stop-margin", "stop-word margins"),
+                       ("names-only", "names-only flags (0, 1)")):  # fmt: skip
         parser.add_argument(
             f"--bridge-{flag}",
             type=lambda text: [float(v) for v in text.split(",")],
@@ -349,6 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.bridge_gates or [cl.BRIDGE_BELOW],
                 args.bridge_per_word or [cl.PER_WORD],
                 args.bridge_min_carried or [cl.MIN_CARRIED],
+                args.bridge_stop_margin or [cl.STOP_MARGIN],
+                args.bridge_names_only or [float(cl.NAMES_ONLY)],
             ]
             fitted = run_grid(args.bench, cache, args.limit, axes)
             print(json.dumps(fitted["folds"], indent=2))
