@@ -149,7 +149,7 @@ def non_english_mean(by_request: Mapping[str, Mapping[str, float]], source: str)
 
 
 #: the bridge's constants a grid sets (discovery/crosslingual.py), in a grid key's order
-KNOBS = ("MATCH_COSINE", "BRIDGE_BELOW", "PER_WORD", "MIN_CARRIED", "STOP_MARGIN", "NAMES_ONLY")
+KNOBS = ("MATCH_COSINE", "MERGE", "PER_WORD", "MIN_CARRIED", "STOP_MARGIN", "NAMES_ONLY")
 Key = tuple[float, ...]
 
 
@@ -158,8 +158,8 @@ def _label(key: Key) -> str:
 
 
 def _fewest_changes(v: Key) -> tuple[float, ...]:
-    """A tie-break: the highest cosine, the lowest gate, the fewest words per word, the
-    most carried terms asked, the widest stop margin, every known term kept."""
+    """A tie-break: the highest cosine, no merge, the fewest words per word, the most
+    carried terms asked, the widest stop margin, every known term kept."""
     return v[0], -v[1], -v[2], v[3], v[4], -v[5]
 
 
@@ -320,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="C1,C2,...",
         help="fit the cross-lingual bridge's match cosine (two folds over the sets) instead",
     )
-    for flag, what in (("gates", "coverage gates"), ("per-word", "nearest words per word"),
+    for flag, what in (("merge", "merge flags (0, 1)"), ("per-word", "nearest words per word"),
                        ("min-carried", "least carried terms"),
                        ("stop-margin", "stop-word margins"),
                        ("names-only", "names-only flags (0, 1)")):  # fmt: skip
@@ -357,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             axes = [
                 args.fit_bridge,
-                args.bridge_gates or [cl.BRIDGE_BELOW],
+                args.bridge_merge or [float(cl.MERGE)],
                 args.bridge_per_word or [cl.PER_WORD],
                 args.bridge_min_carried or [cl.MIN_CARRIED],
                 args.bridge_stop_margin or [cl.STOP_MARGIN],

@@ -32,7 +32,7 @@ import threading
 import unicodedata
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,22 +43,22 @@ from toolscout.discovery.lexical import STOPWORDS, stem, terms, words
 from toolscout.embed.base import Embedder, Vectors
 
 if TYPE_CHECKING:
-    from toolscout.discovery.search import PhraseIndex, Query, Retriever
+    from toolscout.discovery.search import PhraseIndex, Query, Retrieval, Retriever
 
 #: a request word is carried over to its nearest catalog word when their cosine is at
 #: least this (multilingual-e5-small's cosines between single words: unrelated ~0.75-0.8).
 #: Chosen on one half of the multilingual set and checked on the other, both ways
 #: (docs/benchmarks.md, "This round (h/lang2, round nine)")
 MATCH_COSINE = 0.88
-#: a request whose coverage is below this is carried over (the coverage rule's own
-#: threshold, or above it: a request that shares a few cognates with the catalog)
-BRIDGE_BELOW = coverage.LOW_COVERAGE
 #: the nearest catalog words a request word may carry over to (each at least that close)
 PER_WORD = 1
 #: a request word is left out when a stop word is within this of its nearest content word
 STOP_MARGIN = 0.0
 #: keep only the request's own catalog terms written as names (a capital or a digit)
 NAMES_ONLY = False
+#: rank a carried-over request by the better of its two readings per tool (the catalog's
+#: words and BM25, the dense path alone) rather than by the first alone
+MERGE = False
 #: a request is carried over when at least this many terms carry over (else the coverage
 #: rule reads it: the dense path alone)
 MIN_CARRIED = 1
@@ -262,13 +262,14 @@ _WORD_VECTORS = _WordVectors(WORD_VECTOR_CACHE)
 
 def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None) -> Query:
     """``query`` with the catalog words its own words carry over as its lexical terms, when
-    the catalog barely covers it (an encoder that reads other languages, both paths on,
-    coverage below :data:`BRIDGE_BELOW`) and some word carries over; else ``query``
+    the coverage rule would read it by the dense path alone (an encoder that reads other
+    languages, both paths on, coverage below :data:`coverage.LOW_COVERAGE`) and some word
+    carries over; else ``query``
     itself (the same object; with the English default, returned before reading anything)."""
     if not coverage.may_lead(retriever.settings, retriever.embedder):
         return query
     df, n_docs = retriever.store.document_frequency()
-    if coverage.coverage((*query.terms, *query.dropped), df) >= BRIDGE_BELOW:
+    if coverage.coverage((*query.terms, *query.dropped), df) >= coverage.LOW_COVERAGE:
         return query
     own = request_words(query.text, df)
     if not own:
@@ -298,3 +299,22 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
     )[:3]
     dropped = tuple(t for t in every if t not in kept)
     return search.Query(query.text, tuple(kept), dropped, query.identifiers)
+
+
+def merged(bridged_out: Retrieval, dense_led: Callable[[], Retrieval]) -> Retrieval:
+    """The retrieval of a carried-over request: ``bridged_out`` (BM25 on the catalog's
+    words, fused), or with :data:`MERGE` each tool at the better of its fused scores there
+    and in the dense path's own reading (``dense_led``, run only then), as the
+    reformulation keeps the better of its two passes."""
+    if not MERGE:
+        return bridged_out
+    other = dense_led()
+    best = {c.id: c for c in bridged_out.candidates}
+    for c in other.candidates:
+        old = best.get(c.id)
+        if old is None or c.fused > old.fused:
+            best[c.id] = c
+    bridged_out.candidates = sorted(best.values(), key=lambda c: (-c.fused, c.id))
+    bridged_out.confidence = max(bridged_out.confidence, other.confidence)
+    bridged_out.low_confidence = bridged_out.low_confidence and other.low_confidence
+    return bridged_out

@@ -84,10 +84,11 @@ def retrieve_or_skip(
     The coverage rule comes first (:meth:`Retriever.for_request`): a request it reads by
     the dense path alone never skips the encoder."""
     base = catalog.retriever(settings, tenant=tenant)
-    bridge = crosslingual.bridged(base, query)  # a request in other words: the catalog's
-    retriever = base.for_request(bridge)
-    if bridge is not query or not skip.applies(retriever.settings):
-        return retriever.run(bridge, ent.ids), ""
+    if crosslingual.bridged(base, query) is not query:  # in the catalog's words: encoder runs
+        return base.run(query, ent.ids), ""
+    retriever = base.for_request(query)
+    if not skip.applies(retriever.settings):
+        return retriever.run(query, ent.ids), ""
     lex = retriever.lexical(query.terms, ent.ids) if skip.needs_lexical() else None
     why = skip.reason(exact or {}, lex or Hits())
     if why:

@@ -525,7 +525,8 @@ class Retriever:
         dense path alone is retrieved without BM25 (``lex`` unread)."""
         bridge = crosslingual.bridged(self, query)
         if bridge is not query:  # its words carried over to the catalog's (crosslingual.py)
-            return self.run(bridge, allowed)
+            led = self.for_request(query)
+            return crosslingual.merged(self.run(bridge, allowed), lambda: led.run(query, allowed))
         led = self.for_request(query)
         if led is not self:
             return led.run(query, allowed)
