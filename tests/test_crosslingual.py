@@ -15,11 +15,18 @@ from toolscout.discovery.crosslingual import (
     bridged,
     build_lexicon,
     catalog_words,
+    merged,
     request_words,
 )
 from toolscout.discovery.lexical import STOPWORDS, stem, terms
 from toolscout.discovery.pipeline import retrieve_or_skip
-from toolscout.discovery.search import PhraseIndex, Retriever, parse_query
+from toolscout.discovery.search import (
+    Candidate,
+    PhraseIndex,
+    Retrieval,
+    Retriever,
+    parse_query,
+)
 from toolscout.embed.base import Embedder
 from toolscout.embed.e5 import MultilingualE5Embedder
 from toolscout.embed.minilm import MiniLMEmbedder
@@ -189,3 +196,43 @@ def test_every_caller_of_the_retriever_gets_the_bridge(
 def test_an_empty_lexicon_carries_nothing() -> None:
     empty = Lexicon((), (), np.zeros(0, bool), np.zeros((0, 4), np.float32))
     assert empty.carry(np.ones((2, 4), np.float32)) == []
+
+
+def test_a_function_word_as_near_a_stop_word_as_a_content_word_brings_nothing(
+    e5: MultilingualE5Embedder,
+) -> None:
+    """French ``une`` is nearest to the catalog's ``one`` and almost as near ``under``: with
+    a stop margin it carries nothing over, while ``météo`` still does."""
+    texts = ["one weather forecast"]
+    lexicon = build_lexicon(texts, {"one": 1, "weather": 1, "forecast": 1}, e5)
+    une, meteo = e5.embed(["une", "météo"])
+    assert lexicon.carry(une[None, :], min_cosine=0.8) == ["one"]
+    assert lexicon.carry(une[None, :], min_cosine=0.8, stop_margin=0.05) == []
+    assert lexicon.carry(meteo[None, :], min_cosine=0.8, stop_margin=0.05) == ["weather"]
+
+
+def test_names_are_the_words_written_with_a_capital_or_a_digit() -> None:
+    marked = crosslingual._marked_terms("Vídeo do YouTube com PDF de 7 páginas, era mit os")
+    assert marked == {"video", "tube", "pdf", "7"}  # YouTube: "you" "tube", as indexed
+
+
+def _retrieval(scores: dict[str, float], confidence: float) -> Retrieval:
+    cands = [Candidate(t, fused=f) for t, f in sorted(scores.items(), key=lambda kv: -kv[1])]
+    return Retrieval(cands, confidence, confidence < 0.5, 0.7, lexical_ids=["a"])
+
+
+def test_a_merge_keeps_each_tool_at_its_better_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    bridged_out = _retrieval({"a": 0.9, "b": 0.2}, 0.4)
+    dense_led = _retrieval({"b": 0.95, "c": 0.5}, 0.6)
+    monkeypatch.setattr(crosslingual, "MERGE", False)
+    calls: list[int] = []
+
+    def other() -> Retrieval:
+        calls.append(1)
+        return dense_led
+
+    assert merged(bridged_out, other) is bridged_out and not calls  # the other never run
+    monkeypatch.setattr(crosslingual, "MERGE", True)
+    got = merged(_retrieval({"a": 0.9, "b": 0.2}, 0.4), other)
+    assert [(c.id, c.fused) for c in got.candidates] == [("b", 0.95), ("a", 0.9), ("c", 0.5)]
+    assert got.confidence == 0.6 and not got.low_confidence and got.lexical_ids == ["a"]
