@@ -149,7 +149,7 @@ def non_english_mean(by_request: Mapping[str, Mapping[str, float]], source: str)
 
 
 #: the bridge's constants a grid sets (discovery/crosslingual.py), in a grid key's order
-KNOBS = ("MATCH_COSINE", "MERGE", "PER_WORD", "MIN_CARRIED", "STOP_MARGIN", "NAMES_ONLY")
+KNOBS = ("MATCH_COSINE", "MERGE", "STOP_MARGIN")
 Key = tuple[float, ...]
 
 
@@ -158,17 +158,15 @@ def _label(key: Key) -> str:
 
 
 def _fewest_changes(v: Key) -> tuple[float, ...]:
-    """A tie-break: the highest cosine, no merge, the fewest words per word, the most
-    carried terms asked, the widest stop margin, every known term kept."""
-    return v[0], -v[1], -v[2], v[3], v[4], -v[5]
+    """A tie-break: the highest cosine, no merge, the widest stop margin (the fewest words
+    carried over, the fewest retrievals)."""
+    return v[0], -v[1], v[2]
 
 
 def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], off: Key) -> dict[str, Any]:
     """Two folds over the source sets: the constants (:data:`KNOBS`) with the best
-    translated mean on one set's requests (ties: the highest cosine, then the lowest gate,
-    the fewest words per word, the most carried terms asked, the widest stop margin: the
-    fewest requests and words carried over), and what they give on the other's, against
-    the bridge off (``off``)."""
+    translated mean on one set's requests (ties: :func:`_fewest_changes`), and what they
+    give on the other's, against the bridge off (``off``)."""
     sources = sorted({o.split(":", 1)[0] for by in grid.values() for o in by})
     folds: dict[str, Any] = {}
     for fitted in sources:
@@ -320,10 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="C1,C2,...",
         help="fit the cross-lingual bridge's match cosine (two folds over the sets) instead",
     )
-    for flag, what in (("merge", "merge flags (0, 1)"), ("per-word", "nearest words per word"),
-                       ("min-carried", "least carried terms"),
-                       ("stop-margin", "stop-word margins"),
-                       ("names-only", "names-only flags (0, 1)")):  # fmt: skip
+    for flag, what in (("merge", "merge flags (0, 1)"), ("stop-margin", "stop-word margins")):
         parser.add_argument(
             f"--bridge-{flag}",
             type=lambda text: [float(v) for v in text.split(",")],
@@ -358,10 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             axes = [
                 args.fit_bridge,
                 args.bridge_merge or [float(cl.MERGE)],
-                args.bridge_per_word or [cl.PER_WORD],
-                args.bridge_min_carried or [cl.MIN_CARRIED],
                 args.bridge_stop_margin or [cl.STOP_MARGIN],
-                args.bridge_names_only or [float(cl.NAMES_ONLY)],
             ]
             fitted = run_grid(args.bench, cache, args.limit, axes)
             print(json.dumps(fitted["folds"], indent=2))

@@ -211,11 +211,6 @@ def test_a_function_word_as_near_a_stop_word_as_a_content_word_brings_nothing(
     assert lexicon.carry(meteo[None, :], min_cosine=0.8, stop_margin=0.05) == ["weather"]
 
 
-def test_names_are_the_words_written_with_a_capital_or_a_digit() -> None:
-    marked = crosslingual._marked_terms("Vídeo do YouTube com PDF de 7 páginas, era mit os")
-    assert marked == {"video", "tube", "pdf", "7"}  # YouTube: "you" "tube", as indexed
-
-
 def _retrieval(scores: dict[str, float], confidence: float) -> Retrieval:
     cands = [Candidate(t, fused=f) for t, f in sorted(scores.items(), key=lambda kv: -kv[1])]
     return Retrieval(cands, confidence, confidence < 0.5, 0.7, lexical_ids=["a"])

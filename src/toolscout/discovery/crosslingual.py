@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from toolscout.discovery import coverage
-from toolscout.discovery.lexical import STOPWORDS, stem, terms, words
+from toolscout.discovery.lexical import STOPWORDS, stem, words
 from toolscout.embed.base import Embedder, Vectors
 
 if TYPE_CHECKING:
@@ -50,18 +50,11 @@ if TYPE_CHECKING:
 #: Chosen on one half of the multilingual set and checked on the other, both ways
 #: (docs/benchmarks.md, "This round (h/lang2, round nine)")
 MATCH_COSINE = 0.88
-#: the nearest catalog words a request word may carry over to (each at least that close)
-PER_WORD = 1
 #: a request word is left out when a stop word is within this of its nearest content word
 STOP_MARGIN = 0.0
-#: keep only the request's own catalog terms written as names (a capital or a digit)
-NAMES_ONLY = False
 #: rank a carried-over request by the better of its two readings per tool (the catalog's
 #: words and BM25, the dense path alone) rather than by the first alone
 MERGE = False
-#: a request is carried over when at least this many terms carry over (else the coverage
-#: rule reads it: the dense path alone)
-MIN_CARRIED = 1
 #: the most catalog words a lexicon holds (the most frequent first): bounds its one-off
 #: encoding (about 10-20 ms a word at one thread) on large catalogs
 LEXICON_WORDS = 6000
@@ -89,17 +82,13 @@ class Lexicon:
     vectors: Vectors
 
     def carry(
-        self,
-        vectors: Vectors,
-        min_cosine: float = MATCH_COSINE,
-        per_word: int = 1,
-        stop_margin: float = 0.0,
+        self, vectors: Vectors, min_cosine: float = MATCH_COSINE, stop_margin: float = 0.0
     ) -> list[str]:
-        """The terms of the ``per_word`` catalog words nearest to each of ``vectors``
-        (request words) that are at least ``min_cosine`` close, for a request word whose
-        nearest content word is more than ``stop_margin`` closer than its nearest stop word
-        (a function word of another language is often as near an English content word as
-        an English stop word: ``une`` -> ``one``); in request order, each term once."""
+        """The term of the catalog word nearest to each of ``vectors`` (request words) when
+        it is at least ``min_cosine`` close and more than ``stop_margin`` closer than the
+        nearest stop word (a word nearest to a stop word brings nothing: ``le``, ``の``; with
+        a margin, neither does one almost as near, ``une`` -> ``one``); in request order,
+        each term once."""
         content = np.flatnonzero(~self.stop)
         if not len(vectors) or not len(content):
             return []
@@ -107,11 +96,12 @@ class Lexicon:
         stops = np.flatnonzero(self.stop)
         out: list[str] = []
         for row in sims:
-            near = content[np.argsort(-row[content], kind="stable")[:per_word]]
-            best = float(row[near[0]])
+            j = int(content[np.argmax(row[content])])
+            best = float(row[j])
             if len(stops) and float(row[stops].max()) >= best - stop_margin:
                 continue
-            out.extend(self.terms[j] for j in near.tolist() if row[j] >= min_cosine)
+            if best >= min_cosine:
+                out.append(self.terms[j])
         return list(dict.fromkeys(out))
 
 
@@ -171,18 +161,6 @@ def _unspaced_words(chunk: str) -> list[str]:
             out.extend(run[i : i + 2] for i in range(len(run) - 1))
     out.extend(m.group() for m in _KATAKANA_RE.finditer(chunk) if len(m.group()) > 1)
     return out
-
-
-def _marked_terms(text: str) -> set[str]:
-    """The terms of the request's words that carry a capital letter or a digit (names,
-    acronyms, numbers: ``YouTube``, ``PDF``, ``7``), as opposed to its lower-case words,
-    which in another language are mostly its own words that happen to be spelt like a
-    catalog word (``mit``, ``era``, ``os``)."""
-    marked: set[str] = set()
-    for token in re.findall(r"\S+", text):
-        if any(ch.isupper() or ch.isdigit() for ch in token):
-            marked.update(terms(token))
-    return marked
 
 
 class _Lexicons:
@@ -278,19 +256,13 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
     carried = lexicon.carry(
         _WORD_VECTORS.of(retriever.embedder, own),
         MATCH_COSINE if min_cosine is None else min_cosine,
-        PER_WORD,
-        STOP_MARGIN,
+        stop_margin=STOP_MARGIN,
     )
-    if not carried or len(carried) < MIN_CARRIED:
+    if not carried:
         return query
     from toolscout.discovery import search
 
-    marked = _marked_terms(query.text) if NAMES_ONLY else None
-    known = (
-        t
-        for t in (*query.terms, *query.dropped)
-        if df.get(t, 0) > 0 and (marked is None or t in marked)
-    )
+    known = (t for t in (*query.terms, *query.dropped) if df.get(t, 0) > 0)
     every = list(dict.fromkeys((*known, *carried)))
     # frequent terms pruned as :func:`search.parse_query` prunes a request's own
     cutoff = min(max(search.FREQUENT_TERM_SHARE * n_docs, 50), search.FREQUENT_TERM_MAX_DOCS)
