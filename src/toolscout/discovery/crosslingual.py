@@ -12,8 +12,11 @@ request word nearest to one (``le``, ``の``, ``bitte``) brings nothing.
 
 The request's *bridged* query keeps its text (the encoder reads it as written), its
 covered terms and identifiers, and takes the carried-over terms: lexical retrieval then
-runs on catalog words and the learned ranker reads it as it reads any request. A request
-whose words carry nothing over stays as the coverage rule reads it (the dense path alone).
+runs on catalog words and the learned ranker reads it as it reads any request. The
+request is also read as the coverage rule reads it (the dense path alone), and each tool
+keeps the better of its two fused scores (:func:`merged`): a wrong word carried over
+cannot push the dense path's answer down. A request whose words carry nothing over is
+read by the dense path alone, as before.
 
 Words of a request: runs of letters (lower-cased, accents kept: the encoder reads them);
 in scripts written without spaces, each run of Han characters of up to
@@ -49,12 +52,12 @@ if TYPE_CHECKING:
 #: least this (multilingual-e5-small's cosines between single words: unrelated ~0.75-0.8).
 #: Chosen on one half of the multilingual set and checked on the other, both ways
 #: (docs/benchmarks.md, "This round (h/lang2, round nine)")
-MATCH_COSINE = 0.88
+MATCH_COSINE = 0.84
 #: a request word is left out when a stop word is within this of its nearest content word
 STOP_MARGIN = 0.0
 #: rank a carried-over request by the better of its two readings per tool (the catalog's
 #: words and BM25, the dense path alone) rather than by the first alone
-MERGE = False
+MERGE = True
 #: the most catalog words a lexicon holds (the most frequent first): bounds its one-off
 #: encoding (about 10-20 ms a word at one thread) on large catalogs
 LEXICON_WORDS = 6000
