@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     from toolscout.discovery.search import PhraseIndex, Query, Retrieval, Retriever
 
 #: a request word is carried over to its nearest catalog word when their cosine is at
-#: least this (multilingual-e5-small's cosines between single words: unrelated ~0.75-0.8).
-#: Chosen on one half of the multilingual set and checked on the other, both ways
-#: (docs/benchmarks.md, "This round (h/lang2, round nine)")
+#: least this (multilingual-e5-small, one word each: a word and its translation ~0.90-0.98,
+#: unrelated words ~0.80-0.88). Chosen on one half of the multilingual set and checked on
+#: the other, both ways (docs/benchmarks.md, "This round (h/lang2, round nine)")
 MATCH_COSINE = 0.84
 #: a request word is left out when a stop word is within this of its nearest content word
 STOP_MARGIN = 0.0
