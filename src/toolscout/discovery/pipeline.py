@@ -82,7 +82,8 @@ def retrieve_or_skip(
     lexical only when the lexical answer is decisive (an ``exact`` mention, a clear BM25
     winner: discovery/skip.py), with the reason it skipped the encoder ("" when it ran).
     The coverage rule comes first (:meth:`Retriever.for_request`): a request it reads by
-    the dense path alone never skips the encoder."""
+    the dense path alone, or whose words it carries over (discovery/crosslingual.py),
+    never skips the encoder."""
     base = catalog.retriever(settings, tenant=tenant)
     if crosslingual.bridged(base, query) is not query:  # in the catalog's words: encoder runs
         return base.run(query, ent.ids), ""
