@@ -37,6 +37,8 @@ QUERIES = ROOT / "benchmarks" / "multilingual" / "queries.jsonl"
 DEFAULT_BENCH = ROOT.parent / "shared" / "bench"
 LANGS = ("en", "fr", "de", "es", "pt", "ja", "zh")
 STRATEGIES = ("hybrid", "dense")
+#: a match cosine no pair of words reaches: the bridge carries nothing over
+OFF = 2.0
 #: resamples of the paired bootstrap, and its seed
 BOOTSTRAP = 5000
 SEED = 23
@@ -47,9 +49,14 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 
 
 def measure(
-    bench: Path, embedders: Sequence[str], cache: Path, limit: int | None
+    bench: Path,
+    embedders: Sequence[str],
+    cache: Path,
+    limit: int | None,
+    strategies: Sequence[str] = STRATEGIES,
 ) -> dict[str, Any]:
-    """recall@5 and complete@5 by embedder, strategy and language (queries pooled over sets)."""
+    """recall@5 and complete@5 by embedder, strategy and language (queries pooled over sets),
+    with each request's recall@5 by source set (``per_request``: what :func:`fit` reads)."""
     rows = _rows(QUERIES)
     by_set: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
@@ -73,7 +80,7 @@ def measure(
                 report = run(
                     bench / source / "tools.jsonl",
                     qfile,
-                    strategies=STRATEGIES,
+                    strategies=strategies,
                     ks=(5,),
                     db=db,
                     embedder=embedder,
@@ -83,7 +90,7 @@ def measure(
                 n = report["n_scored"]
                 missed = _missed(report["failures"])
                 for r in picked:
-                    for strategy in STRATEGIES:
+                    for strategy in strategies:
                         lost = missed.get((strategy, r["id"]), 0)
                         per_request[strategy][r["of"]][lang] = 1 - lost / len(r["gold"])
                 for strategy, m in report["strategies"].items():
@@ -105,6 +112,7 @@ def measure(
             "gap_to_en": {
                 strategy: gaps(by_request) for strategy, by_request in per_request.items()
             },
+            "per_request": {strategy: dict(by) for strategy, by in per_request.items()},
         }
     return out
 
@@ -130,6 +138,138 @@ def gaps(by_request: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, f
         out[lang] = {"gap": round(float(diff.mean()), 3), "low": round(float(low), 3),
                      "high": round(float(high), 3)}  # fmt: skip
     return out
+
+
+def non_english_mean(by_request: Mapping[str, Mapping[str, float]], source: str) -> float:
+    """The mean recall@5 of the translated requests (every language but English) of one
+    source set."""
+    got = [v for o, langs in by_request.items() if o.split(":", 1)[0] == source
+           for lang, v in langs.items() if lang != "en"]  # fmt: skip
+    return float(np.mean(got)) if got else 0.0
+
+
+#: the bridge's constants a grid sets (discovery/crosslingual.py), in a grid key's order
+KNOBS = ("MATCH_COSINE", "MERGE", "STOP_MARGIN")
+Key = tuple[float, ...]
+
+
+def _label(key: Key) -> str:
+    return "/".join(f"{v:g}" for v in key)
+
+
+def _fewest_changes(v: Key) -> tuple[float, ...]:
+    """A tie-break: the highest cosine, no merge, the widest stop margin (the fewest words
+    carried over, the fewest retrievals)."""
+    return v[0], -v[1], v[2]
+
+
+def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], off: Key) -> dict[str, Any]:
+    """Two folds over the source sets: the constants (:data:`KNOBS`) with the best
+    translated mean on one set's requests (ties: :func:`_fewest_changes`), and what they
+    give on the other's, against the bridge off (``off``)."""
+    sources = sorted({o.split(":", 1)[0] for by in grid.values() for o in by})
+    folds: dict[str, Any] = {}
+    for fitted in sources:
+        scores = {value: non_english_mean(by, fitted) for value, by in grid.items()}
+        chosen = max(
+            scores, key=lambda v: (round(scores[v], 6), v[0], -v[1], -v[2], v[3], v[4], -v[5])
+        )
+        for held in sources:
+            if held == fitted:
+                continue
+            folds[f"fit {fitted}, report {held}"] = {
+                "chosen": _label(chosen),
+                "fit_scores": {_label(v): round(x, 4) for v, x in sorted(scores.items())},
+                "held_off": round(non_english_mean(grid[off], held), 4),
+                "held_chosen": round(non_english_mean(grid[chosen], held), 4),
+            }
+    return folds
+
+
+def run_grid(
+    bench: Path, cache: Path, limit: int | None, axes: Sequence[Sequence[float]]
+) -> dict[str, Any]:
+    """The default (hybrid) strategy with the multilingual option at each combination of
+    the bridge's constants (``axes``, in :data:`KNOBS` order; first the bridge off: no word
+    carried over, as before it), per language and per request, and the fit."""
+    import itertools
+
+    from toolscout.discovery import crosslingual
+
+    shipped = tuple(getattr(crosslingual, k) for k in KNOBS)
+    off: Key = (OFF, *shipped[1:])
+    out: dict[str, Any] = {}
+    grid: dict[Key, Any] = {}
+    try:
+        for value in [off, *itertools.product(*axes)]:
+            for knob, v in zip(KNOBS, value, strict=True):
+                setattr(crosslingual, knob, type(getattr(crosslingual, knob))(v))
+            got = measure(bench, ["multilingual-e5-small"], cache, limit, ("hybrid",))
+            res = got["multilingual-e5-small"]
+            grid[value] = res["per_request"]["hybrid"]
+            out[_label(value)] = {k: res[k] for k in ("strategies", "gap_to_en", "seconds")}
+            out[_label(value)]["per_request"] = res["per_request"]["hybrid"]
+    finally:
+        for knob, v in zip(KNOBS, shipped, strict=True):
+            setattr(crosslingual, knob, v)
+    return {"knobs": list(KNOBS), "values": out, "folds": fit(grid, off)}
+
+
+def latency(bench: Path, cache: Path, limit: int) -> dict[str, Any]:
+    """ms per discovery with the option on each translated request (``limit`` per set and
+    language, the first ones), the bridge off and on in turn: on with the word vectors of
+    the requests before it kept ("warm") and with none ("cold"). No query vector is kept
+    between discoveries; the catalog's lexicon is built once, timed apart."""
+    from toolscout.discovery import crosslingual
+    from toolscout.discovery.catalog import Catalog
+    from toolscout.discovery.search import clear_query_cache
+    from toolscout.evaluate.harness import eval_principal
+
+    by_set: dict[str, list[str]] = defaultdict(list)
+    taken: dict[tuple[str, str], int] = defaultdict(int)
+    for r in _rows(QUERIES):
+        if r["lang"] != "en" and taken[(r["source"], r["lang"])] < limit:
+            taken[(r["source"], r["lang"])] += 1
+            by_set[r["source"]].append(r["query"])
+    shipped = crosslingual.MATCH_COSINE
+    times: dict[str, list[float]] = {"off": [], "cold": [], "warm": []}
+    built: dict[str, float] = {}
+    try:
+        for source, queries in sorted(by_set.items()):
+            # the catalog as measure() indexed it (the same file)
+            name = "multilingual-e5-small"
+            with Catalog.open(cache / f"{source}.{name}.db", log=False) as cat:
+                principal = eval_principal(cat)
+                df, _ = cat.store.document_frequency()
+                start = time.perf_counter()
+                crosslingual._LEXICONS.get(cat.retriever(), df)
+                built[source] = round(time.perf_counter() - start, 2)
+                words = crosslingual._WORD_VECTORS
+                for i, query in enumerate(queries):
+                    # "warm": the word vectors of the requests before it kept (a process
+                    # that has served them); "cold": none kept
+                    order = ("warm", "off", "cold") if i % 2 else ("cold", "off", "warm")
+                    for which in order:
+                        crosslingual.MATCH_COSINE = OFF if which == "off" else shipped
+                        clear_query_cache()
+                        kept = words.snapshot()
+                        if which == "cold":
+                            words.clear()
+                        start = time.perf_counter()
+                        cat.discover(query, principal, k=5, tier="progressive", record=False)
+                        times[which].append((time.perf_counter() - start) * 1000)
+                        if which == "cold":
+                            words.restore(kept)
+    finally:
+        crosslingual.MATCH_COSINE = shipped
+    return {
+        "lexicon_seconds": built,
+        "ms": {
+            which: {f"p{p}": round(float(np.percentile(v, p)), 1) for p in (50, 90, 99)}
+            | {"n": len(v)}
+            for which, v in times.items()
+        },
+    }
 
 
 def table(results: dict[str, Any]) -> str:
@@ -168,12 +308,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="N requests per set and language")
     parser.add_argument("--cache", type=Path, default=None, help="keep indexed sets here")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/multilingual.json")
+    parser.add_argument(
+        "--strategy", action="append", choices=STRATEGIES, help="repeatable (default: both)"
+    )
+    parser.add_argument(
+        "--fit-bridge",
+        type=lambda text: [float(v) for v in text.split(",")],
+        default=None,
+        metavar="C1,C2,...",
+        help="fit the cross-lingual bridge's match cosine (two folds over the sets) instead",
+    )
+    for flag, what in (("merge", "merge flags (0, 1)"), ("stop-margin", "stop-word margins")):
+        parser.add_argument(
+            f"--bridge-{flag}",
+            type=lambda text: [float(v) for v in text.split(",")],
+            default=None,
+            metavar="V1,V2,...",
+            help=f"with --fit-bridge: the {what} to try (default: the shipped one)",
+        )
+    parser.add_argument(
+        "--latency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="time N translated requests per set and language, bridge on and off, instead"
+        " (reads the catalogs --cache kept)",
+    )
     args = parser.parse_args(args_in)
+    if args.latency:
+        if args.cache is None:
+            parser.error("--latency reads the catalogs a run with --cache kept")
+        timed = latency(args.bench, args.cache, args.latency)
+        print(json.dumps(timed, indent=2))
+        command = command_line("benchmarks/multilingual.py", args_in)
+        write_results(args.json, command, **timed)
+        return 0
     embedders = args.embedder or list(EMBEDDERS)
     with tempfile.TemporaryDirectory(prefix="toolscout-ml-") as tmp:
         cache = args.cache or Path(tmp)
         cache.mkdir(parents=True, exist_ok=True)
-        results = measure(args.bench, embedders, cache, args.limit)
+        if args.fit_bridge:
+            from toolscout.discovery import crosslingual as cl
+
+            axes = [
+                args.fit_bridge,
+                args.bridge_merge or [float(cl.MERGE)],
+                args.bridge_stop_margin or [cl.STOP_MARGIN],
+            ]
+            fitted = run_grid(args.bench, cache, args.limit, axes)
+            print(json.dumps(fitted["folds"], indent=2))
+            command = command_line("benchmarks/multilingual.py", args_in)
+            write_results(args.json, command, queries=str(QUERIES.relative_to(ROOT)), **fitted)
+            print(f"wrote {args.json}")
+            return 0
+        results = measure(args.bench, embedders, cache, args.limit, args.strategy or STRATEGIES)
     text = table(results)
     print(text)
     write_results(

@@ -10,6 +10,7 @@ from support import spec
 from toolscout import Toolscout
 from toolscout.console.access import Level
 from toolscout.console.playground import hidden_for
+from toolscout.discovery import crosslingual
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.coverage import (
     LOW_COVERAGE,
@@ -32,6 +33,14 @@ from toolscout.stores.memory import MemoryStore
 from toolscout.telemetry.report import catalog_ranker
 
 DF = {"weather": 3, "forecast": 2, "citi": 5, "1000": 1}
+
+
+@pytest.fixture(autouse=True)
+def _nothing_carried_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule as it reads a request whose words carry nothing over to the catalog's (no
+    catalog word is this close to any): the cross-lingual bridge (tests/test_crosslingual.py)
+    otherwise gives these requests lexical terms before the rule reads them."""
+    monkeypatch.setattr(crosslingual, "MATCH_COSINE", 2.0)
 
 
 def test_coverage_is_the_share_of_terms_the_catalog_has() -> None:

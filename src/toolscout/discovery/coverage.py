@@ -9,10 +9,12 @@ multilingual set against 0.58 in English, docs/benchmarks.md "Other languages"),
 may an English request in words the catalog never uses.
 
 On such a request BM25 has almost nothing to say, and what it finds (a place name, a
-borrowed word) pushes the dense list's answer down: with an encoder that reads the
-request's language, the ranking is then the dense one alone (:func:`dense_led`). With
-an encoder that does not (the default, an English model), the few shared words are the
-best evidence there is, and nothing changes.
+borrowed word) pushes the dense list's answer down. With an encoder that reads the
+request's language, its words are first carried over to the catalog's own
+(discovery/crosslingual.py) and BM25 runs on those; a request whose words carry nothing
+over is ranked by the dense path alone (:func:`dense_led`). With an encoder that does
+not (the default, an English model), the few shared words are the best evidence there
+is, and nothing changes.
 
 The rule is applied where every retrieval goes through, :meth:`search.Retriever.run`
 (:meth:`search.Retriever.for_request`): discovery, the console's hidden-tools view,

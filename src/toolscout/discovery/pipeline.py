@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolscout.discovery import abstain, calibrate, named, pinned, skip
+from toolscout.discovery import abstain, calibrate, crosslingual, named, pinned, skip
 from toolscout.discovery import inject as rendering
 from toolscout.discovery.gates import step_on
 from toolscout.discovery.groups import expand_groups
@@ -82,8 +82,12 @@ def retrieve_or_skip(
     lexical only when the lexical answer is decisive (an ``exact`` mention, a clear BM25
     winner: discovery/skip.py), with the reason it skipped the encoder ("" when it ran).
     The coverage rule comes first (:meth:`Retriever.for_request`): a request it reads by
-    the dense path alone never skips the encoder."""
-    retriever = catalog.retriever(settings, tenant=tenant).for_request(query)
+    the dense path alone, or whose words it carries over (discovery/crosslingual.py),
+    never skips the encoder."""
+    base = catalog.retriever(settings, tenant=tenant)
+    if crosslingual.bridged(base, query) is not query:  # in the catalog's words: encoder runs
+        return base.run(query, ent.ids), ""
+    retriever = base.for_request(query)
     if not skip.applies(retriever.settings):
         return retriever.run(query, ent.ids), ""
     lex = retriever.lexical(query.terms, ent.ids) if skip.needs_lexical() else None

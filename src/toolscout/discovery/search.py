@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from toolscout.cards import ToolSpec
-from toolscout.discovery import coverage
+from toolscout.discovery import coverage, crosslingual
 from toolscout.discovery.calibrate import (
     BLEND,
     LEAD,
@@ -522,7 +522,12 @@ class Retriever:
         (``lex``: the request's BM25 hits when the caller already has them); a long request
         of several parts is also retrieved part by part (discovery/parts.py). The request
         is read as :meth:`for_request` says, whoever calls: a request the rule reads by the
-        dense path alone is retrieved without BM25 (``lex`` unread)."""
+        dense path alone is retrieved without BM25 (``lex`` unread), after its words are
+        carried over to the catalog's when they can be (discovery/crosslingual.py)."""
+        bridge = crosslingual.bridged(self, query)
+        if bridge is not query:  # its words carried over to the catalog's (crosslingual.py)
+            led = self.for_request(query)
+            return crosslingual.merged(self.run(bridge, allowed), lambda: led.run(query, allowed))
         led = self.for_request(query)
         if led is not self:
             return led.run(query, allowed)

@@ -20,8 +20,9 @@ pooled vectors are averaged (a request is cut to its first 64 words before that,
 core) was about ten times slower on two busy cores.
 
 ``multilingual`` tells discovery that this model reads requests in other languages
-than the catalog's: a request whose words the catalog barely has is then ranked by
-the dense path alone (discovery/coverage.py).
+than the catalog's: a request whose words the catalog barely has is then searched with
+the catalog words its own words are nearest to (discovery/crosslingual.py), or ranked by
+the dense path alone when none is near enough (discovery/coverage.py).
 """
 
 from __future__ import annotations

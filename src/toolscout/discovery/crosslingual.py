@@ -1,0 +1,295 @@
+"""Bringing the catalog's words to a request in another language, with no translator.
+
+A request the catalog's vocabulary barely covers (discovery/coverage.py) shares only its
+numbers and names with an English catalog, so BM25 has nothing to say about it. With an
+encoder that reads other languages (multilingual-e5-small), the encoder itself can carry
+the request's words over: each distinct content word of the catalog's cards (its
+*lexicon*, embedded once per catalog generation and model) and each word of the request
+are embedded alone, and a request word whose nearest catalog word is at least
+:data:`MATCH_COSINE` close is replaced by that word's BM25 term (``prévisions`` ->
+``forecast``, ``天気`` -> ``weather``). The English stop words are in the lexicon too: a
+request word nearest to one (``le``, ``の``, ``bitte``) brings nothing.
+
+The request's *bridged* query keeps its text (the encoder reads it as written), its
+covered terms and identifiers, and takes the carried-over terms: lexical retrieval then
+runs on catalog words and the learned ranker reads it as it reads any request. The
+request is also read as the coverage rule reads it (the dense path alone), and each tool
+keeps the better of its two fused scores (:func:`merged`): a wrong word carried over
+cannot push the dense path's answer down. A request whose words carry nothing over is
+read by the dense path alone, as before.
+
+Words of a request: runs of letters (lower-cased, accents kept: the encoder reads them);
+in scripts written without spaces, each run of Han characters of up to
+:data:`HAN_WHOLE` characters is one word and a longer one is read as its overlapping
+character pairs, a Katakana run is one word (mostly borrowed words), and Hiragana (mostly
+particles and endings) is left out.
+
+With an encoder that does not read other languages (the English default) nothing here
+runs: :func:`bridged` returns the request itself before reading anything.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+import weakref
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from toolscout.discovery import coverage
+from toolscout.discovery.lexical import STOPWORDS, stem, words
+from toolscout.embed.base import Embedder, Vectors
+
+if TYPE_CHECKING:
+    from toolscout.discovery.search import PhraseIndex, Query, Retrieval, Retriever
+
+#: a request word is carried over to its nearest catalog word when their cosine is at
+#: least this (multilingual-e5-small, one word each: a word and its translation ~0.90-0.98,
+#: unrelated words ~0.80-0.88). Chosen on one half of the multilingual set and checked on
+#: the other, both ways (docs/benchmarks.md, "This round (h/lang2, round nine)")
+MATCH_COSINE = 0.84
+#: a request word is left out when a stop word is within this of its nearest content word
+STOP_MARGIN = 0.0
+#: rank a carried-over request by the better of its two readings per tool (the catalog's
+#: words and BM25, the dense path alone) rather than by the first alone
+MERGE = True
+#: the most catalog words a lexicon holds (the most frequent first): bounds its one-off
+#: encoding (about 10-20 ms a word at one thread) on large catalogs
+LEXICON_WORDS = 6000
+#: the most words of one request carried over (each is one short encoder input)
+REQUEST_WORDS = 24
+#: a Han run up to this long is one word; longer runs are read as character pairs
+HAN_WHOLE = 3
+#: request words' vectors kept between requests (per model)
+WORD_VECTOR_CACHE = 8192
+
+_HAN_RE = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f\u3005]+")
+_KATAKANA_RE = re.compile("[\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f]+")
+_HIRAGANA_RE = re.compile("[\u3040-\u309f]+")
+_LETTERS_RE = re.compile(r"[^\W\d_]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Lexicon:
+    """A catalog's content words, each with its BM25 term and its vector (rows of
+    ``vectors``; the English stop words are the rows where ``stop`` is true)."""
+
+    words: tuple[str, ...]
+    terms: tuple[str, ...]
+    stop: np.ndarray
+    vectors: Vectors
+
+    def carry(
+        self, vectors: Vectors, min_cosine: float = MATCH_COSINE, stop_margin: float = 0.0
+    ) -> list[str]:
+        """The term of the catalog word nearest to each of ``vectors`` (request words) when
+        it is at least ``min_cosine`` close and more than ``stop_margin`` closer than the
+        nearest stop word (a word nearest to a stop word brings nothing: ``le``, ``の``; with
+        a margin, neither does one almost as near, ``une`` -> ``one``); in request order,
+        each term once."""
+        content = np.flatnonzero(~self.stop)
+        if not len(vectors) or not len(content):
+            return []
+        sims = vectors @ self.vectors.T
+        stops = np.flatnonzero(self.stop)
+        out: list[str] = []
+        for row in sims:
+            j = int(content[np.argmax(row[content])])
+            best = float(row[j])
+            if len(stops) and float(row[stops].max()) >= best - stop_margin:
+                continue
+            if best >= min_cosine:
+                out.append(self.terms[j])
+        return list(dict.fromkeys(out))
+
+
+def catalog_words(texts: Sequence[str], df: Mapping[str, int], limit: int) -> dict[str, str]:
+    """BM25 term -> the catalog word it is most often written as, for the content words
+    of ``texts`` (letters only, three or more, not stop words, indexed), the ``limit``
+    most frequent terms (by document frequency, then alphabetically)."""
+    seen: dict[str, Counter[str]] = {}
+    for text in texts:
+        for w in words(text):
+            if len(w) < 3 or w in STOPWORDS or not w.isalpha():
+                continue
+            term = stem(w) if w.isascii() else w
+            if df.get(term, 0) > 0:
+                seen.setdefault(term, Counter())[w] += 1
+    ranked = sorted(seen, key=lambda t: (-df.get(t, 0), t))[:limit]
+    return {t: seen[t].most_common(1)[0][0] for t in sorted(ranked)}
+
+
+def build_lexicon(texts: Sequence[str], df: Mapping[str, int], embedder: Embedder) -> Lexicon:
+    """The lexicon of a catalog whose cards read ``texts`` (``df``: its term counts)."""
+    by_term = catalog_words(texts, df, LEXICON_WORDS)
+    own = list(by_term.values())
+    stop = sorted(STOPWORDS)  # the same for every catalog: kept with the request words
+    vectors = np.concatenate(
+        [
+            np.asarray(embedder.embed(own), np.float32).reshape(len(own), embedder.dim),
+            _WORD_VECTORS.of(embedder, stop),
+        ]
+    )
+    flags = np.array([False] * len(own) + [True] * len(stop), dtype=bool)
+    return Lexicon((*own, *stop), (*by_term, *stop), flags, vectors)
+
+
+def request_words(text: str, df: Mapping[str, int], limit: int = REQUEST_WORDS) -> list[str]:
+    """The words of a request to carry over: those the catalog does not index already
+    (its covered words stay as they are), see the module's docstring; at most ``limit``."""
+    out: list[str] = []
+    for chunk in _LETTERS_RE.findall(unicodedata.normalize("NFC", text)):
+        if _HAN_RE.search(chunk) or _KATAKANA_RE.search(chunk) or _HIRAGANA_RE.search(chunk):
+            out.extend(_unspaced_words(chunk))
+            continue
+        w = chunk.casefold()
+        if len(w) < 2 or w in STOPWORDS or (chunk.isascii() and df.get(stem(w), 0) > 0):
+            continue
+        out.append(w)
+    return list(dict.fromkeys(out))[:limit]
+
+
+def _unspaced_words(chunk: str) -> list[str]:
+    out: list[str] = []
+    for m in _HAN_RE.finditer(chunk):
+        run = m.group()
+        if len(run) <= HAN_WHOLE:
+            out.append(run)
+        else:
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    out.extend(m.group() for m in _KATAKANA_RE.finditer(chunk) if len(m.group()) > 1)
+    return out
+
+
+class _Lexicons:
+    """One lexicon per catalog generation (its phrase index, rebuilt when the generation
+    moves) and model; built on first use, under a lock."""
+
+    def __init__(self) -> None:
+        self._built: weakref.WeakKeyDictionary[PhraseIndex, dict[str, Lexicon]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def get(self, retriever: Retriever, df: Mapping[str, int]) -> Lexicon:
+        model = retriever.embedder.model_id
+        with self._lock:
+            found = self._built.get(retriever.phrases, {}).get(model)
+            if found is not None:
+                return found
+            texts = [
+                " ".join((c.name, c.summary, *c.tags, *c.aliases)) for c in retriever.store.cards()
+            ]
+            built = build_lexicon(texts, df, retriever.embedder)
+            self._built.setdefault(retriever.phrases, {})[model] = built
+            return built
+
+
+_LEXICONS = _Lexicons()
+
+
+class _WordVectors:
+    """Request words' vectors by (model id, word), least recently used out."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def snapshot(self) -> dict[tuple[str, str], np.ndarray]:
+        """The vectors kept now (a benchmark times a request cold, then puts them back)."""
+        with self._lock:
+            return dict(self._items)
+
+    def restore(self, items: Mapping[tuple[str, str], np.ndarray]) -> None:
+        with self._lock:
+            for key, vec in items.items():
+                self._items.setdefault(key, vec)
+
+    def of(self, embedder: Embedder, ws: Sequence[str]) -> Vectors:
+        model = embedder.model_id
+        with self._lock:
+            missing = [w for w in ws if (model, w) not in self._items]
+        if missing:
+            got = embedder.embed(missing)
+            with self._lock:
+                for w, v in zip(missing, got, strict=True):
+                    self._items[(model, w)] = v
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+        with self._lock:
+            rows = []
+            for w in ws:
+                v = self._items.get((model, w))
+                if v is None:  # pushed out by another thread's words meanwhile
+                    v = embedder.embed([w])[0]
+                rows.append(v)
+        return (
+            np.stack(rows).astype(np.float32) if rows else np.zeros((0, embedder.dim), np.float32)
+        )
+
+
+_WORD_VECTORS = _WordVectors(WORD_VECTOR_CACHE)
+
+
+def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None) -> Query:
+    """``query`` with the catalog words its own words carry over as its lexical terms, when
+    the coverage rule would read it by the dense path alone (an encoder that reads other
+    languages, both paths on, coverage below :data:`coverage.LOW_COVERAGE`) and some word
+    carries over; else ``query``
+    itself (the same object; with the English default, returned before reading anything)."""
+    if not coverage.may_lead(retriever.settings, retriever.embedder):
+        return query
+    df, n_docs = retriever.store.document_frequency()
+    if coverage.coverage((*query.terms, *query.dropped), df) >= coverage.LOW_COVERAGE:
+        return query
+    own = request_words(query.text, df)
+    if not own:
+        return query
+    lexicon = _LEXICONS.get(retriever, df)
+    carried = lexicon.carry(
+        _WORD_VECTORS.of(retriever.embedder, own),
+        MATCH_COSINE if min_cosine is None else min_cosine,
+        stop_margin=STOP_MARGIN,
+    )
+    if not carried:
+        return query
+    from toolscout.discovery import search
+
+    known = (t for t in (*query.terms, *query.dropped) if df.get(t, 0) > 0)
+    every = list(dict.fromkeys((*known, *carried)))
+    # frequent terms pruned as :func:`search.parse_query` prunes a request's own
+    cutoff = min(max(search.FREQUENT_TERM_SHARE * n_docs, 50), search.FREQUENT_TERM_MAX_DOCS)
+    kept = [t for t in every if df.get(t, 0) <= cutoff] or sorted(
+        every, key=lambda t: df.get(t, 0)
+    )[:3]
+    dropped = tuple(t for t in every if t not in kept)
+    return search.Query(query.text, tuple(kept), dropped, query.identifiers)
+
+
+def merged(bridged_out: Retrieval, dense_led: Callable[[], Retrieval]) -> Retrieval:
+    """The retrieval of a carried-over request: ``bridged_out`` (BM25 on the catalog's
+    words, fused), or with :data:`MERGE` each tool at the better of its fused scores there
+    and in the dense path's own reading (``dense_led``, run only then), as the
+    reformulation keeps the better of its two passes."""
+    if not MERGE:
+        return bridged_out
+    other = dense_led()
+    best = {c.id: c for c in bridged_out.candidates}
+    for c in other.candidates:
+        old = best.get(c.id)
+        if old is None or c.fused > old.fused:
+            best[c.id] = c
+    bridged_out.candidates = sorted(best.values(), key=lambda c: (-c.fused, c.id))
+    bridged_out.confidence = max(bridged_out.confidence, other.confidence)
+    bridged_out.low_confidence = bridged_out.low_confidence and other.low_confidence
+    return bridged_out
