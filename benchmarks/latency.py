@@ -9,7 +9,8 @@
    BM25 call in the same process, so the ratio of the two is stable on a noisy machine;
    and the same discovery with the encoder never skipped (``encoder_skip=False``), the
    query-vector cache cleared before each, with the share of queries the default answered
-   without the encoder (discovery/skip.py) and the times of those and of the others.
+   without the encoder (discovery/skip.py) and the times of those and of the others; and
+   the encoder-run discovery's times split by whether the request is read in parts.
 2. The query embedding alone (texts new to the process: no cache hits).
 3. With ``--processes N``: N processes discovering at once on the same catalog, each
    over its own new queries (a loaded server). ``--no-spin-wait`` runs everything with
@@ -39,7 +40,9 @@ import numpy as np
 
 from toolscout.cards import make_spec
 from toolscout.discovery.catalog import Catalog, lexical_fields
+from toolscout.discovery.gates import step_on
 from toolscout.discovery.lexical import terms, words
+from toolscout.discovery.parts import request_parts
 from toolscout.discovery.pipeline import discover
 from toolscout.discovery.search import (
     FIELD_WEIGHTS,
@@ -138,6 +141,9 @@ def end_to_end(
         t = time.perf_counter()
         cat.store.lexical(parse_query(q, df, nd, s).terms, allowed, 50, weights=FIELD_WEIGHTS)
         t_bm25.append(time.perf_counter() - t)
+    # the requests the retriever reads in parts (discovery/parts.py: a second encoder run
+    # for their parts, and a retrieval per part), as Retriever.run decides it
+    in_parts = [bool(request_parts(q)) and step_on("parts", q, always) for q in queries]
     emb = cat.embedder
     fresh = [f"{q} ({i})" for i, q in enumerate(queries[:200])]  # not in the vector cache
     t_emb = timed(lambda q: emb.embed([" ".join(words(q)[:QUERY_EMBED_WORDS])]), fresh)
@@ -151,6 +157,12 @@ def end_to_end(
             [t for t, sk in zip(t_disc, skipped, strict=True) if not sk] or [0.0]
         ),
         DEFAULT: summary(t_always),
+        f"  its requests read in parts ({sum(in_parts)})": summary(
+            [t for t, pt in zip(t_always, in_parts, strict=True) if pt] or [0.0]
+        ),
+        f"  its requests read whole ({len(in_parts) - sum(in_parts)})": summary(
+            [t for t, pt in zip(t_always, in_parts, strict=True) if not pt] or [0.0]
+        ),
         "  BM25 (FTS5), interleaved with it": bm25,
         "  query embedding alone": summary(t_emb),
     }

@@ -28,7 +28,6 @@ from toolscout.discovery.search import (
 )
 from toolscout.discovery.search import select as select_candidates
 from toolscout.discovery.shortlist import ScoredTool, Shortlist, TokenReport, Trace
-from toolscout.discovery.tokencount import count_json
 from toolscout.errors import ConfigError, FormatError
 from toolscout.policy import (
     AdminLevel,
@@ -241,7 +240,9 @@ def inject(
     schemas = tuple(rendering.render(specs, fmt, names))
     tokens = TokenReport(
         catalog=catalog.entitled_tokens(principal, fmt),
-        injected=count_json(list(schemas)) if specs else 0,
+        # counted from the cached renderings the schemas were read from: the same texts
+        # as serialising the schemas again (tests/test_hot_render.py), without doing it
+        injected=rendering.schema_tokens(specs, fmt, names) if specs else 0,
     )
     return schemas, {names[s.id]: s.id for s in specs}, tokens
 

@@ -171,11 +171,19 @@ class MiniLMEmbedder:
         self._ensure()
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        encs = self._tokenizer.encode_batch(list(texts))
+        encs = self._tokenize(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for idx in runs([len(e.ids) for e in encs], self._batch_size):
             out[idx] = self._run([encs[i] for i in idx])
         return out
+
+    def _tokenize(self, texts: Sequence[str]) -> list[Any]:
+        """The texts' encodings. One text (a request: the usual call) is encoded on this
+        thread: ``encode_batch`` hands even one text to the tokenizer's thread pool, which
+        cost about 0.1 ms of a request's 0.18 ms of tokenising (the same ids either way)."""
+        if len(texts) == 1:
+            return [self._tokenizer.encode(texts[0])]
+        return list(self._tokenizer.encode_batch(list(texts)))
 
     def _run(self, encs: list[Any]) -> Vectors:
         """One ONNX Runtime run over tokenised texts (padded to the longest)."""
