@@ -80,3 +80,19 @@ def alias_bomb(path: Path) -> Path:
     lines.append("tools:\n  - id: a.b\n    summary: x\n    tags: *a9")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def retrieved_both_ways(cat: Any, text: str) -> tuple[tuple[Any, Any], str]:
+    """``text`` parsed and retrieved by a caller itself, as the console, lint and the fits
+    do: by the catalog's retriever and by the pipeline's retrieval stage (an all-scopes
+    principal), and the reason the stage skipped the encoder ("" when it ran)."""
+    from toolscout.discovery.pipeline import retrieve_or_skip
+    from toolscout.discovery.search import parse_query
+    from toolscout.policy import Principal
+
+    df, n_docs = cat.store.document_frequency()
+    query = parse_query(text, df, n_docs, cat.settings)
+    ent = cat.entitle(Principal.of("p"))
+    direct = cat.retriever().run(query, ent.ids)
+    staged, skipped = retrieve_or_skip(cat, query, ent, cat.settings)
+    return (direct, staged), skipped

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support import spec
+from support import retrieved_both_ways, spec
 from toolscout.discovery import crosslingual
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.crosslingual import (
@@ -19,7 +19,6 @@ from toolscout.discovery.crosslingual import (
     request_words,
 )
 from toolscout.discovery.lexical import STOPWORDS, stem, terms
-from toolscout.discovery.pipeline import retrieve_or_skip
 from toolscout.discovery.search import (
     Candidate,
     PhraseIndex,
@@ -182,12 +181,8 @@ def test_every_caller_of_the_retriever_gets_the_bridge(
     with Catalog.open(tmp_path / "c.db", embedder=e5, log=False) as cat:
         cat.add(TOOLS)
         ids, lexical, _, _ = _discover(cat, JA)
-        df, n_docs = cat.store.document_frequency()
-        query = parse_query(JA, df, n_docs, cat.settings)
-        ent = cat.entitle(Principal.of("p"))
-        direct = cat.retriever().run(query, ent.ids)
-        staged, skipped = retrieve_or_skip(cat, query, ent, cat.settings)
-        for got in (direct, staged):
+        both, skipped = retrieved_both_ways(cat, JA)
+        for got in both:
             assert tuple(got.lexical_ids[:1]) == lexical[:1] == ("weather.forecast",)
             assert got.candidates[0].id == ids[0] == "weather.forecast"
         assert skipped == ""
