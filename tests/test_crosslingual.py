@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,6 +33,7 @@ from toolscout.embed.minilm import MiniLMEmbedder
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
 from toolscout.stores.memory import MemoryStore
+from toolscout.stores.sqlite import SQLiteStore
 
 TOOLS = [
     spec("weather.forecast", "Weather forecast for a city, by day."),
@@ -226,3 +228,47 @@ def test_a_merge_keeps_each_tool_at_its_better_reading(monkeypatch: pytest.Monke
     got = merged(_retrieval({"a": 0.9, "b": 0.2}, 0.4), other)
     assert [(c.id, c.fused) for c in got.candidates] == [("b", 0.95), ("a", 0.9), ("c", 0.5)]
     assert got.confidence == 0.6 and not got.low_confidence and got.lexical_ids == ["a"]
+
+
+def test_a_new_process_reads_the_kept_lexicon_instead_of_encoding_the_catalog_again(
+    tmp_path: Path, e5: MultilingualE5Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lexicon is kept beside the catalog per generation: another process (another
+    catalog object, with nothing in memory) reads it instead of encoding the catalog's
+    words on its first carried-over request; a catalog write, or a kept blob that is not
+    exactly a lexicon, means building it again."""
+    built: list[int] = []
+    real = crosslingual.build_lexicon
+
+    def counted(*args: Any) -> Any:
+        built.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(crosslingual, "build_lexicon", counted)
+    db = tmp_path / "c.db"
+
+    def carried() -> tuple[str, ...]:
+        with Catalog.open(db, embedder=e5, log=False) as cat:
+            df, n_docs = cat.store.document_frequency()
+            return bridged(cat.retriever(), parse_query(JA, df, n_docs, cat.settings)).terms
+
+    with Catalog.open(db, embedder=e5, log=False) as cat:
+        cat.add(TOOLS)
+    first = carried()
+    assert "weather" in first and len(built) == 1
+    assert carried() == first and len(built) == 1  # read, not built
+    store = SQLiteStore(db)
+    key = crosslingual.kept_key(e5.model_id)
+    kept = store.derived(key)
+    assert kept is not None and kept[0] == store.generation()
+    lexicon = crosslingual.lexicon_of(kept[1], e5.dim)
+    assert lexicon is not None and "weather" in lexicon.terms
+    store.set_derived(key, store.generation(), kept[1][:-4])  # cut short: not a lexicon
+    store.close()
+    assert crosslingual.lexicon_of(kept[1][:-4], e5.dim) is None
+    assert carried() == first and len(built) == 2  # built again, and kept whole
+    assert carried() == first and len(built) == 2
+    with Catalog.open(db, embedder=e5, log=False) as cat:
+        cat.add([spec("rail.book_train", "Book a train ticket.")])  # a newer generation
+    carried()
+    assert len(built) == 3

@@ -24,12 +24,20 @@ in scripts written without spaces, each run of Han characters of up to
 character pairs, a Katakana run is one word (mostly borrowed words), and Hiragana (mostly
 particles and endings) is left out.
 
+A store that keeps derived state (SQLite) keeps the lexicon beside the catalog, per
+generation, model and version of this module (:func:`kept_key`): a new process reads it
+instead of encoding the catalog's words again (seconds to a minute) on its first
+carried-over request. What is kept is read as data only (a JSON header and the float
+vectors); anything not exactly that shape is built again.
+
 With an encoder that does not read other languages (the English default) nothing here
 runs: :func:`bridged` returns the request itself before reading anything.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import threading
 import unicodedata
@@ -37,7 +45,8 @@ import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -166,9 +175,75 @@ def _unspaced_words(chunk: str) -> list[str]:
     return out
 
 
+def kept_key(model_id: str) -> str:
+    """The key a catalog's lexicon is kept under: its model and a digest of this module
+    (which words it holds and how), so another version never reads it."""
+    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    return f"crosslingual-lexicon:{model_id}:{digest}"
+
+
+def lexicon_blob(lexicon: Lexicon) -> bytes:
+    """``lexicon`` as kept: a JSON header's length (8 bytes), the header, the vectors."""
+    vectors = np.ascontiguousarray(lexicon.vectors, dtype="<f4")
+    header = json.dumps(
+        {
+            "words": list(lexicon.words),
+            "terms": list(lexicon.terms),
+            "stop": [bool(x) for x in lexicon.stop],
+            "shape": list(vectors.shape),
+        },
+        ensure_ascii=False,
+    ).encode()
+    return len(header).to_bytes(8, "little") + header + vectors.tobytes()
+
+
+def lexicon_of(blob: bytes, dim: int) -> Lexicon | None:
+    """A kept lexicon, or None for anything not exactly its shape (built again)."""
+    try:
+        size = int.from_bytes(blob[:8], "little")
+        header = json.loads(blob[8 : 8 + size])
+        words_, terms_, stop, shape = (
+            header["words"],
+            header["terms"],
+            header["stop"],
+            header["shape"],
+        )
+        rows = len(words_)
+        ok = (
+            shape == [rows, dim]
+            and len(terms_) == rows == len(stop)
+            and all(isinstance(x, str) for x in (*words_, *terms_))
+            and all(isinstance(x, bool) for x in stop)
+            and len(blob) == 8 + size + rows * dim * 4
+        )
+        if not ok:
+            return None
+        vectors = np.frombuffer(blob, dtype="<f4", offset=8 + size).reshape(rows, dim)
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+    return Lexicon(
+        tuple(words_), tuple(terms_), np.array(stop, dtype=bool), vectors.astype(np.float32)
+    )
+
+
+def _kept(store: Any, model_id: str, dim: int, generation: int) -> Lexicon | None:
+    read = getattr(store, "derived", None)
+    kept = read(kept_key(model_id)) if callable(read) else None
+    if kept is None or kept[0] != generation:
+        return None
+    return lexicon_of(kept[1], dim)
+
+
+def _keep(store: Any, model_id: str, generation: int, lexicon: Lexicon) -> None:
+    write = getattr(store, "set_derived", None)
+    if callable(write):  # a cache: a failed write only means building it again
+        write(kept_key(model_id), generation, lexicon_blob(lexicon))
+
+
 class _Lexicons:
     """One lexicon per catalog generation (its phrase index, rebuilt when the generation
-    moves) and model; built on first use, under a lock."""
+    moves) and model; read from the store when kept there, else built on first use and
+    kept, under a lock."""
 
     def __init__(self) -> None:
         self._built: weakref.WeakKeyDictionary[PhraseIndex, dict[str, Lexicon]] = (
@@ -182,10 +257,13 @@ class _Lexicons:
             found = self._built.get(retriever.phrases, {}).get(model)
             if found is not None:
                 return found
-            texts = [
-                " ".join((c.name, c.summary, *c.tags, *c.aliases)) for c in retriever.store.cards()
-            ]
-            built = build_lexicon(texts, df, retriever.embedder)
+            store, embedder = retriever.store, retriever.embedder
+            generation = store.generation()
+            built = _kept(store, model, embedder.dim, generation)
+            if built is None:
+                texts = [" ".join((c.name, c.summary, *c.tags, *c.aliases)) for c in store.cards()]
+                built = build_lexicon(texts, df, embedder)
+                _keep(store, model, generation, built)
             self._built.setdefault(retriever.phrases, {})[model] = built
             return built
 
