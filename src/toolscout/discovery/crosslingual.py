@@ -344,14 +344,9 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
     from toolscout.discovery import search
 
     known = (t for t in (*query.terms, *query.dropped) if df.get(t, 0) > 0)
-    every = list(dict.fromkeys((*known, *carried)))
     # frequent terms pruned as :func:`search.parse_query` prunes a request's own
-    cutoff = min(max(search.FREQUENT_TERM_SHARE * n_docs, 50), search.FREQUENT_TERM_MAX_DOCS)
-    kept = [t for t in every if df.get(t, 0) <= cutoff] or sorted(
-        every, key=lambda t: df.get(t, 0)
-    )[:3]
-    dropped = tuple(t for t in every if t not in kept)
-    return search.Query(query.text, tuple(kept), dropped, query.identifiers)
+    kept, dropped = search.prune_frequent(list(dict.fromkeys((*known, *carried))), df, n_docs)
+    return search.Query(query.text, kept, dropped, query.identifiers)
 
 
 def merged(bridged_out: Retrieval, dense_led: Callable[[], Retrieval]) -> Retrieval:

@@ -145,14 +145,20 @@ def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchS
         )
     # a lone surrogate (a JSON "\ud800" escape) cannot be encoded, stored or embedded
     text = focus(text.encode("utf-8", "replace").decode("utf-8"), settings.max_query_chars)
-    all_terms = list(dict.fromkeys(terms(text)))
+    kept, dropped = prune_frequent(list(dict.fromkeys(terms(text))), df, n_docs)
+    return Query(text.strip(), kept, dropped, tuple(identifiers(text)))
+
+
+def prune_frequent(
+    all_terms: Sequence[str], df: Mapping[str, int], n_docs: int
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A request's terms split into those kept and those pruned as too frequent in the
+    catalog to tell its tools apart; never pruned to nothing (its rarest terms stay)."""
     cutoff = min(max(FREQUENT_TERM_SHARE * n_docs, 50), FREQUENT_TERM_MAX_DOCS)
     kept = [t for t in all_terms if df.get(t, 0) <= cutoff]
-    dropped = [t for t in all_terms if t not in kept]
     if not kept:  # never prune a query to nothing: keep its rarest terms
         kept = sorted(all_terms, key=lambda t: df.get(t, 0))[:3]
-        dropped = [t for t in all_terms if t not in kept]
-    return Query(text.strip(), tuple(kept), tuple(dropped), tuple(identifiers(text)))
+    return tuple(kept), tuple(t for t in all_terms if t not in kept)
 
 
 class PhraseIndex:
