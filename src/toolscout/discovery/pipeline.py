@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolscout.discovery import abstain, calibrate, crosslingual, named, pinned, skip
+from toolscout.discovery import abstain, calibrate, named, pinned, skip
 from toolscout.discovery import inject as rendering
 from toolscout.discovery.gates import step_on
 from toolscout.discovery.groups import expand_groups
@@ -84,9 +84,9 @@ def retrieve_or_skip(
     the dense path alone, or whose words it carries over (discovery/crosslingual.py),
     never skips the encoder."""
     base = catalog.retriever(settings, tenant=tenant)
-    if crosslingual.bridged(base, query) is not query:  # in the catalog's words: encoder runs
-        return base.run(query, ent.ids), ""
     retriever = base.for_request(query)
+    if retriever is not base:  # the rule reads it: :meth:`Retriever.run` carries its words
+        return base.run(query, ent.ids), ""  # over or reads it by the dense path alone
     if not skip.applies(retriever.settings):
         return retriever.run(query, ent.ids), ""
     lex = retriever.lexical(query.terms, ent.ids) if skip.needs_lexical() else None
