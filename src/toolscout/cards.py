@@ -295,6 +295,18 @@ def _name_words(name: str) -> list[str]:
     ]
 
 
+def param_texts(spec: ToolSpec) -> list[str]:
+    """Each parameter's name and, when it has one, its description, in schema order."""
+    props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, Mapping) else {}
+    out: list[str] = []
+    if isinstance(props, Mapping):
+        for pname, pschema in props.items():
+            out.append(str(pname))
+            if isinstance(pschema, Mapping) and isinstance(pschema.get("description"), str):
+                out.append(pschema["description"])
+    return out
+
+
 def derived_summary(name: str, parameters: Mapping[str, Any]) -> str:
     """A one-line summary for a tool published without a description: its name in
     words and the parameters it takes (``get_forecast`` → "Get forecast (city, days).")."""

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from toolscout.cards import ToolSpec, check_unique
+from toolscout.cards import ToolSpec, check_unique, param_texts
 from toolscout.discovery.calibrate import Calibration, stale
 from toolscout.discovery.lexical import encoder_text, terms, words
 from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Retriever
@@ -49,13 +49,6 @@ def lexical_fields(spec: ToolSpec, learned: Sequence[str] = ()) -> dict[str, str
     are indexed here; a tenant's own phrases only vote, within that tenant."""
     learned = [p for t, p in map(split_learned, learned) if not t]
     card = spec.card
-    props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, Mapping) else {}
-    param_text: list[str] = []
-    if isinstance(props, Mapping):
-        for pname, pschema in props.items():
-            param_text.append(str(pname))
-            if isinstance(pschema, Mapping) and isinstance(pschema.get("description"), str):
-                param_text.append(pschema["description"])
     name_terms = terms(card.name) + terms(card.id)
     joined = "".join(words(card.name))
     return {
@@ -63,7 +56,7 @@ def lexical_fields(spec: ToolSpec, learned: Sequence[str] = ()) -> dict[str, str
         "aliases": " ".join(terms(" ; ".join(card.aliases))),
         "tags": " ".join(terms(" ".join(card.tags))),
         "summary": " ".join(terms(card.summary)),
-        "params": " ".join(terms(" ".join(param_text))),
+        "params": " ".join(terms(" ".join(param_texts(spec)))),
         "learned": " ".join(terms(" ; ".join(learned))),
     }
 

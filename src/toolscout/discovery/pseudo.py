@@ -12,26 +12,15 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
-from toolscout.cards import ToolSpec
+from toolscout.cards import ToolSpec, param_texts
 from toolscout.discovery.lexical import words
 
 #: tools sampled for pseudo-queries (bounded: index time stays flat at 100k tools)
 SAMPLE_TOOLS = 200
 SEED = 20261130
-
-
-def _param_texts(spec: ToolSpec) -> list[str]:
-    props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, Mapping) else {}
-    out: list[str] = []
-    if isinstance(props, Mapping):
-        for pname, pschema in props.items():
-            out.append(str(pname))
-            if isinstance(pschema, Mapping) and isinstance(pschema.get("description"), str):
-                out.append(pschema["description"])
-    return out
 
 
 # -- pseudo-queries ------------------------------------------------------------------------
@@ -58,7 +47,7 @@ def pseudo_queries(specs: Sequence[ToolSpec], seed: int = SEED) -> list[Pseudo]:
         if len(summary) >= 4:
             keep = sorted(rng.sample(range(len(summary)), max(3, len(summary) // 2)))
             out.append(Pseudo(" ".join(summary[i] for i in keep), spec.id, "summary"))
-        params = [p for p in _param_texts(spec) if _bare(p) not in masked]
+        params = [p for p in param_texts(spec) if _bare(p) not in masked]
         described = [p for p in params if len(p.split()) > 1]
         if described:
             text = " ".join(rng.sample(described, min(2, len(described))))
