@@ -22,6 +22,7 @@ from toolscout.discovery.kept import (
     keep_maps,
     read_maps,
 )
+from toolscout.discovery.search import PhraseIndex
 from toolscout.errors import StoreError
 from toolscout.policy import Principal, TenantIndex, entitle
 from toolscout.stores import sqlite_derived
@@ -184,18 +185,26 @@ def _tools() -> list[Any]:
 QUERIES = ["svc3.find_order_3 please", "look up order number 7", "find an order"]
 
 
-def test_a_new_process_reads_derived_state_per_key_and_cards_on_demand(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
-    people = [Principal.of(f"p{t}", t, scopes=["orders:*", "billing:*"]) for t in ("t0", "t1", "")]
+PEOPLE = [Principal.of(f"p{t}", t, scopes=["orders:*", "billing:*"]) for t in ("t0", "t1", "")]
+
+
+def first_process(db: Path) -> tuple[list[list[str]], dict[str, str], PhraseIndex]:
+    """A first process over a new catalog at ``db``: the tools added, the finders derived
+    and every query asked by each of :data:`PEOPLE`; what it answered, its names and its
+    phrase index."""
     with Catalog.open(db, embedder=embedder()) as first:
         first.add(_tools())
         first.finders()
-        asked = [first.discover(q, p).ids for q in QUERIES for p in people]
-        names = dict(first.names())
-        built = first.phrases()
+        asked = [first.discover(q, p).ids for q in QUERIES for p in PEOPLE]
+        return asked, dict(first.names()), first.phrases()
+
+
+def test_a_new_process_reads_derived_state_per_key_and_cards_on_demand(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    asked, names, built = first_process(db)
     with Catalog.open(db, embedder=embedder()) as second:
         state = second.refresh()
-        assert [second.discover(q, p).ids for q in QUERIES for p in people] == asked
+        assert [second.discover(q, p).ids for q in QUERIES for p in PEOPLE] == asked
         index = second.phrases()
         assert isinstance(index.fields.name, KeptMap)  # read per key, not built
         assert isinstance(second.finders().name_terms, KeptMap)

@@ -14,14 +14,12 @@ from typing import Any
 import pytest
 
 from support import embedder
-from test_kept import KINDS, MAPS, QUERIES, _store, _tools
+from test_kept import KINDS, MAPS, PEOPLE, QUERIES, _store, _tools, first_process
 from toolscout.discovery import derived
 from toolscout.discovery.catalog import Catalog, _kept_key
 from toolscout.discovery.kept import KeptMap, keep_maps, read_maps, stale_maps
-from toolscout.policy import Principal
 from toolscout.stores.sqlite import SQLiteStore
 
-PEOPLE = [Principal.of(f"p{t}", t, scopes=["orders:*", "billing:*"]) for t in ("t0", "t1", "")]
 BUILDERS = ("_phrase_parts", "_name_parts", "_finder_parts")
 
 
@@ -48,13 +46,8 @@ def test_an_upgrade_answers_from_the_older_rows_and_derives_its_own_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "c.db"
-    with Catalog.open(db, embedder=embedder()) as older:
-        older.add(_tools())
-        older.finders()
-        asked = [older.discover(q, p).ids for q in QUERIES for p in PEOPLE]
-        names = dict(older.names())
-        index = older.phrases()
-        phrases, fields = index.phrases, index.fields
+    asked, names, index = first_process(db)  # the older version's process
+    phrases, fields = index.phrases, index.fields
     _upgrade(monkeypatch)
     built = _watch_builds(monkeypatch)
     with Catalog.open(db, embedder=embedder()) as new:
