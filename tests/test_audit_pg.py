@@ -187,3 +187,26 @@ def test_a_connection_the_server_dropped_is_opened_again(pg_dsn: str) -> None:  
         log.append(**entry(subject="after"))
         assert [r.subject for r in log.read()] == ["before", "after"]
         assert log.verify().ok
+
+
+def test_a_replica_opening_does_not_wait_for_an_append_in_flight(pg_dsn: str) -> None:  # noqa: F811
+    """The second open runs no DDL: re-creating the triggers would take a lock on
+    ``audit_log`` that waits for (and then blocks) other replicas' appends."""
+    PostgresAuditLog(pg_dsn, key=KEY).close()  # the schema, created once
+    with _raw(pg_dsn) as other:
+        other.execute("BEGIN")
+        other.execute(f"LOCK TABLE {AUDIT_SCHEMA}.audit_log IN ROW EXCLUSIVE MODE")  # an append's
+        log = PostgresAuditLog(pg_dsn, key=KEY, timeout_s=1.0)
+        other.execute("ROLLBACK")
+    try:
+        assert log.verify().ok
+    finally:
+        log.close()
+
+
+def test_a_dropped_trigger_is_put_back_on_open(pg_dsn: str) -> None:  # noqa: F811
+    PostgresAuditLog(pg_dsn, key=KEY).close()
+    with _raw(pg_dsn) as raw:
+        raw.execute(f"DROP TRIGGER audit_log_no_truncate ON {AUDIT_SCHEMA}.audit_log")
+    with PostgresAuditLog(pg_dsn, key=KEY) as log:
+        assert log.verify().ok

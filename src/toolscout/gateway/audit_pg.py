@@ -19,6 +19,7 @@ the SQLite log's own: this module only gives them a PostgreSQL connection.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Sequence
 from datetime import datetime
@@ -69,6 +70,10 @@ CREATE OR REPLACE TRIGGER audit_log_no_truncate BEFORE TRUNCATE
     ON {AUDIT_SCHEMA}.audit_log FOR EACH STATEMENT EXECUTE FUNCTION {AUDIT_SCHEMA}.refuse_change();
 """
 
+#: the schema text's digest, kept in ``audit_meta`` once the statements above have run
+_SCHEMA_DIGEST = hashlib.sha256(_PG_SCHEMA.encode()).hexdigest()[:16]
+_SCHEMA_KEY = "schema_digest"
+
 
 class _Connection:
     """The audit log's :class:`~toolscout.stores.pgsession.PgSession`, spoken to in the
@@ -113,7 +118,13 @@ class PostgresAuditLog(AuditLog):
         try:
             conn.execute("BEGIN IMMEDIATE")  # one replica creates the tables, the others wait
             try:
-                conn.execute(_PG_SCHEMA)
+                if not _schema_current(conn):
+                    conn.execute(_PG_SCHEMA)
+                    conn.execute(
+                        "INSERT INTO audit_meta VALUES (?, ?) "
+                        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                        (_SCHEMA_KEY, _SCHEMA_DIGEST),
+                    )
                 self._check_key()
                 self._salt = self._key or self._digest_salt()
                 conn.execute("COMMIT")
@@ -155,6 +166,23 @@ def verify_database(
     finally:
         conn.close()
     return _judged(result, missing, stored, raw)
+
+
+def _schema_current(conn: _Connection) -> bool:
+    """Whether this version's tables and both triggers are in place already.
+
+    Then an open runs no DDL: ``CREATE OR REPLACE TRIGGER`` takes a lock on
+    ``audit_log`` that waits for every replica's in-flight append and holds the
+    next ones back, so a replica (re)starting would stall the others' calls. A
+    missing trigger or an older schema text still runs the statements.
+    """
+    meta, log = conn.execute(
+        "SELECT to_regclass(?), to_regclass(?)", (f"{AUDIT_SCHEMA}.audit_meta", _LOG_TABLE)
+    ).fetchone()
+    if meta is None or log is None:
+        return False
+    row = conn.execute("SELECT value FROM audit_meta WHERE key = ?", (_SCHEMA_KEY,)).fetchone()
+    return row is not None and row[0] == _SCHEMA_DIGEST and not _missing_triggers(conn)
 
 
 def _missing_triggers(conn: _Connection) -> list[str]:
