@@ -161,3 +161,27 @@ def test_rows_another_version_kept_for_an_older_generation_are_removed(
 
 def _never(part: str) -> Any:
     raise AssertionError(part)
+
+
+def test_blobs_another_version_kept_for_an_older_generation_are_removed(tmp_path: Path) -> None:
+    """Token counts and the crosslingual lexicon (~9 MB on metatool) are blobs under
+    ``name:digest`` keys: an upgrade used to leave its predecessor's behind for good. A
+    key that does not end in a code digest (the dense header's ends in its model) stays."""
+    db = tmp_path / "c.db"
+    with Catalog.open(db, embedder=embedder()) as cat:
+        cat.add(_tools())
+    store = SQLiteStore(db)
+    gen = store.generation()
+    old, new = "tool-tokens:" + "a" * 16, "tool-tokens:" + "b" * 16
+    dense_a, dense_b = "dense-index:9:model-a", "dense-index:9:model-b"
+    for key in (old, dense_a):
+        assert store.set_derived(key, gen, b"older")
+    assert store.set_derived(new, gen, b"newer")
+    assert store.derived(old) == (gen, b"older")  # the same generation: a rolling upgrade's
+    assert store.delete(["svc1.find_order_1"]) == 1
+    newer = store.generation()
+    for key in (new, dense_b):
+        assert store.set_derived(key, newer, b"newer")
+    assert store.derived_keys("tool-tokens:") == [(new, newer)]
+    assert store.derived(dense_a) == (gen, b"older")
+    store.close()

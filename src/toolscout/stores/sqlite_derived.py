@@ -6,11 +6,12 @@ the header names), both made on first use outside the numbered migrations. Writi
 bumps the generation; a write whose generation is no longer the current one is dropped,
 and a failure to write only means the next process derives again. A background writer
 writes the rows in short transactions (:meth:`DerivedState.set_derived_rows_in_steps`).
-A map's key is ``name:digest`` (the digest names the code that built it); when a map is
-kept for a generation, what other versions kept of the same ``name`` for an older
-generation is removed: a generation only moves forward, so no process reads it again
-(:meth:`DerivedState._drop_superseded`). What another version kept for the current
-generation stays: a rolling upgrade's older processes are still reading it.
+A map's key is ``name:digest`` (the digest names the code that built it); when a map, or a
+blob whose key ends in such a digest, is kept for a generation, what other versions kept
+of the same ``name`` for an older generation is removed: a generation only moves
+forward, so no process reads it again (:meth:`DerivedState._drop_superseded`). What
+another version kept for the current generation stays: a rolling upgrade's older
+processes are still reading it.
 
 :class:`DerivedState` is a part of :class:`~toolscout.stores.sqlite.SQLiteStore` (its
 base class), kept in a module of its own as ``sqlite_dense`` is for the dense index.
@@ -54,6 +55,16 @@ def _part_rows(
     rows = [(token, part, name, i, value) for i, (name, value) in enumerate(items)]
     rows.sort(key=lambda r: r[2])
     return rows
+
+
+def _names_code(key: str) -> bool:
+    """Whether ``key`` ends in a digest of the code that made its blob (``name:digest``,
+    16 hex digits: token parts and counts, the crosslingual lexicon). Such a blob another
+    version kept for an older generation is never read again, so keeping this version's
+    drops it, as for maps; a key without one (the dense header's ends in its model) is
+    left to its owner."""
+    code = key.rpartition(":")[2]
+    return len(code) == 16 and all(c in "0123456789abcdef" for c in code)
 
 
 def _chunks(values: Sequence[str], size: int = 500) -> Iterator[tuple[list[str], str]]:
@@ -127,7 +138,7 @@ class DerivedState:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 return False
-        if rows is not None:
+        if rows is not None or _names_code(key):
             with suppress(sqlite3.Error):
                 self._drop_superseded(key, generation, DERIVED_STEP)
         return True
