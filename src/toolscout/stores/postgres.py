@@ -15,6 +15,9 @@ exact cosine over the allowed tools' rows when a caller may use at most
 more (pgvector >= 0.8's iterative scan; over-fetched and filtered before 0.8:
 ``postgres_ann``).
 
+What a generation derives (token counts, the multilingual word list) is kept as blobs
+in ``toolscout_derived`` for every replica's next process (``postgres_derived``).
+
 Writers announce a new generation with ``NOTIFY toolscout_catalog``; readers do not
 rely on it: :meth:`PostgresStore.generation` asks the database every time, so a
 tool deleted or re-scoped through one replica is gone for every replica's next call.
@@ -45,6 +48,7 @@ from toolscout.stores.base import (
 )
 from toolscout.stores.dsn import one_line
 from toolscout.stores.postgres_ann import PgVectorSearch, _np
+from toolscout.stores.postgres_derived import PgDerivedState
 from toolscout.stores.sqlite import SQLiteStore
 
 _log = logging.getLogger(__name__)
@@ -88,7 +92,7 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-class PostgresStore(PgVectorSearch):
+class PostgresStore(PgVectorSearch, PgDerivedState):
     """A :class:`~toolscout.stores.base.Store` on PostgreSQL + pgvector, mirrored in memory."""
 
     def __init__(
