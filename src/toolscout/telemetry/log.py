@@ -1,10 +1,13 @@
 """The discovery log: what was asked, what was shown, what was then executed.
 
-Writes go through a queue to one background thread, so logging never blocks
-discovery. Every row carries the caller's tenant and, when the surface knows
-it, the conversation, so the false-negative report can tell a miss (a tool was
-executed that the preceding discovery did not show) and a second search (the
-same conversation searched again before the call).
+Writes are held in memory and written by one background thread in batches, so logging
+never blocks discovery or a call: the thread is woken by the first record of a batch,
+lets records gather for :data:`GATHER_S`, and writes them in one transaction; ``flush``,
+a reader, ``close`` and the process's exit write what is held at once. Every row carries
+the caller's tenant and, when the surface knows it, the conversation, so the
+false-negative report can tell a miss (a tool was executed that the preceding discovery
+did not show) and a second search (the same conversation searched again before the
+call).
 
 What is kept of the query text is a setting: ``"text"`` keeps it; ``"hash"``
 keeps a keyed SHA-256 of its normalised form (repeats can be counted, the text
@@ -29,16 +32,18 @@ into :class:`DiscoveryLog`); this module holds the writing side and is their pub
 
 from __future__ import annotations
 
+import atexit
+import collections
 import contextlib
 import hashlib
 import hmac
 import json
-import queue
 import secrets
 import sqlite3
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -62,6 +67,7 @@ __all__ = [
     "GATHER_S",
     "LOW_CONFIDENCE",
     "QUERY_LOG_MODES",
+    "MAX_PENDING",
     "SQLITE",
     "WRITE_BATCH",
     "Dialect",
@@ -71,6 +77,7 @@ __all__ = [
     "FalseNegative",
     "LogReads",
     "normalise_query",
+    "flush_open_logs",
     "open_log",
 ]
 
@@ -78,14 +85,29 @@ __all__ = [
 QUERY_LOG_MODES = ("text", "hash", "none")
 #: a discovery below this confidence counts as low-confidence when the caller does not say
 LOW_CONFIDENCE = 0.45
-#: statements the writer thread commits together at most
+#: statements written in one transaction at most; this many waiting wake the writer at once
 WRITE_BATCH = 500
 #: seconds the writer lets records gather after the first of a batch: a steady stream of
-#: requests wakes it (and hands it the interpreter) once per batch, not once per record; a
-#: reader (``flush``) cuts the wait short
-GATHER_S = 0.02
+#: requests wakes it (and hands it the interpreter) once per batch, not once per record. A
+#: reader, ``flush``, ``close`` and the process's exit write what is held at once
+GATHER_S = 0.25
+#: records held at most (more are dropped rather than block the request path)
+MAX_PENDING = 100_000
 
-_STOP = object()
+#: every log with a writer thread (written out at exit: :func:`flush_open_logs`)
+_OPEN: weakref.WeakSet[DiscoveryLog] = weakref.WeakSet()
+_EXIT_HOOK: list[bool] = []
+_START_LOCK = threading.Lock()
+
+
+def flush_open_logs(timeout_s: float = 5.0) -> None:
+    """Write what every open log holds, now, on this thread: at the interpreter's exit
+    (registered with the first writer thread) and before a process ends without unwinding
+    (the MCP gateway's SIGTERM). Never waits for a log's lock longer than ``timeout_s``
+    (a thread stopped while holding it must not hang the exit)."""
+    for log in list(_OPEN):
+        with contextlib.suppress(Exception):  # one log's fault must not keep the others
+            log._write_held(timeout_s)
 
 
 def normalise_query(query: str) -> str:
@@ -154,11 +176,14 @@ class DiscoveryLog(LogReads):
         self._connect(self.path)
         self._key = self._hash_key()
         self._enforce_mode()
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=100_000)
-        #: set while someone waits for the queue to be written (the writer gathers no more)
-        self._hurry = threading.Event()
-        self._flushing = 0
-        self._flush_lock = threading.Lock()
+        #: records not yet written, oldest first (appended by any thread, taken under _lock)
+        self._held: collections.deque[tuple[str, tuple[Any, ...]]] = collections.deque()
+        #: set by the first record after the writer emptied ``_held`` (wakes it)
+        self._wake = threading.Event()
+        #: set when a batch is full or the log closes (the writer gathers no longer)
+        self._full = threading.Event()
+        self._closing = False
+        self._closed = False
         self._thread: threading.Thread | None = None
         self._writes = 0
         if retention_days is not None:
@@ -171,6 +196,9 @@ class DiscoveryLog(LogReads):
         """Open the database at ``location`` and create (or upgrade) the tables."""
         self._db = sqlite3.connect(location, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # as the store and the audit log: a commit survives the process, a power cut may
+        # lose the last ones (FULL synced the file at every batch, on the writer's thread)
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA secure_delete=ON")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
@@ -278,32 +306,50 @@ class DiscoveryLog(LogReads):
         return digest.hexdigest()[:32]
 
     # -- writing -----------------------------------------------------------------
+    # A record is appended to ``_held`` (no lock: a deque's append is atomic) and the writer
+    # thread is woken only by the first record after it emptied ``_held``; it lets records
+    # gather for GATHER_S (cut short by a full batch or ``close``), then writes all it holds.
+    # Records are taken from ``_held`` only under ``_lock`` and written before it is released,
+    # so whoever takes ``_lock`` next (``flush``, a reader, ``close``, the exit hook) and finds
+    # ``_held`` empty knows every record appended before it is in the database.
     def _writer(self) -> None:
         while True:
-            batch = [self._queue.get()]
-            if batch[0] is not _STOP:
-                self._hurry.wait(GATHER_S)  # at once when a reader waits
-            while len(batch) < WRITE_BATCH and batch[-1] is not _STOP:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            items = [item for item in batch if item is not _STOP]
-            try:
-                if items:
-                    with self._lock:
-                        self._write(items)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-            if batch[-1] is _STOP:
+            if not self._held and not self._closing:
+                self._wake.wait()  # asleep until a first record
+            self._wake.clear()
+            if not self._closing:
+                self._full.wait(GATHER_S)  # records gather (a full batch: at once)
+            self._full.clear()
+            with self._lock:
+                if self._closed:
+                    return
+                self._write_all()
+            if self._closing:
                 return
+
+    def _write_all(self) -> None:
+        """Write every held record, in batches of WRITE_BATCH (under ``_lock``)."""
+        held = self._held
+        while held:
+            batch = [held.popleft() for _ in range(min(len(held), WRITE_BATCH))]
+            self._write(batch)
+
+    def _write_held(self, timeout_s: float) -> None:
+        """What is held, written on this thread (``flush_open_logs``); gives up after
+        ``timeout_s`` waiting for ``_lock``."""
+        if not self._lock.acquire(timeout=timeout_s):
+            return
+        try:
+            if not self._closed:
+                self._write_all()
+        finally:
+            self._lock.release()
 
     def _write(self, items: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
         """One transaction for the batch; if it fails, each statement on its own.
 
-        Telemetry must never break the request path (nor stop this thread, which every
-        ``flush`` waits on): a statement that fails is dropped."""
+        Telemetry must never break the request path (nor stop the writer thread): a
+        statement that fails is dropped."""
         try:
             with self._transaction():
                 for sql, params in items:
@@ -318,12 +364,32 @@ class DiscoveryLog(LogReads):
                 if not self._connected():  # the database is out of reach: drop the batch
                     return
 
+    def _start(self) -> None:
+        with _START_LOCK:
+            if self._thread is not None:
+                return
+            if not _EXIT_HOOK:  # what is held when the interpreter exits is written then
+                _EXIT_HOOK.append(True)
+                atexit.register(flush_open_logs)
+            _OPEN.add(self)
+            thread = threading.Thread(target=self._writer, name="toolscout-log", daemon=True)
+            thread.start()
+            self._thread = thread
+
     def _put(self, template: str, params: tuple[Any, ...]) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._writer, name="toolscout-log", daemon=True)
-            self._thread.start()
-        with contextlib.suppress(queue.Full):  # drop rather than block
-            self._queue.put_nowait((self._render(template), params))
+            if self._closed:
+                return  # a record after close: nowhere to write it
+            self._start()
+        held = self._held
+        if len(held) >= MAX_PENDING:  # drop rather than block (the database is stuck)
+            return
+        held.append((self._render(template), params))
+        n = len(held)
+        if n == 1:
+            self._wake.set()
+        elif n >= WRITE_BATCH:
+            self._full.set()
         self._writes += 1
         if self.retention_days is not None and self._writes % 1000 == 0:
             cutoff = time.time() - self.retention_days * 86400
@@ -468,30 +534,29 @@ class DiscoveryLog(LogReads):
         return n
 
     def flush(self) -> None:
-        if self._thread is None:
-            return
-        with self._flush_lock:
-            self._flushing += 1
-            self._hurry.set()
-        try:
-            self._queue.join()
-        finally:
-            with self._flush_lock:
-                self._flushing -= 1
-                if not self._flushing:
-                    self._hurry.clear()
+        """Write what is held, now, on this thread (waiting for a batch being written)."""
+        with self._lock:
+            if not self._closed:
+                self._write_all()
 
     def close(self) -> None:
-        if self._thread is not None:
-            self._hurry.set()  # what is queued is written now
-            self._queue.put(_STOP)
-            self._thread.join(timeout=5)
-            self._thread = None
+        """Write what is held, stop the writer, close the connection."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._closing = True
+            self._wake.set()
+            self._full.set()
+            thread.join(timeout=5)
         with self._lock:
+            if self._closed:
+                return
+            self._write_all()
+            self._closed = True
             self._disconnect()
+        _OPEN.discard(self)
 
     # -- reading -----------------------------------------------------------------
     def _rows(self, template: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        self.flush()
         with self._lock:
+            self._write_all()
             return self._fetch(self._render(template), params)
