@@ -27,13 +27,12 @@ orders rows oldest first, the placeholder) and the methods marked *backend* belo
 
 The log's parts: its tables and SQL dialect (telemetry/log_tables.py), the row types
 its readers get (telemetry/log_rows.py) and its queries (telemetry/log_reads.py, mixed
-into :class:`DiscoveryLog`); this module holds the writing side and is their public face.
+into :class:`DiscoveryLog`), its writer thread and batches (telemetry/log_writer.py, mixed
+in too); this module holds the statements written and is their public face.
 """
 
 from __future__ import annotations
 
-import atexit
-import collections
 import contextlib
 import hashlib
 import hmac
@@ -43,7 +42,6 @@ import sqlite3
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -62,12 +60,19 @@ from toolscout.telemetry.log_tables import (
     SQLITE,
     Dialect,
 )
+from toolscout.telemetry.log_writer import (
+    GATHER_S,
+    MAX_PENDING,
+    WRITE_BATCH,
+    HeldWrites,
+    flush_open_logs,
+)
 
 __all__ = [
     "GATHER_S",
     "LOW_CONFIDENCE",
-    "QUERY_LOG_MODES",
     "MAX_PENDING",
+    "QUERY_LOG_MODES",
     "SQLITE",
     "WRITE_BATCH",
     "Dialect",
@@ -76,8 +81,8 @@ __all__ = [
     "EventRow",
     "FalseNegative",
     "LogReads",
-    "normalise_query",
     "flush_open_logs",
+    "normalise_query",
     "open_log",
 ]
 
@@ -85,29 +90,6 @@ __all__ = [
 QUERY_LOG_MODES = ("text", "hash", "none")
 #: a discovery below this confidence counts as low-confidence when the caller does not say
 LOW_CONFIDENCE = 0.45
-#: statements written in one transaction at most; this many waiting wake the writer at once
-WRITE_BATCH = 500
-#: seconds the writer lets records gather after the first of a batch: a steady stream of
-#: requests wakes it (and hands it the interpreter) once per batch, not once per record. A
-#: reader, ``flush``, ``close`` and the process's exit write what is held at once
-GATHER_S = 0.25
-#: records held at most (more are dropped rather than block the request path)
-MAX_PENDING = 100_000
-
-#: every log with a writer thread (written out at exit: :func:`flush_open_logs`)
-_OPEN: weakref.WeakSet[DiscoveryLog] = weakref.WeakSet()
-_EXIT_HOOK: list[bool] = []
-_START_LOCK = threading.Lock()
-
-
-def flush_open_logs(timeout_s: float = 5.0) -> None:
-    """Write what every open log holds, now, on this thread: at the interpreter's exit
-    (registered with the first writer thread) and before a process ends without unwinding
-    (the MCP gateway's SIGTERM). Never waits for a log's lock longer than ``timeout_s``
-    (a thread stopped while holding it must not hang the exit)."""
-    for log in list(_OPEN):
-        with contextlib.suppress(Exception):  # one log's fault must not keep the others
-            log._write_held(timeout_s)
 
 
 def normalise_query(query: str) -> str:
@@ -145,7 +127,7 @@ def open_log(
     )
 
 
-class DiscoveryLog(LogReads):
+class DiscoveryLog(HeldWrites, LogReads):
     """Append-only log of discoveries and the executions and feedback that followed them."""
 
     dialect: ClassVar[Dialect] = SQLITE
@@ -176,15 +158,7 @@ class DiscoveryLog(LogReads):
         self._connect(self.path)
         self._key = self._hash_key()
         self._enforce_mode()
-        #: records not yet written, oldest first (appended by any thread, taken under _lock)
-        self._held: collections.deque[tuple[str, tuple[Any, ...]]] = collections.deque()
-        #: set by the first record after the writer emptied ``_held`` (wakes it)
-        self._wake = threading.Event()
-        #: set when a batch is full or the log closes (the writer gathers no longer)
-        self._full = threading.Event()
-        self._closing = False
-        self._closed = False
-        self._thread: threading.Thread | None = None
+        self._init_writer()
         self._writes = 0
         if retention_days is not None:
             self.prune(retention_days)
@@ -305,91 +279,10 @@ class DiscoveryLog(LogReads):
         digest = hmac.new(self._key, normalise_query(query).encode(), hashlib.sha256)
         return digest.hexdigest()[:32]
 
-    # -- writing -----------------------------------------------------------------
-    # A record is appended to ``_held`` (no lock: a deque's append is atomic) and the writer
-    # thread is woken only by the first record after it emptied ``_held``; it lets records
-    # gather for GATHER_S (cut short by a full batch or ``close``), then writes all it holds.
-    # Records are taken from ``_held`` only under ``_lock`` and written before it is released,
-    # so whoever takes ``_lock`` next (``flush``, a reader, ``close``, the exit hook) and finds
-    # ``_held`` empty knows every record appended before it is in the database.
-    def _writer(self) -> None:
-        while True:
-            if not self._held and not self._closing:
-                self._wake.wait()  # asleep until a first record
-            self._wake.clear()
-            if not self._closing:
-                self._full.wait(GATHER_S)  # records gather (a full batch: at once)
-            self._full.clear()
-            with self._lock:
-                if self._closed:
-                    return
-                self._write_all()
-            if self._closing:
-                return
-
-    def _write_all(self) -> None:
-        """Write every held record, in batches of WRITE_BATCH (under ``_lock``)."""
-        held = self._held
-        while held:
-            batch = [held.popleft() for _ in range(min(len(held), WRITE_BATCH))]
-            self._write(batch)
-
-    def _write_held(self, timeout_s: float) -> None:
-        """What is held, written on this thread (``flush_open_logs``); gives up after
-        ``timeout_s`` waiting for ``_lock``."""
-        if not self._lock.acquire(timeout=timeout_s):
-            return
-        try:
-            if not self._closed:
-                self._write_all()
-        finally:
-            self._lock.release()
-
-    def _write(self, items: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
-        """One transaction for the batch; if it fails, each statement on its own.
-
-        Telemetry must never break the request path (nor stop the writer thread): a
-        statement that fails is dropped."""
-        try:
-            with self._transaction():
-                for sql, params in items:
-                    self._execute(sql, params)
-            return
-        except Exception:  # retried one by one below
-            pass
-        for sql, params in items:
-            try:
-                self._execute(sql, params)
-            except Exception:
-                if not self._connected():  # the database is out of reach: drop the batch
-                    return
-
-    def _start(self) -> None:
-        with _START_LOCK:
-            if self._thread is not None:
-                return
-            if not _EXIT_HOOK:  # what is held when the interpreter exits is written then
-                _EXIT_HOOK.append(True)
-                atexit.register(flush_open_logs)
-            _OPEN.add(self)
-            thread = threading.Thread(target=self._writer, name="toolscout-log", daemon=True)
-            thread.start()
-            self._thread = thread
-
+    # -- writing (the thread, the batches: telemetry/log_writer.py) ------------------
     def _put(self, template: str, params: tuple[Any, ...]) -> None:
-        if self._thread is None:
-            if self._closed:
-                return  # a record after close: nowhere to write it
-            self._start()
-        held = self._held
-        if len(held) >= MAX_PENDING:  # drop rather than block (the database is stuck)
+        if not self._hold(self._render(template), params):
             return
-        held.append((self._render(template), params))
-        n = len(held)
-        if n == 1:
-            self._wake.set()
-        elif n >= WRITE_BATCH:
-            self._full.set()
         self._writes += 1
         if self.retention_days is not None and self._writes % 1000 == 0:
             cutoff = time.time() - self.retention_days * 86400
@@ -533,27 +426,15 @@ class DiscoveryLog(LogReads):
                 self._compact()
         return n
 
-    def flush(self) -> None:
-        """Write what is held, now, on this thread (waiting for a batch being written)."""
-        with self._lock:
-            if not self._closed:
-                self._write_all()
-
     def close(self) -> None:
         """Write what is held, stop the writer, close the connection."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._closing = True
-            self._wake.set()
-            self._full.set()
-            thread.join(timeout=5)
+        self._stop_writer()
         with self._lock:
             if self._closed:
                 return
             self._write_all()
             self._closed = True
             self._disconnect()
-        _OPEN.discard(self)
 
     # -- reading -----------------------------------------------------------------
     def _rows(self, template: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
