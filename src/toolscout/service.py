@@ -12,6 +12,7 @@ in-process use, a :class:`~toolscout.policy.Principal`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,6 +35,7 @@ from toolscout.errors import (
     UnknownToolError,
 )
 from toolscout.executors.base import Executor
+from toolscout.gateway.afterreply import AFTER_REPLY
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.audit_pg import PostgresAuditLog
 from toolscout.gateway.auth import TokenVerifier
@@ -336,9 +338,11 @@ class Toolscout:
         result = _with(result, name=name if isinstance(name, str) else repr(name),
                        discovery_id=did)  # fmt: skip
         ran = result.ok or result.status == "error"  # executed (refusals never reached a tool)
-        if self.catalog.log is not None and result.tool_id is not None and ran:
+        log = self.catalog.log
+        if log is not None and result.tool_id is not None and ran:
             who = result.principal
-            self.catalog.log.record_call(
+            record = functools.partial(
+                log.record_call,
                 result.tool_id,
                 discovery_id=did,
                 ok=result.ok,
@@ -346,6 +350,11 @@ class Toolscout:
                 tenant=who.tenant if who else None,
                 conversation=conversation,
             )
+            after = AFTER_REPLY.get()
+            if after is not None:  # a front end answering first: logged once the answer went
+                after.defer(record)
+            else:
+                record()
         return result
 
     def _owns_discovery(self, caller: Caller, discovery_id: str) -> bool:

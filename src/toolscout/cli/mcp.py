@@ -46,11 +46,14 @@ ConfigOpt = Annotated[
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM: stop every stdio upstream, then exit at once. (Unwinding would wait for the
-    thread blocked reading stdin; every audit record is committed when written.)"""
+    """SIGTERM: stop every stdio upstream, write the discovery log's held records, then exit
+    at once. (Unwinding would wait for the thread blocked reading stdin; every audit record
+    is committed when written.)"""
     from toolscout.mcp.upstream import kill_children
+    from toolscout.telemetry.log import flush_open_logs
 
     kill_children()
+    flush_open_logs(timeout_s=1.0)
     os._exit(128 + signum)
 
 

@@ -15,6 +15,10 @@ What changes for the audit: the outcome row is committed a few hundred microseco
 later, after the answer was written; a crash of the process in between leaves the
 attempt row alone — the state a failed outcome write already leaves ("a call that ran,
 outcome unrecorded"). The attempt row is untouched by this.
+
+The service hands it the call's discovery-log record too (``Toolscout.aexecute``): the
+record is held in memory and its writer thread woken after the answer went, not while
+the answer is built.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ class AfterReply:
             try:
                 write()
             except Exception:  # one failed write must not lose the others
-                log.exception("an audit outcome could not be written after the answer")
+                log.exception("a write held for after the answer failed")
 
 
 #: the current call's :class:`AfterReply`, when its front end writes outcomes after answering

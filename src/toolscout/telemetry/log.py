@@ -1,10 +1,13 @@
 """The discovery log: what was asked, what was shown, what was then executed.
 
-Writes go through a queue to one background thread, so logging never blocks
-discovery. Every row carries the caller's tenant and, when the surface knows
-it, the conversation, so the false-negative report can tell a miss (a tool was
-executed that the preceding discovery did not show) and a second search (the
-same conversation searched again before the call).
+Writes are held in memory and written by one background thread in batches, so logging
+never blocks discovery or a call: the thread is woken by the first record of a batch,
+lets records gather for :data:`GATHER_S`, and writes them in one transaction; ``flush``,
+a reader, ``close`` and the process's exit write what is held at once. Every row carries
+the caller's tenant and, when the surface knows it, the conversation, so the
+false-negative report can tell a miss (a tool was executed that the preceding discovery
+did not show) and a second search (the same conversation searched again before the
+call).
 
 What is kept of the query text is a setting: ``"text"`` keeps it; ``"hash"``
 keeps a keyed SHA-256 of its normalised form (repeats can be counted, the text
@@ -24,7 +27,8 @@ orders rows oldest first, the placeholder) and the methods marked *backend* belo
 
 The log's parts: its tables and SQL dialect (telemetry/log_tables.py), the row types
 its readers get (telemetry/log_rows.py) and its queries (telemetry/log_reads.py, mixed
-into :class:`DiscoveryLog`); this module holds the writing side and is their public face.
+into :class:`DiscoveryLog`), its writer thread and batches (telemetry/log_writer.py, mixed
+in too); this module holds the statements written and is their public face.
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ import contextlib
 import hashlib
 import hmac
 import json
-import queue
 import secrets
 import sqlite3
 import threading
@@ -57,10 +60,18 @@ from toolscout.telemetry.log_tables import (
     SQLITE,
     Dialect,
 )
+from toolscout.telemetry.log_writer import (
+    GATHER_S,
+    MAX_PENDING,
+    WRITE_BATCH,
+    HeldWrites,
+    flush_open_logs,
+)
 
 __all__ = [
     "GATHER_S",
     "LOW_CONFIDENCE",
+    "MAX_PENDING",
     "QUERY_LOG_MODES",
     "SQLITE",
     "WRITE_BATCH",
@@ -70,6 +81,7 @@ __all__ = [
     "EventRow",
     "FalseNegative",
     "LogReads",
+    "flush_open_logs",
     "normalise_query",
     "open_log",
 ]
@@ -78,14 +90,6 @@ __all__ = [
 QUERY_LOG_MODES = ("text", "hash", "none")
 #: a discovery below this confidence counts as low-confidence when the caller does not say
 LOW_CONFIDENCE = 0.45
-#: statements the writer thread commits together at most
-WRITE_BATCH = 500
-#: seconds the writer lets records gather after the first of a batch: a steady stream of
-#: requests wakes it (and hands it the interpreter) once per batch, not once per record; a
-#: reader (``flush``) cuts the wait short
-GATHER_S = 0.02
-
-_STOP = object()
 
 
 def normalise_query(query: str) -> str:
@@ -123,7 +127,7 @@ def open_log(
     )
 
 
-class DiscoveryLog(LogReads):
+class DiscoveryLog(HeldWrites, LogReads):
     """Append-only log of discoveries and the executions and feedback that followed them."""
 
     dialect: ClassVar[Dialect] = SQLITE
@@ -154,12 +158,7 @@ class DiscoveryLog(LogReads):
         self._connect(self.path)
         self._key = self._hash_key()
         self._enforce_mode()
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=100_000)
-        #: set while someone waits for the queue to be written (the writer gathers no more)
-        self._hurry = threading.Event()
-        self._flushing = 0
-        self._flush_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._init_writer()
         self._writes = 0
         if retention_days is not None:
             self.prune(retention_days)
@@ -171,6 +170,9 @@ class DiscoveryLog(LogReads):
         """Open the database at ``location`` and create (or upgrade) the tables."""
         self._db = sqlite3.connect(location, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # as the store and the audit log: a commit survives the process, a power cut may
+        # lose the last ones (FULL synced the file at every batch, on the writer's thread)
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA secure_delete=ON")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
@@ -277,53 +279,10 @@ class DiscoveryLog(LogReads):
         digest = hmac.new(self._key, normalise_query(query).encode(), hashlib.sha256)
         return digest.hexdigest()[:32]
 
-    # -- writing -----------------------------------------------------------------
-    def _writer(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            if batch[0] is not _STOP:
-                self._hurry.wait(GATHER_S)  # at once when a reader waits
-            while len(batch) < WRITE_BATCH and batch[-1] is not _STOP:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            items = [item for item in batch if item is not _STOP]
-            try:
-                if items:
-                    with self._lock:
-                        self._write(items)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-            if batch[-1] is _STOP:
-                return
-
-    def _write(self, items: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
-        """One transaction for the batch; if it fails, each statement on its own.
-
-        Telemetry must never break the request path (nor stop this thread, which every
-        ``flush`` waits on): a statement that fails is dropped."""
-        try:
-            with self._transaction():
-                for sql, params in items:
-                    self._execute(sql, params)
-            return
-        except Exception:  # retried one by one below
-            pass
-        for sql, params in items:
-            try:
-                self._execute(sql, params)
-            except Exception:
-                if not self._connected():  # the database is out of reach: drop the batch
-                    return
-
+    # -- writing (the thread, the batches: telemetry/log_writer.py) ------------------
     def _put(self, template: str, params: tuple[Any, ...]) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._writer, name="toolscout-log", daemon=True)
-            self._thread.start()
-        with contextlib.suppress(queue.Full):  # drop rather than block
-            self._queue.put_nowait((self._render(template), params))
+        if not self._hold(self._render(template), params):
+            return
         self._writes += 1
         if self.retention_days is not None and self._writes % 1000 == 0:
             cutoff = time.time() - self.retention_days * 86400
@@ -467,31 +426,18 @@ class DiscoveryLog(LogReads):
                 self._compact()
         return n
 
-    def flush(self) -> None:
-        if self._thread is None:
-            return
-        with self._flush_lock:
-            self._flushing += 1
-            self._hurry.set()
-        try:
-            self._queue.join()
-        finally:
-            with self._flush_lock:
-                self._flushing -= 1
-                if not self._flushing:
-                    self._hurry.clear()
-
     def close(self) -> None:
-        if self._thread is not None:
-            self._hurry.set()  # what is queued is written now
-            self._queue.put(_STOP)
-            self._thread.join(timeout=5)
-            self._thread = None
+        """Write what is held, stop the writer, close the connection."""
+        self._stop_writer()
         with self._lock:
+            if self._closed:
+                return
+            self._write_all()
+            self._closed = True
             self._disconnect()
 
     # -- reading -----------------------------------------------------------------
     def _rows(self, template: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        self.flush()
         with self._lock:
+            self._write_all()
             return self._fetch(self._render(template), params)
