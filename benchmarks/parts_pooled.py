@@ -1,0 +1,275 @@
+"""A long request's parts pooled from its own encoder run, against each part encoded alone,
+on the full dev sets, held out.
+
+Every query of every set (no ``--limit``: the full sets) goes through the product's own
+path (``harness.discover_once``) with the constants ``benchmarks/quality.py`` fitted
+without the set (``--fits``). A request read in parts (``discovery/parts.py``) runs twice,
+its parts' vectors pooled from the whole request's run (``queryvectors.POOLED_PARTS``, the
+default) and each part encoded alone (the earlier reading); any other request reads the
+same either way, so it runs once, and ``--check N`` of them per set run both ways to show
+the shortlists are the same. Per set: recall@5 and complete@5 both ways, the requests read
+in parts, how many of their parts were pooled, and the encoder runs they took.
+
+Run: ``PYTHONPATH=src nice -n 10 .venv/bin/python benchmarks/parts_pooled.py --cache DIR
+[--sets bfcl,toolbench]`` (adds to ``--json``), then ``... --report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from quality import (  # noqa: E402
+    DEFAULT_BENCH,
+    bench_sets,
+    confidence_model,
+    held_settings,
+    opened_set,
+)
+
+WAYS = ("pooled", "alone")
+
+
+class CountingEmbedder:
+    """The embedder's encoder runs counted (one ``embed`` or ``embed_spans`` call: one run
+    per :func:`~toolscout.embed.minilm.runs` group)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.runs = 0
+
+    @property
+    def model_id(self) -> str:
+        return str(self.inner.model_id)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    def load(self) -> None:
+        self.inner.load()
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        from toolscout.embed.minilm import runs
+
+        self.inner.load()
+        lengths = [len(e.ids) for e in self.inner._tokenize(texts)] if texts else []
+        self.runs += len(runs(lengths, self.inner._batch_size))
+        return self.inner.embed(texts)
+
+    def embed_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> Any:
+        self.runs += 1
+        return self.inner.embed_spans(text, spans)
+
+
+def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[str, Any]:
+    """Per-query recall@5 and complete@5 both ways (the same row for a request read whole)."""
+    from toolscout.discovery import queryvectors, search
+    from toolscout.discovery.gates import step_on
+    from toolscout.discovery.parts import joint_order, request_parts
+    from toolscout.embed.minilm import MiniLMEmbedder
+    from toolscout.errors import QueryError
+    from toolscout.evaluate.harness import Outcome, discover_once, eval_principal
+    from toolscout.evaluate.metrics import complete_at, recall_at
+
+    settings = held_settings(fit)
+    shipped = queryvectors.RECHECK_CONFIDENCE
+    embedder = CountingEmbedder(MiniLMEmbedder())
+    rows: dict[str, dict[str, list[float]]] = {w: {"recall": [], "complete": []} for w in WAYS}
+    in_parts: list[bool] = []
+    confidences: list[float] = []
+    stats = {"parts": 0, "pooled": 0, "runs_pooled": 0, "runs_alone": 0, "checked": 0}
+    differ = 0
+    start = time.perf_counter()
+    with (
+        confidence_model(fit["confidence"]),
+        opened_set(d, workdir, None, embedder, index=True) as (cat, qs),
+    ):
+        principal = eval_principal(cat)
+
+        seen: list[list[float]] = []
+
+        def recorded(*args: Any, **kw: Any) -> Any:
+            seen.append([p.confidence for p in args[2]])
+            return joint_order(*args, **kw)
+
+        def once(text: str, pooled: bool) -> tuple[Outcome, int]:
+            queryvectors.POOLED_PARTS = pooled
+            queryvectors.RECHECK_CONFIDENCE = None
+            queryvectors.clear_query_cache()
+            before = embedder.runs
+            try:
+                return discover_once(cat, settings, text, principal), embedder.runs - before
+            except QueryError:
+                return Outcome((), 0.0), embedder.runs - before
+            finally:
+                queryvectors.POOLED_PARTS = True
+                queryvectors.RECHECK_CONFIDENCE = shipped
+
+        search.joint_order = recorded
+
+        for q in qs:
+            pieces = request_parts(q.query) if step_on("parts", q.query, settings) else []
+            parts = bool(pieces)
+            in_parts.append(parts)
+            outs = {}
+            if parts or stats["checked"] < check:
+                for way in WAYS:
+                    seen.clear()
+                    outs[way], n_runs = once(q.query, way == "pooled")
+                    if parts and way == "pooled":
+                        # the pooled parts' ranker probabilities (what a recheck reads)
+                        confidences.append(max(seen[-1], default=0.0) if seen else 0.0)
+                    stats[f"runs_{way}"] += n_runs if parts else 0
+                if not parts:
+                    stats["checked"] += 1
+                    differ += outs["pooled"].ranked != outs["alone"].ranked
+            else:
+                outs["pooled"] = outs["alone"] = once(q.query, True)[0]
+            if parts:
+                stats["parts"] += 1
+                keys = queryvectors.embed_keys([q.query, *pieces])
+                spans = queryvectors.piece_spans(keys[0], keys[1:])
+                stats["pooled"] += all(s is not None for s in spans)
+            for way in WAYS:
+                rows[way]["recall"].append(recall_at(outs[way].ranked, q.gold, 5))
+                rows[way]["complete"].append(complete_at(outs[way].ranked, q.gold))
+    search.joint_order = joint_order
+    return {
+        "queries": len(in_parts),
+        "confidences": confidences,
+        "seconds": round(time.perf_counter() - start),
+        "in_parts": in_parts,
+        "stats": stats,
+        "whole_read_differ": differ,
+        "rows": rows,
+    }
+
+
+def mean(xs: Sequence[float]) -> float:
+    return sum(xs) / max(len(xs), 1)
+
+
+def report(sets: Mapping[str, Any]) -> list[str]:
+    from toolscout.evaluate.fitting import paired_interval
+
+    out = [
+        "| set | queries | read in parts | all parts pooled | encoder runs a request in parts,"
+        " pooled / alone | recall@5 pooled / alone | complete@5 pooled / alone | pooled −"
+        " alone, recall@5 [95% CI] | complete@5 | read whole: shortlists checked, differing |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in sorted(sets):
+        d = sets[name]
+        r, s = d["rows"], d["stats"]
+        n = max(s["parts"], 1)
+        diff = paired_interval(r["pooled"]["recall"], r["alone"]["recall"])
+        dc = mean(r["pooled"]["complete"]) - mean(r["alone"]["complete"])
+        out.append(
+            f"| {name} | {d['queries']} | {s['parts']} | {s['pooled']} | "
+            f"{s['runs_pooled'] / n:.2f} / {s['runs_alone'] / n:.2f} | "
+            f"{mean(r['pooled']['recall']):.4f} / {mean(r['alone']['recall']):.4f} | "
+            f"{mean(r['pooled']['complete']):.4f} / {mean(r['alone']['complete']):.4f} | "
+            f"{diff[0]:+.4f} [{diff[1]:+.4f}, {diff[2]:+.4f}] | {dc:+.4f} | "
+            f"{s['checked']}, {d['whole_read_differ']} |"
+        )
+    return out
+
+
+#: the recheck thresholds tried (queryvectors.RECHECK_CONFIDENCE; None: never)
+THRESHOLDS: tuple[float | None, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, None)
+#: the most a set may lose to the parts encoded alone, recall@5 and complete@5
+TOLERANCE = 0.002
+
+
+def rechecked(d: Mapping[str, Any], t: float | None, metric: str) -> tuple[list[float], int]:
+    """Per query, the row with threshold ``t`` (a request in parts whose pooled parts'
+    best probability is at least ``t`` is ranked with its parts encoded alone), and how
+    many requests were ranked again."""
+    out: list[float] = []
+    again = 0
+    sure = iter(d["confidences"])
+    rows = d["rows"]
+    for i, parts in enumerate(d["in_parts"]):
+        redo = parts and t is not None and next(sure) >= t
+        again += redo
+        out.append(rows["alone" if redo else "pooled"][metric][i])
+    return out, again
+
+
+def loss(d: Mapping[str, Any], t: float | None) -> float:
+    """The larger of the recall@5 and complete@5 losses to the parts encoded alone."""
+    return max(
+        mean(d["rows"]["alone"][m]) - mean(rechecked(d, t, m)[0]) for m in ("recall", "complete")
+    )
+
+
+def choose(sets: Mapping[str, Any], names: Sequence[str]) -> float | None:
+    """The threshold ranking the fewest requests again on ``names`` while none of them loses
+    more than :data:`TOLERANCE`; 0 (every part encoded alone) when none holds."""
+    ok = [t for t in THRESHOLDS if all(loss(sets[n], t) <= TOLERANCE + 1e-12 for n in names)]
+    return min(
+        ok, key=lambda t: sum(rechecked(sets[n], t, "recall")[1] for n in names), default=0.0
+    )
+
+
+def gate_report(sets: Mapping[str, Any]) -> list[str]:
+    names = sorted(sets)
+    out = [
+        "| set | threshold chosen without the set | ranked again (of those in parts) | recall@5"
+        " rechecked − alone | complete@5 rechecked − alone |",
+        "|---|---|---|---|---|",
+    ]
+    for name in names:
+        d = sets[name]
+        t = choose(sets, [n for n in names if n != name])
+        r, again = rechecked(d, t, "recall")
+        c, _ = rechecked(d, t, "complete")
+        out.append(
+            f"| {name} | {'never' if t is None else t} | {again} of {sum(d['in_parts'])} | "
+            f"{mean(r) - mean(d['rows']['alone']['recall']):+.4f} | "
+            f"{mean(c) - mean(d['rows']['alone']['complete']):+.4f} |"
+        )
+    t = choose(sets, names)
+    return [*out, "", f"chosen on all {len(names)} sets: {'never' if t is None else t}"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bench", type=Path, default=DEFAULT_BENCH)
+    parser.add_argument("--cache", type=Path, required=False, help="the indexed sets")
+    parser.add_argument("--fits", type=Path, default=ROOT / "benchmarks/results/quality.json")
+    parser.add_argument("--sets", default="", help="comma-separated set names (default: all)")
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/parts_pooled.json")
+    parser.add_argument("--check", type=int, default=50, help="requests read whole run both ways")
+    parser.add_argument("--report", action="store_true", help="only the table, from --json")
+    args = parser.parse_args(argv)
+    done: dict[str, Any] = json.loads(args.json.read_text()) if args.json.is_file() else {}
+    if not args.report:
+        fits = json.loads(args.fits.read_text())["fits"]
+        wanted = {s for s in args.sets.split(",") if s}
+        workdir = args.cache or Path("/tmp/parts_pooled")
+        workdir.mkdir(parents=True, exist_ok=True)
+        for d in bench_sets(args.bench):
+            if wanted and d.name not in wanted:
+                continue
+            done[d.name] = run_set(d, workdir, fits[d.name], args.check)
+            print(f"{d.name}: {done[d.name]['seconds']} s", flush=True)
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(done) + "\n")
+    print("\n".join(report(done)))
+    print()
+    print("\n".join(gate_report(done)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
