@@ -35,7 +35,11 @@ from quality import (  # noqa: E402
     opened_set,
 )
 
-WAYS = ("pooled", "alone")
+#: how a request in parts is read: its parts pooled from its run, each part encoded alone
+#: (the earlier reading), and whole (no parts)
+WAYS = ("pooled", "alone", "whole")
+#: a rank past every list
+NOWHERE = 10**6
 
 
 class CountingEmbedder:
@@ -70,11 +74,34 @@ class CountingEmbedder:
         return self.inner.embed_spans(text, spans)
 
 
+def lexical_rank(retriever: Any, text: str, allowed: Any, settings: Any) -> int:
+    """The request's lexical disagreement: over its parts, the largest rank of a part's
+    first BM25 tool in the whole request's BM25 list (:data:`NOWHERE` when absent; -1 when
+    no part has a BM25 hit). The part's terms are those the whole request kept, as
+    ``Retriever._per_piece`` reads them."""
+    from toolscout.discovery.lexical import terms
+    from toolscout.discovery.parts import request_parts
+    from toolscout.discovery.search import parse_query
+
+    df, n_docs = retriever.store.document_frequency()
+    q = parse_query(text, df, n_docs, settings)
+    kept = set(q.terms)
+    whole = list(retriever.lexical(q.terms, allowed).ids)
+    worst = -1
+    for piece in request_parts(q.text):
+        hits = retriever.lexical(tuple(t for t in terms(piece) if t in kept), allowed)
+        if hits.ids:
+            first = hits.ids[0]
+            worst = max(worst, whole.index(first) if first in whole else NOWHERE)
+    return worst
+
+
 def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[str, Any]:
-    """Per-query recall@5 and complete@5 both ways (the same row for a request read whole)."""
-    from toolscout.discovery import queryvectors, search
+    """Per-query recall@5 and complete@5 each way (the same row for a request read whole),
+    and per request in parts what a gate could read of it."""
+    from toolscout.discovery import pipeline, queryvectors, search
     from toolscout.discovery.gates import step_on
-    from toolscout.discovery.parts import joint_order, request_parts
+    from toolscout.discovery.parts import COVER_CONFIDENCE, joint_order, request_parts
     from toolscout.embed.minilm import MiniLMEmbedder
     from toolscout.errors import QueryError
     from toolscout.evaluate.harness import Outcome, discover_once, eval_principal
@@ -86,6 +113,8 @@ def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[
     rows: dict[str, dict[str, list[float]]] = {w: {"recall": [], "complete": []} for w in WAYS}
     in_parts: list[bool] = []
     confidences: list[float] = []
+    lex_ranks: list[int] = []
+    pooled_ranks: list[int] = []
     stats = {"parts": 0, "pooled": 0, "runs_pooled": 0, "runs_alone": 0, "checked": 0}
     differ = 0
     start = time.perf_counter()
@@ -94,20 +123,22 @@ def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[
         opened_set(d, workdir, None, embedder, index=True) as (cat, qs),
     ):
         principal = eval_principal(cat)
-
-        seen: list[list[float]] = []
+        allowed = pipeline.entitle(cat, principal).ids
+        retriever = cat.retriever(settings)
+        seen: list[tuple[list[str], list[Any]]] = []
 
         def recorded(*args: Any, **kw: Any) -> Any:
-            seen.append([p.confidence for p in args[2]])
+            seen.append((list(args[0]), list(args[2])))
             return joint_order(*args, **kw)
 
-        def once(text: str, pooled: bool) -> tuple[Outcome, int]:
-            queryvectors.POOLED_PARTS = pooled
+        def once(text: str, way: str) -> tuple[Outcome, int]:
+            queryvectors.POOLED_PARTS = way == "pooled"
             queryvectors.RECHECK_CONFIDENCE = None
             queryvectors.clear_query_cache()
             before = embedder.runs
+            chosen = settings.but(parts=False) if way == "whole" else settings
             try:
-                return discover_once(cat, settings, text, principal), embedder.runs - before
+                return discover_once(cat, chosen, text, principal), embedder.runs - before
             except QueryError:
                 return Outcome((), 0.0), embedder.runs - before
             finally:
@@ -115,7 +146,6 @@ def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[
                 queryvectors.RECHECK_CONFIDENCE = shipped
 
         search.joint_order = recorded
-
         for q in qs:
             pieces = request_parts(q.query) if step_on("parts", q.query, settings) else []
             parts = bool(pieces)
@@ -124,16 +154,32 @@ def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[
             if parts or stats["checked"] < check:
                 for way in WAYS:
                     seen.clear()
-                    outs[way], n_runs = once(q.query, way == "pooled")
+                    outs[way], n_runs = once(q.query, way)
+                    if way != "whole":
+                        stats[f"runs_{way}"] += n_runs if parts else 0
                     if parts and way == "pooled":
-                        # the pooled parts' ranker probabilities (what a recheck reads)
-                        confidences.append(max(seen[-1], default=0.0) if seen else 0.0)
-                    stats[f"runs_{way}"] += n_runs if parts else 0
-                if not parts:
+                        # what a recheck reads of the pooled parts: their best probability,
+                        # and the largest rank in the whole request's ranking of a sure
+                        # part's first tool
+                        whole_ids, rankings = seen[-1] if seen else ([], [])
+                        confidences.append(max((r.confidence for r in rankings), default=0.0))
+                        pooled_ranks.append(
+                            max(
+                                (
+                                    whole_ids.index(r.ids[0]) if r.ids[0] in whole_ids else NOWHERE
+                                    for r in rankings
+                                    if r.ids and r.confidence >= COVER_CONFIDENCE
+                                ),
+                                default=-1,
+                            )
+                        )
+                if parts:
+                    lex_ranks.append(lexical_rank(retriever, q.query, allowed, settings))
+                else:
                     stats["checked"] += 1
-                    differ += outs["pooled"].ranked != outs["alone"].ranked
+                    differ += len({outs[w].ranked for w in WAYS}) > 1
             else:
-                outs["pooled"] = outs["alone"] = once(q.query, True)[0]
+                outs["pooled"] = outs["alone"] = outs["whole"] = once(q.query, "pooled")[0]
             if parts:
                 stats["parts"] += 1
                 keys = queryvectors.embed_keys([q.query, *pieces])
@@ -142,10 +188,12 @@ def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[
             for way in WAYS:
                 rows[way]["recall"].append(recall_at(outs[way].ranked, q.gold, 5))
                 rows[way]["complete"].append(complete_at(outs[way].ranked, q.gold))
-    search.joint_order = joint_order
+        search.joint_order = joint_order
     return {
         "queries": len(in_parts),
         "confidences": confidences,
+        "lex_ranks": lex_ranks,
+        "pooled_ranks": pooled_ranks,
         "seconds": round(time.perf_counter() - start),
         "in_parts": in_parts,
         "stats": stats,
@@ -184,62 +232,93 @@ def report(sets: Mapping[str, Any]) -> list[str]:
     return out
 
 
-#: the recheck thresholds tried (queryvectors.RECHECK_CONFIDENCE; None: never)
-THRESHOLDS: tuple[float | None, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, None)
 #: the most a set may lose to the parts encoded alone, recall@5 and complete@5
 TOLERANCE = 0.002
+#: rank thresholds tried (a gate fires at or past the rank; None: never fires)
+RANKS: tuple[float | None, ...] = (0, 1, 2, 3, 5, 10, 20, 50, NOWHERE, None)
+#: the gates: (label, what it reads per request in parts, the thresholds tried, the way a
+#: request is read when the gate does not fire); a firing gate reads the parts alone
+GATES: tuple[tuple[str, str, tuple[float | None, ...], str], ...] = (
+    ("recheck: pooled parts' best probability >= t, else pooled", "confidences",
+     (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, None), "pooled"),
+    ("lexical: a part's first BM25 tool at or past rank t of the whole's, else whole",
+     "lex_ranks", RANKS, "whole"),
+    ("lexical: a part's first BM25 tool at or past rank t of the whole's, else pooled",
+     "lex_ranks", RANKS, "pooled"),
+    ("pooled: a sure pooled part's first tool at or past rank t of the whole's, else pooled",
+     "pooled_ranks", RANKS, "pooled"),
+)  # fmt: skip
 
 
-def rechecked(d: Mapping[str, Any], t: float | None, metric: str) -> tuple[list[float], int]:
-    """Per query, the row with threshold ``t`` (a request in parts whose pooled parts'
-    best probability is at least ``t`` is ranked with its parts encoded alone), and how
-    many requests were ranked again."""
+def gated(
+    d: Mapping[str, Any], feature: str, t: float | None, other: str, metric: str
+) -> tuple[list[float], int]:
+    """Per query, the row with the gate at ``t`` (a request in parts whose ``feature`` is at
+    least ``t`` is read with its parts alone, any other as ``other``), and how many
+    requests read their parts alone."""
     out: list[float] = []
-    again = 0
-    sure = iter(d["confidences"])
+    alone = 0
+    values = iter(d[feature])
     rows = d["rows"]
     for i, parts in enumerate(d["in_parts"]):
-        redo = parts and t is not None and next(sure) >= t
-        again += redo
-        out.append(rows["alone" if redo else "pooled"][metric][i])
-    return out, again
+        fire = parts and (v := next(values)) is not None and t is not None and v >= t
+        alone += fire
+        out.append(rows["alone" if fire else (other if parts else "alone")][metric][i])
+    return out, alone
 
 
-def loss(d: Mapping[str, Any], t: float | None) -> float:
+def loss(d: Mapping[str, Any], feature: str, t: float | None, other: str) -> float:
     """The larger of the recall@5 and complete@5 losses to the parts encoded alone."""
     return max(
-        mean(d["rows"]["alone"][m]) - mean(rechecked(d, t, m)[0]) for m in ("recall", "complete")
+        mean(d["rows"]["alone"][m]) - mean(gated(d, feature, t, other, m)[0])
+        for m in ("recall", "complete")
     )
 
 
-def choose(sets: Mapping[str, Any], names: Sequence[str]) -> float | None:
-    """The threshold ranking the fewest requests again on ``names`` while none of them loses
-    more than :data:`TOLERANCE`; 0 (every part encoded alone) when none holds."""
-    ok = [t for t in THRESHOLDS if all(loss(sets[n], t) <= TOLERANCE + 1e-12 for n in names)]
+def choose(
+    sets: Mapping[str, Any], names: Sequence[str], gate: tuple[str, str, Any, str]
+) -> float | None:
+    """The threshold reading the fewest requests' parts alone on ``names`` while none of
+    them loses more than :data:`TOLERANCE`; the lowest (most alone) when none holds."""
+    _, feature, grid, other = gate
+    ok = [
+        t for t in grid if all(loss(sets[n], feature, t, other) <= TOLERANCE + 1e-9 for n in names)
+    ]
     return min(
-        ok, key=lambda t: sum(rechecked(sets[n], t, "recall")[1] for n in names), default=0.0
+        ok or [grid[0]],
+        key=lambda t: (
+            sum(gated(sets[n], feature, t, other, "recall")[1] for n in names),
+            -list(grid).index(t),
+        ),
     )
 
 
 def gate_report(sets: Mapping[str, Any]) -> list[str]:
     names = sorted(sets)
-    out = [
-        "| set | threshold chosen without the set | ranked again (of those in parts) | recall@5"
-        " rechecked − alone | complete@5 rechecked − alone |",
-        "|---|---|---|---|---|",
-    ]
-    for name in names:
-        d = sets[name]
-        t = choose(sets, [n for n in names if n != name])
-        r, again = rechecked(d, t, "recall")
-        c, _ = rechecked(d, t, "complete")
-        out.append(
-            f"| {name} | {'never' if t is None else t} | {again} of {sum(d['in_parts'])} | "
-            f"{mean(r) - mean(d['rows']['alone']['recall']):+.4f} | "
-            f"{mean(c) - mean(d['rows']['alone']['complete']):+.4f} |"
-        )
-    t = choose(sets, names)
-    return [*out, "", f"chosen on all {len(names)} sets: {'never' if t is None else t}"]
+    out: list[str] = []
+    for gate in GATES:
+        label, feature, _, other = gate
+        out += [
+            "",
+            f"gate: {label}",
+            "",
+            "| set | t chosen without the set | parts read alone (of those in parts) |"
+            " recall@5 gated − alone | complete@5 gated − alone |",
+            "|---|---|---|---|---|",
+        ]
+        for name in names:
+            d = sets[name]
+            t = choose(sets, [n for n in names if n != name], gate)
+            r, alone = gated(d, feature, t, other, "recall")
+            c, _ = gated(d, feature, t, other, "complete")
+            out.append(
+                f"| {name} | {'never' if t is None else t} | {alone} of {sum(d['in_parts'])} | "
+                f"{mean(r) - mean(d['rows']['alone']['recall']):+.4f} | "
+                f"{mean(c) - mean(d['rows']['alone']['complete']):+.4f} |"
+            )
+        t = choose(sets, names, gate)
+        out += ["", f"chosen on all {len(names)} sets: {'never' if t is None else t}"]
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
