@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -75,30 +76,27 @@ class CountingEmbedder:
 
 
 def lexical_rank(retriever: Any, text: str, allowed: Any, settings: Any) -> int:
-    """The request's lexical disagreement: over its parts, the largest rank of a part's
-    first BM25 tool in the whole request's BM25 list (:data:`NOWHERE` when absent; -1 when
-    no part has a BM25 hit). The part's terms are those the whole request kept, as
-    ``Retriever._per_piece`` reads them."""
-    from toolscout.discovery.lexical import terms
-    from toolscout.discovery.parts import request_parts
+    """The request's lexical disagreement (``parts.disagreement``): over its parts, the
+    largest rank of a part's first BM25 tool in the whole request's BM25 list, read as
+    ``Retriever.run`` reads it."""
+    from toolscout.discovery.parts import disagreement, part_terms, request_parts
     from toolscout.discovery.search import parse_query
 
     df, n_docs = retriever.store.document_frequency()
     q = parse_query(text, df, n_docs, settings)
-    kept = set(q.terms)
     whole = list(retriever.lexical(q.terms, allowed).ids)
-    worst = -1
-    for piece in request_parts(q.text):
-        hits = retriever.lexical(tuple(t for t in terms(piece) if t in kept), allowed)
-        if hits.ids:
-            first = hits.ids[0]
-            worst = max(worst, whole.index(first) if first in whole else NOWHERE)
-    return worst
+    firsts = [
+        hits.ids[0]
+        for piece in request_parts(q.text)
+        if (hits := retriever.lexical(part_terms(piece, q.terms), allowed)).ids
+    ]
+    return disagreement(whole, firsts)
 
 
 def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[str, Any]:
     """Per-query recall@5 and complete@5 each way (the same row for a request read whole),
     and per request in parts what a gate could read of it."""
+    from toolscout.discovery import parts as parts_gate
     from toolscout.discovery import pipeline, queryvectors, search
     from toolscout.discovery.gates import step_on
     from toolscout.discovery.parts import COVER_CONFIDENCE, joint_order, request_parts
@@ -108,7 +106,7 @@ def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[
     from toolscout.evaluate.metrics import complete_at, recall_at
 
     settings = held_settings(fit)
-    shipped = queryvectors.RECHECK_CONFIDENCE
+    shipped = (parts_gate.DISAGREE_RANK, parts_gate.AGREEING)
     embedder = CountingEmbedder(MiniLMEmbedder())
     rows: dict[str, dict[str, list[float]]] = {w: {"recall": [], "complete": []} for w in WAYS}
     in_parts: list[bool] = []
@@ -132,8 +130,9 @@ def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[
             return joint_order(*args, **kw)
 
         def once(text: str, way: str) -> tuple[Outcome, int]:
-            queryvectors.POOLED_PARTS = way == "pooled"
-            queryvectors.RECHECK_CONFIDENCE = None
+            # pooled: no part disagrees, every request in parts pooled; alone: no gate
+            parts_gate.DISAGREE_RANK = math.inf if way == "pooled" else None
+            parts_gate.AGREEING = "pooled"
             queryvectors.clear_query_cache()
             before = embedder.runs
             chosen = settings.but(parts=False) if way == "whole" else settings
@@ -142,8 +141,7 @@ def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], check: int) -> dict[
             except QueryError:
                 return Outcome((), 0.0), embedder.runs - before
             finally:
-                queryvectors.POOLED_PARTS = True
-                queryvectors.RECHECK_CONFIDENCE = shipped
+                parts_gate.DISAGREE_RANK, parts_gate.AGREEING = shipped
 
         search.joint_order = recorded
         for q in qs:

@@ -3,6 +3,7 @@ where each part stands in the request, the span vectors, and the retriever's use
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from support import embedder, spec
-from toolscout.discovery import queryvectors
+from toolscout.discovery import parts, queryvectors
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.parts import request_parts
 from toolscout.discovery.queryvectors import embed_keys, piece_spans
@@ -123,16 +124,26 @@ def _discover(tmp_path: Path, emb: Any, texts: Sequence[str]) -> list[list[str]]
         return [cat.discover(t, who, k=4, tier="progressive").ids for t in texts]
 
 
+def _pooling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request in parts read with its parts pooled (no part disagrees)."""
+    monkeypatch.setattr(parts, "DISAGREE_RANK", math.inf)
+    monkeypatch.setattr(parts, "AGREEING", "pooled")
+
+
 def test_a_request_in_parts_takes_one_encoder_run_when_the_encoder_pools_spans(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    _pooling(monkeypatch)
     emb = _CountedSpans(embedder())
     assert isinstance(emb, SpanEmbedder)
     _discover(tmp_path, emb, [LONG])
     assert emb.calls == [f"spans {len(request_parts(LONG))}"]
 
 
-def test_without_the_capability_each_part_is_encoded_as_before(tmp_path: Path) -> None:
+def test_without_the_capability_each_part_is_encoded_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pooling(monkeypatch)
     emb = _Counted(embedder())
     assert span_embedder(emb) is None
     _discover(tmp_path, emb, [LONG])
@@ -142,13 +153,17 @@ def test_without_the_capability_each_part_is_encoded_as_before(tmp_path: Path) -
 def test_switched_off_the_parts_are_encoded_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    _pooling(monkeypatch)
     monkeypatch.setattr(queryvectors, "POOLED_PARTS", False)
     emb = _CountedSpans(embedder())
     _discover(tmp_path, emb, [LONG])
     assert emb.calls == [f"embed {1 + len(request_parts(LONG))}"]
 
 
-def test_a_pooled_part_vector_never_answers_a_request_that_is_that_part(tmp_path: Path) -> None:
+def test_a_pooled_part_vector_never_answers_a_request_that_is_that_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pooling(monkeypatch)
     emb = _CountedSpans(embedder())
     part = request_parts(LONG)[1]
     _discover(tmp_path, emb, [LONG, part, LONG])
@@ -161,20 +176,36 @@ def test_a_pooled_part_vector_never_answers_a_request_that_is_that_part(tmp_path
     assert np.array_equal(cached, emb.inner.embed([key])[0])
 
 
-def test_a_recheck_ranks_again_with_the_parts_encoded_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_disagreement_is_the_farthest_rank_of_a_parts_first_tool() -> None:
+    whole = ["a", "b", "c"]
+    assert parts.disagreement(whole, ["a", "c"]) == 2
+    assert parts.disagreement(whole, ["a", "z"]) == parts.ABSENT
+    assert parts.disagreement(whole, []) == -1
+    assert parts.parts_disagree(whole, ["a", "b"], rank=1)
+    assert not parts.parts_disagree(whole, ["a", "a"], rank=1)
+
+
+def test_without_a_gate_every_part_is_read() -> None:
+    assert parts.DISAGREE_RANK is None or parts.DISAGREE_RANK >= 0
+    assert parts.parts_disagree(["a"], ["a"], rank=None) == (parts.DISAGREE_RANK is None)
+
+
+AGREEING = (
+    "Find direct flights from Berlin to Lisbon for four adult passengers on Friday morning. "
+    "Then find return flights from Lisbon to Berlin for those travellers on Sunday evening."
+)
+
+
+@pytest.mark.parametrize("agreeing", ["whole", "pooled"])
+def test_parts_are_read_alone_only_where_one_points_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agreeing: str
 ) -> None:
-    n = len(request_parts(LONG))
-    monkeypatch.setattr(queryvectors, "POOLED_PARTS", False)
-    alone = _discover(tmp_path, _CountedSpans(embedder()), [LONG])
-    monkeypatch.setattr(queryvectors, "POOLED_PARTS", True)
-    monkeypatch.setattr(queryvectors, "RECHECK_CONFIDENCE", 0.0)
+    monkeypatch.setattr(parts, "DISAGREE_RANK", 1)
+    monkeypatch.setattr(parts, "AGREEING", agreeing)
+    assert len(request_parts(AGREEING)) == 2
     emb = _CountedSpans(embedder())
-    again = _discover(tmp_path, emb, [LONG])
-    assert emb.calls == [f"spans {n}", f"embed {n}"]
-    assert again == alone
-    # above any probability: never ranked again
-    monkeypatch.setattr(queryvectors, "RECHECK_CONFIDENCE", 1.01)
-    emb = _CountedSpans(embedder())
-    _discover(tmp_path, emb, [LONG])
-    assert emb.calls == [f"spans {n}"]
+    _discover(tmp_path, emb, [AGREEING, LONG])
+    # both parts find the flights tool, as the whole request does: read whole (or pooled);
+    # the holiday request's parts find the weather and the exchange rate: read alone
+    first = "embed 1" if agreeing == "whole" else "spans 2"
+    assert emb.calls == [first, f"embed {1 + len(request_parts(LONG))}"]

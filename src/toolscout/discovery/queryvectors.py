@@ -34,9 +34,6 @@ QUERY_EMBED_WORDS = 64
 #: a long request's parts are pooled from its own encoder run when the encoder can (on:
 #: docs/benchmarks.md, "This round (h/parts2, round ten)"); off, each part is encoded alone
 POOLED_PARTS = True
-#: a request whose pooled parts include one the ranker is at least this sure of has its
-#: parts encoded alone and is ranked again (None: never); 0 encodes every part alone
-RECHECK_CONFIDENCE: float | None = None
 #: the cache's model-id suffix of a part's pooled vector
 _POOLED = "\x00pooled"
 
@@ -133,12 +130,6 @@ def _inside(text: str, i: int, edge: str) -> bool:
 def pools_pieces(embedder: Embedder, pieces: int) -> bool:
     """Whether a request with ``pieces`` parts has them pooled from its own run."""
     return POOLED_PARTS and pieces > 0 and span_embedder(embedder) is not None
-
-
-def recheck(confidences: Sequence[float]) -> bool:
-    """Whether a request whose pooled parts' ranker probabilities are ``confidences`` is
-    ranked again with its parts encoded alone (:data:`RECHECK_CONFIDENCE`)."""
-    return RECHECK_CONFIDENCE is not None and max(confidences, default=0.0) >= RECHECK_CONFIDENCE
 
 
 def _cache_keys(model_id: str, keys: Sequence[str], pooled: bool) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from toolscout.cards import ToolSpec
 from toolscout.discovery import coverage, crosslingual
+from toolscout.discovery import parts as parts_gate
 from toolscout.discovery.calibrate import (
     BLEND,
     LEAD,
@@ -38,10 +39,17 @@ from toolscout.discovery.lexical import (
     words,
 )
 from toolscout.discovery.orders import ORDER_MARGIN, SHAPES, choose, covered
-from toolscout.discovery.parts import COVER_CONFIDENCE, PartRanking, joint_order, request_parts
+from toolscout.discovery.parts import (
+    COVER_CONFIDENCE,
+    PartRanking,
+    joint_order,
+    part_terms,
+    parts_disagree,
+    request_parts,
+)
 from toolscout.discovery.queryvectors import QUERY_EMBED_WORDS as QUERY_EMBED_WORDS
 from toolscout.discovery.queryvectors import QUERY_VECTOR_CACHE as QUERY_VECTOR_CACHE
-from toolscout.discovery.queryvectors import cached, encoded, pools_pieces, recheck
+from toolscout.discovery.queryvectors import cached, encoded, pools_pieces
 from toolscout.discovery.queryvectors import clear_query_cache as clear_query_cache
 from toolscout.discovery.queryvectors import embed_keys as _embed_keys
 from toolscout.embed.base import Embedder, normalise
@@ -132,8 +140,6 @@ class Retrieval:
     intents: list[str] = field(default_factory=list)
     #: the parts a long request was read in (discovery/parts.py; none: read whole)
     parts: list[str] = field(default_factory=list)
-    #: the ranker's probability that each part's first tool is right
-    part_confidences: list[float] = field(default_factory=list)
 
 
 def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchSettings) -> Query:
@@ -502,9 +508,20 @@ class Retriever:
         parts = parts if len(parts) > 1 else []
         read_in_parts = step_on("parts", query.text, self.settings)
         pieces = request_parts(query.text) if read_in_parts and not parts else []
+        piece_lex: list[Hits] | None = None
+        pooled = False
+        if pieces and self.settings.lexical and parts_gate.DISAGREE_RANK is not None:
+            # the parts are read only when one points elsewhere lexically (parts.py); their
+            # BM25 hits are kept for their retrieval, the whole request's for its own
+            lex = self._lex(query.terms, allowed) if lex is None else lex
+            piece_lex = [self._lex(part_terms(p, query.terms), allowed) for p in pieces]
+            if not parts_disagree(lex.ids, [h.ids[0] for h in piece_lex if h.ids]):
+                if parts_gate.AGREEING == "pooled":
+                    # pooled from the request's own encoder run (discovery/queryvectors.py)
+                    pooled = pools_pieces(self.embedder, len(pieces))
+                else:
+                    pieces, piece_lex = [], None
         keys = _embed_keys([query.text, *parts, *pieces])
-        # a long request's parts pooled from its own encoder run (discovery/queryvectors.py)
-        pooled = pools_pieces(self.embedder, len(pieces))
         vectors = self._cached(keys, pooled) if self.settings.dense else None
         if lex is not None:
             if self.settings.dense and vectors is None:
@@ -533,18 +550,10 @@ class Retriever:
             # a request in parts whose sure parts all point at one tool is one task told at
             # length: it takes the one-part order when that differs (discovery/orders.py)
             again = ranker is not None and ranker.orders[0] != ranker.orders[1]
-            first = replace(out, candidates=list(out.candidates))
             out = self._per_piece(
                 query, parts or pieces, vectors, allowed, out, joint=not parts,
-                one_task=(lambda: whole(0)) if again else None,
+                one_task=(lambda: whole(0)) if again else None, lexes=piece_lex,
             )  # fmt: skip
-            if pooled and vectors is not None and recheck(out.part_confidences):
-                # a part it is sure of: its parts encoded alone, ranked again
-                vectors = [vectors[0], *self._embed_all(keys[1:])]
-                out = self._per_piece(
-                    query, pieces, vectors, allowed, first, joint=True,
-                    one_task=(lambda: whole(0)) if again else None,
-                )  # fmt: skip
         if self.settings.ranker_cover and self.learned_ranker() is not None:
             out.candidates = keep_list_firsts(out, self.settings.ranker_cover)
         return out
@@ -559,18 +568,19 @@ class Retriever:
         *,
         joint: bool,
         one_task: Callable[[], Retrieval] | None = None,
+        lexes: Sequence[Hits] | None = None,
     ) -> Retrieval:
         """Rank each piece of the request on its own, with the terms the whole request kept
         (frequent-term pruning as decided for it), then merge: ``joint``, the parts of a
         long request (:func:`joint_order`, every sure part covered); else the tasks of a
-        multi-intent request (:func:`interleave`, every task represented early)."""
-        kept = set(query.terms)
+        multi-intent request (:func:`interleave`, every task represented early); ``lexes``:
+        the pieces' BM25 hits when the caller has them."""
         by_id = {c.id: c for c in whole.candidates}
         rankings: list[PartRanking] = []
         for i, piece in enumerate(pieces):
-            sub = Query(piece, tuple(t for t in terms(piece) if t in kept), (), ())
+            sub = Query(piece, part_terms(piece, query.terms), (), ())
             vec = vectors[i + 1] if vectors is not None else None
-            got = self._once(sub, sub.terms, vec, allowed)
+            got = self._once(sub, sub.terms, vec, allowed, lexes[i] if lexes else None)
             cands = got.candidates[: self.settings.candidate_pool] if joint else got.candidates
             rankings.append(
                 PartRanking([c.id for c in cands], [c.fused for c in cands], got.confidence)
@@ -586,7 +596,6 @@ class Retriever:
             order, score = joint_order(whole_ids, [c.fused for c in whole.candidates], rankings)
             whole.candidates = [by_id[t].rescored(score[t]) for t in order]
             whole.parts = list(pieces)
-            whole.part_confidences = [r.confidence for r in rankings]
         else:
             order = interleave(whole_ids, [r.ids for r in rankings])
             whole.candidates = [by_id[t] for t in order]
