@@ -1,14 +1,20 @@
-"""A long request's parts pooled from its own encoder run, against each part encoded alone,
-on the full dev sets, held out.
+"""A long request's parts pooled from its own encoder run, against each part encoded alone
+and against no parts, on the full dev sets, held out; and the gates that would read some
+requests' parts alone and the others pooled or whole, chosen leave-one-set-out.
 
 Every query of every set (no ``--limit``: the full sets) goes through the product's own
 path (``harness.discover_once``) with the constants ``benchmarks/quality.py`` fitted
-without the set (``--fits``). A request read in parts (``discovery/parts.py``) runs twice,
-its parts' vectors pooled from the whole request's run (``queryvectors.POOLED_PARTS``, the
-default) and each part encoded alone (the earlier reading); any other request reads the
-same either way, so it runs once, and ``--check N`` of them per set run both ways to show
-the shortlists are the same. Per set: recall@5 and complete@5 both ways, the requests read
-in parts, how many of their parts were pooled, and the encoder runs they took.
+without the set (``--fits``). A request read in parts (``discovery/parts.py``) runs three
+ways: its parts' vectors pooled from the whole request's run (``parts.AGREEING =
+"pooled"`` for every request), each part encoded alone (the shipped reading), and whole
+(``parts=False``); any other request reads the same every way, so it runs once, and
+``--check N`` of them per set run every way to show the shortlists are the same. Per
+request in parts it also keeps what a gate reads: the pooled parts' best ranker
+probability, the farthest rank in the whole request's ranking of a sure pooled part's
+first tool, and the lexical disagreement (``parts.disagreement``). Per gate and set, the
+threshold chosen on the other five sets (the one reading the fewest requests' parts alone
+with no set losing more than :data:`TOLERANCE` recall@5 or complete@5 to the parts read
+alone) and the set's figure with it.
 
 Run: ``PYTHONPATH=src nice -n 10 .venv/bin/python benchmarks/parts_pooled.py --cache DIR
 [--sets bfcl,toolbench]`` (adds to ``--json``), then ``... --report``.
@@ -210,8 +216,9 @@ def report(sets: Mapping[str, Any]) -> list[str]:
     out = [
         "| set | queries | read in parts | all parts pooled | encoder runs a request in parts,"
         " pooled / alone | recall@5 pooled / alone | complete@5 pooled / alone | pooled −"
-        " alone, recall@5 [95% CI] | complete@5 | read whole: shortlists checked, differing |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        " alone, recall@5 [95% CI] | complete@5 | no parts − alone, recall@5 / complete@5 |"
+        " read whole: shortlists checked, differing |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in sorted(sets):
         d = sets[name]
@@ -225,6 +232,8 @@ def report(sets: Mapping[str, Any]) -> list[str]:
             f"{mean(r['pooled']['recall']):.4f} / {mean(r['alone']['recall']):.4f} | "
             f"{mean(r['pooled']['complete']):.4f} / {mean(r['alone']['complete']):.4f} | "
             f"{diff[0]:+.4f} [{diff[1]:+.4f}, {diff[2]:+.4f}] | {dc:+.4f} | "
+            f"{mean(r['whole']['recall']) - mean(r['alone']['recall']):+.4f} / "
+            f"{mean(r['whole']['complete']) - mean(r['alone']['complete']):+.4f} | "
             f"{s['checked']}, {d['whole_read_differ']} |"
         )
     return out

@@ -39,8 +39,11 @@ COVER_CONFIDENCE = 0.3
 #: a request's parts are read (each encoded on its own) only when one of them points
 #: elsewhere than the whole request lexically: its first BM25 tool at or past this rank of
 #: the whole request's BM25 list (a tool absent from it counts as past every rank); a
-#: request whose parts all agree is read as :data:`AGREEING` says. ``None``: every part
-#: is always read (no gate)
+#: request whose parts all agree is read as :data:`AGREEING` says. ``None`` (shipped):
+#: every part is always read. Not shipped: rank 2, chosen on all six dev sets, reads 29% of
+#: bfcl's requests in parts whole with no set losing, but chosen without toolbench (rank
+#: 3) it costs toolbench 0.006 recall@5 and 0.009 complete@5 (docs/benchmarks.md, "This
+#: round (h/parts2, round ten)"; ``benchmarks/parts_pooled.py``)
 DISAGREE_RANK: float | None = None
 #: how a request whose parts agree with it is read: "whole" (its parts not read) or
 #: "pooled" (its parts' vectors pooled from its own encoder run, discovery/queryvectors.py)

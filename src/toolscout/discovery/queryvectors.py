@@ -2,19 +2,22 @@
 and the parts of a long request pooled from the whole request's one encoder run.
 
 A request read in parts (discovery/parts.py) needs a vector for the whole request and one
-for each part. Encoding every part on its own took a second encoder run for most such
+for each part. Encoding every part on its own takes a second encoder run for most such
 requests (2.16 runs a request on bfcl, 30–48 ms against 8–13 ms for one read whole:
 docs/benchmarks.md, h/hot). When the query encoder can pool spans of one run
-(:class:`~toolscout.embed.base.SpanEmbedder`: the default MiniLM), each part's vector is
-instead the mean of its tokens' vectors in the whole request's run ("late chunking"): no
-run beyond the whole request's, and a part read in the context of the others. A part the
-whole request's text does not hold (beyond its first :data:`QUERY_EMBED_WORDS` words, or
-past the model's length) is encoded on its own, and so is every part with an encoder
-without the capability (the e5 option, a custom embedder, a wrapped one).
+(:class:`~toolscout.embed.base.SpanEmbedder`: the default MiniLM), a part's vector can
+instead be the mean of its tokens' vectors in the whole request's run ("late chunking"):
+no run beyond the whole request's. A part the whole request's text does not hold (beyond
+its first :data:`QUERY_EMBED_WORDS` words, or past the model's length) is then encoded on
+its own, and so is every part with an encoder without the capability (the e5 option, a
+custom or wrapped embedder).
 
-The vectors differ from the parts encoded alone, so they are kept in the cache under keys
-of their own (the request's text with the part's): a part's pooled vector never answers a
-later request whose whole text is that part.
+Pooled parts are **not** the default reading: on the six dev sets they cost toolbench
+0.015 recall@5 and toolalpaca 0.005 against parts encoded alone (docs/benchmarks.md,
+"This round (h/parts2, round ten)"); a request is read with its parts pooled only when
+``parts.AGREEING`` says so. Pooled vectors differ from the parts encoded alone, so they are
+kept in the cache under keys of their own (the request's text with the part's): a part's
+pooled vector never answers a later request whose whole text is that part.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from toolscout.stores.base import Vector
 QUERY_VECTOR_CACHE = 2048
 #: a query is embedded from its first this many words (the encoder's cost grows with length)
 QUERY_EMBED_WORDS = 64
-#: a long request's parts are pooled from its own encoder run when the encoder can (on:
-#: docs/benchmarks.md, "This round (h/parts2, round ten)"); off, each part is encoded alone
+#: a request read with its parts pooled (``parts.AGREEING``) has them pooled from its own
+#: encoder run when the encoder can; off, each part is encoded alone
 POOLED_PARTS = True
 #: the cache's model-id suffix of a part's pooled vector
 _POOLED = "\x00pooled"
