@@ -49,7 +49,10 @@ def test_a_part_the_request_does_not_hold_has_no_span() -> None:
 
 
 def test_parts_of_text_without_spaces_are_found_too() -> None:
-    text = "我想知道上海目前的天气状况，可以帮我查询吗？顺便使用摄氏度来显示温度。"
+    text = (
+        "请帮我查一下北京明天和后天的天气预报，温度用华氏度显示。"
+        "另外把一百美元换算成人民币，再换算成日元。"
+    )
     keys = embed_keys([text, *request_parts(text)])
     assert len(keys) == 3
     assert all(s is not None for s in piece_spans(keys[0], keys[1:]))
