@@ -36,6 +36,21 @@ MAX_PARTS = 6
 #: a part's best tool is placed early only when the part's ranker probability is at least this
 COVER_CONFIDENCE = 0.3
 
+#: a request's parts are read (each encoded on its own) only when one of them points
+#: elsewhere than the whole request lexically: its first BM25 tool at or past this rank of
+#: the whole request's BM25 list (a tool absent from it counts as past every rank); a
+#: request whose parts all agree is read as :data:`AGREEING` says. ``None`` (shipped):
+#: every part is always read. Not shipped: rank 2, chosen on all six dev sets, reads 29% of
+#: bfcl's requests in parts whole with no set losing, but chosen without toolbench (rank
+#: 3) it costs toolbench 0.006 recall@5 and 0.009 complete@5 (docs/benchmarks.md, "This
+#: round (h/parts2, round ten)"; ``benchmarks/parts_pooled.py``)
+DISAGREE_RANK: float | None = None
+#: how a request whose parts agree with it is read: "whole" (its parts not read) or
+#: "pooled" (its parts' vectors pooled from its own encoder run, discovery/queryvectors.py)
+AGREEING = "whole"
+#: the rank of a tool absent from the whole request's BM25 list
+ABSENT = 10**6
+
 #: clause boundaries inside a sentence: a sequencing word, or "and"/"also" after a comma
 _CLAUSES = re.compile(
     r",?\s+(?:and\s+)?(?:then|after\s+that|afterwards|additionally|finally|also)\s+"
@@ -115,3 +130,25 @@ def joint_order(
         if t not in score:
             score[t] = tail[t]
     return order, score
+
+
+def part_terms(part: str, kept: Sequence[str]) -> tuple[str, ...]:
+    """A part's query terms: its own, among those the whole request kept (frequent-term
+    pruning as decided for the whole request)."""
+    keep = set(kept)
+    return tuple(t for t in terms(part) if t in keep)
+
+
+def disagreement(whole_ids: Sequence[str], part_firsts: Sequence[str]) -> int:
+    """The largest rank in the whole request's BM25 list (``whole_ids``) of a part's first
+    BM25 tool (:data:`ABSENT` when one is not in it; -1 when no part has one)."""
+    where = {t: i for i, t in enumerate(whole_ids)}
+    return max((where.get(t, ABSENT) for t in part_firsts), default=-1)
+
+
+def parts_disagree(
+    whole_ids: Sequence[str], part_firsts: Sequence[str], rank: float | None = None
+) -> bool:
+    """Whether a request's parts are to be read (:data:`DISAGREE_RANK`, or ``rank``)."""
+    at = DISAGREE_RANK if rank is None else rank
+    return at is None or disagreement(whole_ids, part_firsts) >= at

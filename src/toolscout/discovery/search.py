@@ -7,7 +7,6 @@ the allowed ids, and returns ids with scores. Nothing here reads schemas.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -17,6 +16,7 @@ import numpy as np
 
 from toolscout.cards import ToolSpec
 from toolscout.discovery import coverage, crosslingual
+from toolscout.discovery import parts as parts_gate
 from toolscout.discovery.calibrate import (
     BLEND,
     LEAD,
@@ -32,7 +32,6 @@ from toolscout.discovery.gates import step_on
 from toolscout.discovery.intents import IntentSplitter, interleave, split_intents
 from toolscout.discovery.lexical import (
     STOPWORDS,
-    encoder_text,
     identifiers,
     phrase_key,
     stem,
@@ -40,7 +39,19 @@ from toolscout.discovery.lexical import (
     words,
 )
 from toolscout.discovery.orders import ORDER_MARGIN, SHAPES, choose, covered
-from toolscout.discovery.parts import COVER_CONFIDENCE, PartRanking, joint_order, request_parts
+from toolscout.discovery.parts import (
+    COVER_CONFIDENCE,
+    PartRanking,
+    joint_order,
+    part_terms,
+    parts_disagree,
+    request_parts,
+)
+from toolscout.discovery.queryvectors import QUERY_EMBED_WORDS as QUERY_EMBED_WORDS
+from toolscout.discovery.queryvectors import QUERY_VECTOR_CACHE as QUERY_VECTOR_CACHE
+from toolscout.discovery.queryvectors import cached, encoded, pools_pieces
+from toolscout.discovery.queryvectors import clear_query_cache as clear_query_cache
+from toolscout.discovery.queryvectors import embed_keys as _embed_keys
 from toolscout.embed.base import Embedder, normalise
 from toolscout.errors import QueryError
 from toolscout.settings import SearchSettings
@@ -85,10 +96,6 @@ NEAR_DUPLICATE_COSINE = 0.97
 DEDUPE_YIELD = 0.5
 #: the store meta key the catalog's calibration is kept under
 CALIBRATION_META = "calibration"
-#: query vectors kept (repeated queries skip the encoder)
-QUERY_VECTOR_CACHE = 2048
-#: a query is embedded from its first this many words (the encoder's cost grows with length)
-QUERY_EMBED_WORDS = 64
 
 
 class Reformulator(Protocol):
@@ -328,48 +335,8 @@ def _confidence(cands: Sequence[Candidate], dense_on: bool) -> float:
     return float(min(top.lexical, 1.0) * (1.0 if len(cands) < 2 else 1 - 0.5 * cands[1].lexical))
 
 
-class _VectorCache:
-    """A small thread-safe LRU of query vectors by (model id, embedded text)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[str, str], Vector] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str]) -> Vector | None:
-        with self._lock:
-            vec = self._items.get(key)
-            if vec is not None:
-                self._items.move_to_end(key)
-            return vec
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-    def put(self, key: tuple[str, str], vec: Vector) -> None:
-        with self._lock:
-            self._items[key] = vec
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
-_QUERY_VECTORS = _VectorCache(QUERY_VECTOR_CACHE)
-
-
-def clear_query_cache() -> None:
-    """Forget every cached query vector (the evaluation times each strategy cold)."""
-    _QUERY_VECTORS.clear()
-
-
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
-
-
-def _embed_keys(texts: Sequence[str]) -> list[str]:
-    """What the encoder reads of each query (its first words), also the vector cache's key."""
-    return [encoder_text(t, QUERY_EMBED_WORDS) or t[:QUERY_EMBED_WORDS] for t in texts]
 
 
 def chosen_orders(cal: Calibration, settings: SearchSettings) -> tuple[str, str] | None:
@@ -541,15 +508,29 @@ class Retriever:
         parts = parts if len(parts) > 1 else []
         read_in_parts = step_on("parts", query.text, self.settings)
         pieces = request_parts(query.text) if read_in_parts and not parts else []
+        piece_lex: list[Hits] | None = None
+        pooled = False
+        if pieces and self.settings.lexical and parts_gate.DISAGREE_RANK is not None:
+            # the parts are read only when one points elsewhere lexically (parts.py); their
+            # BM25 hits are kept for their retrieval, the whole request's for its own
+            lex = self._lex(query.terms, allowed) if lex is None else lex
+            piece_lex = [self._lex(part_terms(p, query.terms), allowed) for p in pieces]
+            if not parts_disagree(lex.ids, [h.ids[0] for h in piece_lex if h.ids]):
+                if parts_gate.AGREEING == "pooled":
+                    # pooled from the request's own encoder run (discovery/queryvectors.py)
+                    pooled = pools_pieces(self.embedder, len(pieces))
+                else:
+                    pieces, piece_lex = [], None
         keys = _embed_keys([query.text, *parts, *pieces])
-        vectors = self._cached(keys) if self.settings.dense else None
+        vectors = self._cached(keys, pooled) if self.settings.dense else None
         if lex is not None:
-            vectors = self._embed_all(keys) if self.settings.dense and vectors is None else vectors
+            if self.settings.dense and vectors is None:
+                vectors = self._embed_all(keys, pooled=pooled)
         elif self.settings.dense and vectors is None:
             # the encoder on this thread (the longer path: no hand-off before it starts) and
             # BM25 beside it on the pool's (ONNX Runtime and SQLite both release the GIL)
             pending = _pool().submit(self._lex, query.terms, allowed)
-            vectors = self._embed_all(keys)
+            vectors = self._embed_all(keys, pooled=pooled)
             lex = pending.result()
         else:
             lex = self._lex(query.terms, allowed)
@@ -571,7 +552,7 @@ class Retriever:
             again = ranker is not None and ranker.orders[0] != ranker.orders[1]
             out = self._per_piece(
                 query, parts or pieces, vectors, allowed, out, joint=not parts,
-                one_task=(lambda: whole(0)) if again else None,
+                one_task=(lambda: whole(0)) if again else None, lexes=piece_lex,
             )  # fmt: skip
         if self.settings.ranker_cover and self.learned_ranker() is not None:
             out.candidates = keep_list_firsts(out, self.settings.ranker_cover)
@@ -587,18 +568,19 @@ class Retriever:
         *,
         joint: bool,
         one_task: Callable[[], Retrieval] | None = None,
+        lexes: Sequence[Hits] | None = None,
     ) -> Retrieval:
         """Rank each piece of the request on its own, with the terms the whole request kept
         (frequent-term pruning as decided for it), then merge: ``joint``, the parts of a
         long request (:func:`joint_order`, every sure part covered); else the tasks of a
-        multi-intent request (:func:`interleave`, every task represented early)."""
-        kept = set(query.terms)
+        multi-intent request (:func:`interleave`, every task represented early); ``lexes``:
+        the pieces' BM25 hits when the caller has them."""
         by_id = {c.id: c for c in whole.candidates}
         rankings: list[PartRanking] = []
         for i, piece in enumerate(pieces):
-            sub = Query(piece, tuple(t for t in terms(piece) if t in kept), (), ())
+            sub = Query(piece, part_terms(piece, query.terms), (), ())
             vec = vectors[i + 1] if vectors is not None else None
-            got = self._once(sub, sub.terms, vec, allowed)
+            got = self._once(sub, sub.terms, vec, allowed, lexes[i] if lexes else None)
             cands = got.candidates[: self.settings.candidate_pool] if joint else got.candidates
             rankings.append(
                 PartRanking([c.id for c in cands], [c.fused for c in cands], got.confidence)
@@ -620,18 +602,14 @@ class Retriever:
             whole.intents = list(pieces)
         return whole
 
-    def _cached(self, keys: Sequence[str]) -> list[Vector] | None:
+    def _cached(self, keys: Sequence[str], pooled: bool = False) -> list[Vector] | None:
         """The vectors of ``keys`` (:func:`_embed_keys`) when this process encoded them all."""
-        model = self.embedder.model_id
-        found = [_QUERY_VECTORS.get((model, k)) for k in keys]
-        return [v for v in found if v is not None] if all(v is not None for v in found) else None
+        return cached(self.embedder, keys, pooled)
 
-    def _embed_all(self, keys: Sequence[str], cache: bool = True) -> list[Vector]:
-        vectors = list(self.embedder.embed(list(keys)))
-        if cache:
-            for key, vec in zip(keys, vectors, strict=True):
-                _QUERY_VECTORS.put((self.embedder.model_id, key), vec)
-        return vectors
+    def _embed_all(
+        self, keys: Sequence[str], cache: bool = True, *, pooled: bool = False
+    ) -> list[Vector]:
+        return encoded(self.embedder, keys, pooled, cache)
 
     def _embed(self, text: str) -> Vector:
         keys = _embed_keys([text])

@@ -29,6 +29,29 @@ class Embedder(Protocol):
         ...
 
 
+@runtime_checkable
+class SpanEmbedder(Protocol):
+    """An optional capability of an :class:`Embedder`: a text's vector and, from the same
+    encoder run, a vector for each of its character spans ("late chunking": the mean of
+    the span's token vectors in the context of the whole text). Discovery reads the parts
+    of a long request this way when its embedder can (discovery/queryvectors.py) and
+    encodes each part on its own otherwise."""
+
+    def embed_spans(
+        self, text: str, spans: Sequence[tuple[int, int]]
+    ) -> tuple[Vectors, list[bool]]:
+        """Rows: ``text``'s vector (the same as ``embed([text])[0]``), then one per span
+        (``text[a:b]``), each of unit length; and per span, whether the encoder read all
+        of it (False: the text was cut at the model's length before the span's end, and
+        its row is zeros, not to be used)."""
+        ...
+
+
+def span_embedder(embedder: Embedder) -> SpanEmbedder | None:
+    """``embedder`` when it has the :class:`SpanEmbedder` capability, else None."""
+    return embedder if isinstance(embedder, SpanEmbedder) else None
+
+
 class Wrapped:
     """Base of an embedder over another one (``inner``): its vectors are in the inner
     model's space, so the model id and the dimension are the inner one's."""

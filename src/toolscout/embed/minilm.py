@@ -185,8 +185,39 @@ class MiniLMEmbedder:
             return [self._tokenizer.encode(texts[0])]
         return list(self._tokenizer.encode_batch(list(texts)))
 
-    def _run(self, encs: list[Any]) -> Vectors:
-        """One ONNX Runtime run over tokenised texts (padded to the longest)."""
+    def embed_spans(
+        self, text: str, spans: Sequence[tuple[int, int]]
+    ) -> tuple[Vectors, list[bool]]:
+        """``text``'s vector (bit for bit ``embed([text])[0]``) and, from the same run, each
+        span's: the mean of the token vectors whose characters lie within it, normalised
+        (the model's own pooling, over the span's tokens read in the whole text's context).
+        A span is read only when the text was not cut (``max_tokens``) before its end."""
+        self._ensure()
+        enc = self._tokenize([text])[0]
+        hidden, mask = self._hidden([enc])
+        out = np.zeros((1 + len(spans), self.dim), dtype=np.float32)
+        out[0] = _pooled(hidden, mask)[0]
+        real = [
+            (j, start, end)
+            for j, ((start, end), special) in enumerate(
+                zip(enc.offsets, enc.special_tokens_mask, strict=True)
+            )
+            if not special and end > start
+        ]
+        read_to = max((end for _, _, end in real), default=0)
+        covered: list[bool] = []
+        for i, (a, b) in enumerate(spans):
+            rows = [j for j, start, end in real if start >= a and end <= b]
+            if not rows or read_to < len(text[:b].rstrip()):
+                covered.append(False)
+                continue
+            out[i + 1] = normalise(hidden[0, rows].mean(axis=0, keepdims=True))[0]
+            covered.append(True)
+        return out, covered
+
+    def _hidden(self, encs: list[Any]) -> tuple[Any, Any]:
+        """One ONNX Runtime run over tokenised texts (padded to the longest): the token
+        vectors and the attention mask."""
         width = max(len(e.ids) for e in encs)
         ids = np.zeros((len(encs), width), dtype=np.int64)
         mask = np.zeros((len(encs), width), dtype=np.int64)
@@ -197,9 +228,18 @@ class MiniLMEmbedder:
             ["last_hidden_state"],
             {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
         )
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return normalise(pooled.astype(np.float32))
+        return hidden, mask
+
+    def _run(self, encs: list[Any]) -> Vectors:
+        """One ONNX Runtime run over tokenised texts, mean-pooled and normalised."""
+        return _pooled(*self._hidden(encs))
+
+
+def _pooled(hidden: Any, mask: Any) -> Vectors:
+    """Mean pooling over the unmasked tokens, normalised (as sentence-transformers does)."""
+    weights = mask[:, :, None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    return normalise(pooled.astype(np.float32))
 
 
 #: what one ONNX Runtime run costs besides its tokens, in padded tokens: every run reads
