@@ -64,6 +64,16 @@ if TYPE_CHECKING:
 MATCH_COSINE = 0.84
 #: a request word is left out when a stop word is within this of its nearest content word
 STOP_MARGIN = 0.0
+#: a request word is carried over only when its nearest catalog word also stands out from
+#: the crowd: ``2 cos - r_word - r_catalog_word`` (CSLS, the hubness correction of
+#: bilingual lexicon induction: ``r`` is a word's mean cosine to its :data:`HUB_K` nearest
+#: catalog words) at least this. Short function words (``une``, ``der``, ``uma``) and
+#: CJK character pairs cut across words (``份城``) sit near many catalog words at once and
+#: are nearest to "hub" words (``one``, ``local``, ``etc``); a translation stands out
+#: (``prix`` -> ``prices``). ``None``: no such test (the plain cosine alone)
+MIN_CSLS: float | None = None
+#: neighbours in the hubness correction's mean (the usual choice of CSLS)
+HUB_K = 10
 #: rank a carried-over request by the better of its two readings per tool (the catalog's
 #: words and BM25, the dense path alone) rather than by the first alone
 MERGE = True
@@ -92,29 +102,63 @@ class Lexicon:
     terms: tuple[str, ...]
     stop: np.ndarray
     vectors: Vectors
+    #: each row's mean cosine to its :data:`HUB_K` nearest other content words (0 for stop
+    #: words), :func:`hubness`; None: worked out when first needed
+    hub: np.ndarray | None = None
 
     def carry(
-        self, vectors: Vectors, min_cosine: float = MATCH_COSINE, stop_margin: float = 0.0
+        self,
+        vectors: Vectors,
+        min_cosine: float = MATCH_COSINE,
+        stop_margin: float = 0.0,
+        min_csls: float | None = None,
     ) -> list[str]:
         """The term of the catalog word nearest to each of ``vectors`` (request words) when
         it is at least ``min_cosine`` close and more than ``stop_margin`` closer than the
         nearest stop word (a word nearest to a stop word brings nothing: ``le``, ``の``; with
-        a margin, neither does one almost as near, ``une`` -> ``one``); in request order,
-        each term once."""
+        a margin, neither does one almost as near, ``une`` -> ``one``), and with
+        ``min_csls``, when the pair's hubness-corrected score (:data:`MIN_CSLS`) is at least
+        that; in request order, each term once."""
         content = np.flatnonzero(~self.stop)
         if not len(vectors) or not len(content):
             return []
         sims = vectors @ self.vectors.T
         stops = np.flatnonzero(self.stop)
+        hub = self.hub if self.hub is not None else hubness(self.vectors, self.stop)
+        k = min(HUB_K, len(content))
         out: list[str] = []
         for row in sims:
-            j = int(content[np.argmax(row[content])])
+            own = row[content]
+            j = int(content[np.argmax(own)])
             best = float(row[j])
             if len(stops) and float(row[stops].max()) >= best - stop_margin:
                 continue
-            if best >= min_cosine:
-                out.append(self.terms[j])
+            if best < min_cosine:
+                continue
+            if min_csls is not None:
+                near = float(np.partition(own, len(own) - k)[-k:].mean())
+                if 2 * best - near - float(hub[j]) < min_csls:
+                    continue
+            out.append(self.terms[j])
         return list(dict.fromkeys(out))
+
+
+def hubness(vectors: Vectors, stop: np.ndarray, k: int = HUB_K, block: int = 1024) -> np.ndarray:
+    """Each content row's mean cosine to its ``k`` nearest other content rows (how crowded
+    the catalog's vocabulary is around it); 0 for stop rows. In blocks of rows, so a
+    6,000-word lexicon never holds its whole similarity matrix."""
+    out = np.zeros(len(vectors), dtype=np.float32)
+    content = np.flatnonzero(~stop)
+    if len(content) < 2:
+        return out
+    kk = min(k, len(content) - 1)
+    own = np.ascontiguousarray(vectors[content], dtype=np.float32)
+    for start in range(0, len(own), block):
+        sims = own[start : start + block] @ own.T
+        rows = np.arange(len(sims))
+        sims[rows, rows + start] = -np.inf  # not itself
+        out[content[start : start + block]] = np.partition(sims, -kk, axis=1)[:, -kk:].mean(1)
+    return out
 
 
 def catalog_words(texts: Sequence[str], df: Mapping[str, int], limit: int) -> dict[str, str]:
@@ -145,7 +189,7 @@ def build_lexicon(texts: Sequence[str], df: Mapping[str, int], embedder: Embedde
         ]
     )
     flags = np.array([False] * len(own) + [True] * len(stop), dtype=bool)
-    return Lexicon((*own, *stop), (*by_term, *stop), flags, vectors)
+    return Lexicon((*own, *stop), (*by_term, *stop), flags, vectors, hubness(vectors, flags))
 
 
 def request_words(text: str, df: Mapping[str, int], limit: int = REQUEST_WORDS) -> list[str]:
@@ -221,9 +265,8 @@ def lexicon_of(blob: bytes, dim: int) -> Lexicon | None:
         vectors = np.frombuffer(blob, dtype="<f4", offset=8 + size).reshape(rows, dim)
     except (ValueError, KeyError, TypeError, IndexError):
         return None
-    return Lexicon(
-        tuple(words_), tuple(terms_), np.array(stop, dtype=bool), vectors.astype(np.float32)
-    )
+    flags, rows_ = np.array(stop, dtype=bool), vectors.astype(np.float32)
+    return Lexicon(tuple(words_), tuple(terms_), flags, rows_, hubness(rows_, flags))
 
 
 def _kept(store: Any, model_id: str, dim: int, generation: int) -> Lexicon | None:
@@ -338,6 +381,7 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
         _WORD_VECTORS.of(retriever.embedder, own),
         MATCH_COSINE if min_cosine is None else min_cosine,
         stop_margin=STOP_MARGIN,
+        min_csls=MIN_CSLS,
     )
     if not carried:
         return query
