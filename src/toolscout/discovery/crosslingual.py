@@ -27,7 +27,9 @@ particles and endings) is left out.
 A store that keeps derived state (SQLite) keeps the lexicon beside the catalog, per
 generation, model and version of this module (:func:`kept_key`): a new process reads it
 instead of encoding the catalog's words again (seconds to a minute) on its first
-carried-over request. What is kept is read as data only (a JSON header and the float
+carried-over request. A write to the catalog (indexing) starts building the new
+generation's lexicon at once, in the background (:func:`prepare`), so no request waits.
+What is kept is read as data only (a JSON header and the float
 vectors); anything not exactly that shape is built again.
 
 With an encoder that does not read other languages (the English default) nothing here
@@ -312,6 +314,32 @@ class _Lexicons:
 
 
 _LEXICONS = _Lexicons()
+
+
+def prepare(catalog: Any) -> threading.Thread | None:
+    """After a write to ``catalog`` (a :class:`~toolscout.discovery.catalog.Catalog`), with
+    an encoder that reads other languages: build the lexicon of its new generation on a
+    background thread and keep it in the store, so the first carried-over request of this
+    process or of the next one (a server opening the catalog ``toolscout index`` wrote)
+    reads it instead of waiting seconds to a minute for it. The thread is one of the
+    catalog's background keeps (its ``close`` waits for it). None when nothing here runs
+    (the English default, lexical or dense search off)."""
+    if not coverage.may_lead(catalog.settings, catalog.embedder):
+        return None
+    retriever = catalog.retriever()
+
+    def job() -> None:
+        try:
+            df, _ = retriever.store.document_frequency()
+            _LEXICONS.get(retriever, df)
+        except Exception:  # a cache: a request builds it again
+            return
+
+    thread = threading.Thread(target=job, name="toolscout-lexicon", daemon=False)
+    with catalog._keeping_lock:
+        catalog._keeping.append(thread)
+    thread.start()
+    return thread
 
 
 class _WordVectors:
