@@ -149,7 +149,7 @@ def non_english_mean(by_request: Mapping[str, Mapping[str, float]], source: str)
 
 
 #: the bridge's constants a grid sets (discovery/crosslingual.py), in a grid key's order
-KNOBS = ("MATCH_COSINE", "MERGE", "STOP_MARGIN", "MIN_CSLS")
+KNOBS = ("MATCH_COSINE", "MERGE", "STOP_MARGIN", "MIN_CSLS", "MIN_CSLS_UNSPACED")
 #: MIN_CSLS in a grid key when the hubness test is off (no CSLS score is this low)
 NO_CSLS = -9.0
 Key = tuple[float, ...]
@@ -161,8 +161,8 @@ def _label(key: Key) -> str:
 
 def _fewest_changes(v: Key) -> tuple[float, ...]:
     """A tie-break: the highest cosine, no merge, the widest stop margin, the highest CSLS
-    floor (the fewest words carried over, the fewest retrievals)."""
-    return v[0], -v[1], v[2], v[3]
+    floors (the fewest words carried over, the fewest retrievals)."""
+    return v[0], -v[1], v[2], v[3], v[4]
 
 
 def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], base: Key) -> dict[str, Any]:
@@ -189,7 +189,7 @@ def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], base: Key) -> dic
 def _set(module: Any, knob: str, value: float) -> None:
     if knob == "MERGE":
         setattr(module, knob, bool(value))
-    elif knob == "MIN_CSLS":
+    elif knob.startswith("MIN_CSLS"):
         setattr(module, knob, None if value <= NO_CSLS else float(value))
     else:
         setattr(module, knob, float(value))
@@ -338,7 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for flag, what in (
         ("merge", "merge flags (0, 1)"),
         ("stop-margin", "stop-word margins"),
-        ("csls", f"CSLS floors ({NO_CSLS:g}: none)"),
+        ("csls", f"CSLS floors, other scripts ({NO_CSLS:g}: none)"),
+        ("csls-unspaced", f"CSLS floors, Han and Kana ({NO_CSLS:g}: none)"),
     ):
         parser.add_argument(
             f"--bridge-{flag}",
@@ -376,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.bridge_merge or [float(cl.MERGE)],
                 args.bridge_stop_margin or [cl.STOP_MARGIN],
                 args.bridge_csls or [NO_CSLS if cl.MIN_CSLS is None else cl.MIN_CSLS],
+                args.bridge_csls_unspaced
+                or [NO_CSLS if cl.MIN_CSLS_UNSPACED is None else cl.MIN_CSLS_UNSPACED],
             ]
             command = command_line("benchmarks/multilingual.py", args_in)
 

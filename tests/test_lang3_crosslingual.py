@@ -63,12 +63,14 @@ def test_a_word_near_a_crowd_of_catalog_words_is_not_carried_over() -> None:
     assert lexicon.carry(words, min_cosine=0.5, min_csls=1.0) == ["alone"]
 
 
-def test_the_shipped_floor_drops_function_words_and_keeps_translations(
+def test_the_shipped_floor_drops_character_pairs_cut_across_words(
     e5: MultilingualE5Embedder,
 ) -> None:
-    """With the shipped constants, French and German articles (nearest to the catalog's
-    ``one``) carry nothing over, while ``météo`` and ``Wetter`` still bring ``weather``."""
-    assert crosslingual.MIN_CSLS is not None
+    """With the shipped floor for Han and Kana, Chinese character pairs cut across two words
+    (``份城`` of 份/城里, ``的清`` of 的/清单, ``下纽`` of 一下/纽约), which the cosine alone
+    carries over to crowded catalog words, carry nothing; real words still do. Latin-script
+    words have no floor (the rule before it)."""
+    assert crosslingual.MIN_CSLS_UNSPACED is not None and crosslingual.MIN_CSLS is None
     texts = [
         "Weather forecast for one city by day",
         "Book a taxi to an address in a city",
@@ -82,17 +84,29 @@ def test_the_shipped_floor_drops_function_words_and_keeps_translations(
         "Create calendar events and reminders",
         "Random cat pictures and facts",
         "Stock prices and market data for a company",
+        "Local services and shops near you",
+        "List every holiday of a country",
     ]
     df: dict[str, int] = {}
     for text in texts:
         for term in set(terms(text)):
             df[term] = df.get(term, 0) + 1
     lexicon = build_lexicon(texts, df, e5)
-    plain = lexicon.carry(e5.embed(["une", "eine"]), stop_margin=crosslingual.STOP_MARGIN)
-    assert plain  # carried over by the cosine alone (the rule before the floor)
-    floor = crosslingual.MIN_CSLS
-    assert lexicon.carry(e5.embed(["une", "eine"]), min_csls=floor) == []
-    assert lexicon.carry(e5.embed(["météo", "Wetter"]), min_csls=floor) == ["weather"]
+    floor = crosslingual.MIN_CSLS_UNSPACED
+    cut = e5.embed(["份城", "的清", "下纽"])
+    assert len(lexicon.carry(cut)) >= 2  # the cosine alone
+    assert lexicon.carry(cut, min_csls=floor) == []
+    assert lexicon.carry(e5.embed(["天气", "新闻", "猫咪"]), min_csls=floor) == [
+        "weather",
+        "news",
+        "cat",
+    ]
+    assert [crosslingual._unspaced(w) for w in ("天气", "ニュース", "météo", "wetter")] == [
+        True,
+        True,
+        False,
+        False,
+    ]
 
 
 def test_writing_the_catalog_builds_and_keeps_its_word_list_before_any_request(

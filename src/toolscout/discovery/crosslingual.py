@@ -66,13 +66,18 @@ if TYPE_CHECKING:
 MATCH_COSINE = 0.84
 #: a request word is left out when a stop word is within this of its nearest content word
 STOP_MARGIN = 0.0
-#: a request word is carried over only when its nearest catalog word also stands out from
-#: the crowd: ``2 cos - r_word - r_catalog_word`` (CSLS, the hubness correction of
-#: bilingual lexicon induction: ``r`` is a word's mean cosine to its :data:`HUB_K` nearest
-#: catalog words) at least this. Short function words (``une``, ``der``, ``uma``) and
-#: CJK character pairs cut across words (``份城``) sit near many catalog words at once and
-#: are nearest to "hub" words (``one``, ``local``, ``etc``); a translation stands out
-#: (``prix`` -> ``prices``). ``None``: no such test (the plain cosine alone)
+#: a word of a script written without spaces (Han, Kana: the Chinese and Japanese pieces of
+#: :func:`request_words`) is carried over only when its nearest catalog word also stands
+#: out from the crowd: ``2 cos - r_word - r_catalog_word`` (CSLS, the hubness correction
+#: of bilingual lexicon induction: ``r`` is a word's mean cosine to its :data:`HUB_K`
+#: nearest catalog words) at least this. Character pairs cut across two words (``份城``)
+#: sit near many catalog words at once, nearest to "hub" words (``local``, ``one``); a
+#: translation stands out (``天气`` -> ``weather``). Fitted on one half of the multilingual
+#: set and checked on the other, both ways (docs/benchmarks.md, "This round (h/lang3,
+#: round ten)"); None: no such test
+MIN_CSLS_UNSPACED: float | None = 0.04
+#: the same floor for words of other scripts (Latin: French, German, Spanish, Portuguese);
+#: None, the cosine alone (the two halves of the set disagreed on any floor)
 MIN_CSLS: float | None = None
 #: neighbours in the hubness correction's mean (the usual choice of CSLS)
 HUB_K = 10
@@ -113,14 +118,15 @@ class Lexicon:
         vectors: Vectors,
         min_cosine: float = MATCH_COSINE,
         stop_margin: float = 0.0,
-        min_csls: float | None = None,
+        min_csls: float | Sequence[float | None] | None = None,
     ) -> list[str]:
         """The term of the catalog word nearest to each of ``vectors`` (request words) when
         it is at least ``min_cosine`` close and more than ``stop_margin`` closer than the
         nearest stop word (a word nearest to a stop word brings nothing: ``le``, ``の``; with
         a margin, neither does one almost as near, ``une`` -> ``one``), and with
         ``min_csls``, when the pair's hubness-corrected score (:data:`MIN_CSLS`) is at least
-        that; in request order, each term once."""
+        that (one floor, or one per row of ``vectors``; None: no floor); in request order,
+        each term once."""
         content = np.flatnonzero(~self.stop)
         if not len(vectors) or not len(content):
             return []
@@ -128,8 +134,9 @@ class Lexicon:
         stops = np.flatnonzero(self.stop)
         hub = self.hub if self.hub is not None else hubness(self.vectors, self.stop)
         k = min(HUB_K, len(content))
+        floors = list(min_csls) if isinstance(min_csls, Sequence) else [min_csls] * len(vectors)
         out: list[str] = []
-        for row in sims:
+        for row, floor in zip(sims, floors, strict=True):
             own = row[content]
             j = int(content[np.argmax(own)])
             best = float(row[j])
@@ -137,9 +144,9 @@ class Lexicon:
                 continue
             if best < min_cosine:
                 continue
-            if min_csls is not None:
+            if floor is not None:
                 near = float(np.partition(own, len(own) - k)[-k:].mean())
-                if 2 * best - near - float(hub[j]) < min_csls:
+                if 2 * best - near - float(hub[j]) < floor:
                     continue
             out.append(self.terms[j])
         return list(dict.fromkeys(out))
@@ -207,6 +214,11 @@ def request_words(text: str, df: Mapping[str, int], limit: int = REQUEST_WORDS) 
             continue
         out.append(w)
     return list(dict.fromkeys(out))[:limit]
+
+
+def _unspaced(word: str) -> bool:
+    """Whether ``word`` is a piece of a script written without spaces (Han, Kana)."""
+    return bool(_HAN_RE.search(word) or _KATAKANA_RE.search(word))
 
 
 def _unspaced_words(chunk: str) -> list[str]:
@@ -409,7 +421,7 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
         _WORD_VECTORS.of(retriever.embedder, own),
         MATCH_COSINE if min_cosine is None else min_cosine,
         stop_margin=STOP_MARGIN,
-        min_csls=MIN_CSLS,
+        min_csls=[MIN_CSLS_UNSPACED if _unspaced(w) else MIN_CSLS for w in own],
     )
     if not carried:
         return query
