@@ -1,13 +1,13 @@
 """Recall@5 per language: dev-set requests and their translations, default vs multilingual.
 
-``benchmarks/multilingual/queries.jsonl`` holds 75 requests from two dev sets (metatool,
+``benchmarks/multilingual/queries.jsonl`` holds 150 requests from two dev sets (metatool,
 toolalpaca) in English and translated into French, German, Spanish, Portuguese,
 Japanese and Chinese, gold unchanged (its README says how it was made). Each dev set's
 catalog (``--bench``/<set>/tools.jsonl, as ``toolscout eval`` reads it) is indexed once
 per embedder; every language's requests then run through the product default (the
 ``hybrid`` strategy) and through dense retrieval alone. Prints a table and writes JSON,
 with each language's gap to English and a 90% interval of it (a paired bootstrap over
-the original requests: one request is 0.013 of 75).
+the original requests: one request is 0.007 of 150).
 
     PYTHONPATH=src .venv/bin/python benchmarks/multilingual.py
 """
@@ -149,7 +149,9 @@ def non_english_mean(by_request: Mapping[str, Mapping[str, float]], source: str)
 
 
 #: the bridge's constants a grid sets (discovery/crosslingual.py), in a grid key's order
-KNOBS = ("MATCH_COSINE", "MERGE", "STOP_MARGIN")
+KNOBS = ("MATCH_COSINE", "MERGE", "STOP_MARGIN", "MIN_CSLS", "MIN_CSLS_UNSPACED")
+#: MIN_CSLS in a grid key when the hubness test is off (no CSLS score is this low)
+NO_CSLS = -9.0
 Key = tuple[float, ...]
 
 
@@ -158,61 +160,76 @@ def _label(key: Key) -> str:
 
 
 def _fewest_changes(v: Key) -> tuple[float, ...]:
-    """A tie-break: the highest cosine, no merge, the widest stop margin (the fewest words
-    carried over, the fewest retrievals)."""
-    return v[0], -v[1], v[2]
+    """A tie-break: the highest cosine, no merge, the widest stop margin, the highest CSLS
+    floors (the fewest words carried over, the fewest retrievals)."""
+    return v[0], -v[1], v[2], v[3], v[4]
 
 
-def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], off: Key) -> dict[str, Any]:
+def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], base: Key) -> dict[str, Any]:
     """Two folds over the source sets: the constants (:data:`KNOBS`) with the best
     translated mean on one set's requests (ties: :func:`_fewest_changes`), and what they
-    give on the other's, against the bridge off (``off``)."""
+    give on the other's, against ``base`` (the constants shipped before the grid)."""
     sources = sorted({o.split(":", 1)[0] for by in grid.values() for o in by})
     folds: dict[str, Any] = {}
     for fitted in sources:
         scores = {value: non_english_mean(by, fitted) for value, by in grid.items()}
-        chosen = max(
-            scores, key=lambda v: (round(scores[v], 6), v[0], -v[1], -v[2], v[3], v[4], -v[5])
-        )
+        chosen = max(scores, key=lambda v: (round(scores[v], 6), *_fewest_changes(v)))
         for held in sources:
             if held == fitted:
                 continue
             folds[f"fit {fitted}, report {held}"] = {
                 "chosen": _label(chosen),
                 "fit_scores": {_label(v): round(x, 4) for v, x in sorted(scores.items())},
-                "held_off": round(non_english_mean(grid[off], held), 4),
+                "held_base": round(non_english_mean(grid[base], held), 4),
                 "held_chosen": round(non_english_mean(grid[chosen], held), 4),
             }
     return folds
 
 
+def _set(module: Any, knob: str, value: float) -> None:
+    if knob == "MERGE":
+        setattr(module, knob, bool(value))
+    elif knob.startswith("MIN_CSLS"):
+        setattr(module, knob, None if value <= NO_CSLS else float(value))
+    else:
+        setattr(module, knob, float(value))
+
+
 def run_grid(
-    bench: Path, cache: Path, limit: int | None, axes: Sequence[Sequence[float]]
+    bench: Path,
+    cache: Path,
+    limit: int | None,
+    axes: Sequence[Sequence[float]],
+    done: Any = None,
 ) -> dict[str, Any]:
     """The default (hybrid) strategy with the multilingual option at each combination of
-    the bridge's constants (``axes``, in :data:`KNOBS` order; first the bridge off: no word
-    carried over, as before it), per language and per request, and the fit."""
+    the bridge's constants (``axes``, in :data:`KNOBS` order; first the shipped ones), per
+    language and per request, and the fit; ``done(partial)`` after each combination (a run
+    cut short keeps what it measured)."""
     import itertools
 
     from toolscout.discovery import crosslingual
 
     shipped = tuple(getattr(crosslingual, k) for k in KNOBS)
-    off: Key = (OFF, *shipped[1:])
+    base: Key = tuple(NO_CSLS if v is None else float(v) for v in shipped)
     out: dict[str, Any] = {}
     grid: dict[Key, Any] = {}
+    values = [base, *(v for v in itertools.product(*axes) if tuple(v) != base)]
     try:
-        for value in [off, *itertools.product(*axes)]:
+        for value in values:
             for knob, v in zip(KNOBS, value, strict=True):
-                setattr(crosslingual, knob, type(getattr(crosslingual, knob))(v))
+                _set(crosslingual, knob, v)
             got = measure(bench, ["multilingual-e5-small"], cache, limit, ("hybrid",))
             res = got["multilingual-e5-small"]
-            grid[value] = res["per_request"]["hybrid"]
+            grid[tuple(value)] = res["per_request"]["hybrid"]
             out[_label(value)] = {k: res[k] for k in ("strategies", "gap_to_en", "seconds")}
             out[_label(value)]["per_request"] = res["per_request"]["hybrid"]
+            if done is not None:
+                done({"knobs": list(KNOBS), "values": out, "folds": fit(grid, base)})
     finally:
         for knob, v in zip(KNOBS, shipped, strict=True):
             setattr(crosslingual, knob, v)
-    return {"knobs": list(KNOBS), "values": out, "folds": fit(grid, off)}
+    return {"knobs": list(KNOBS), "values": out, "folds": fit(grid, base)}
 
 
 def latency(bench: Path, cache: Path, limit: int) -> dict[str, Any]:
@@ -316,9 +333,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=lambda text: [float(v) for v in text.split(",")],
         default=None,
         metavar="C1,C2,...",
-        help="fit the cross-lingual bridge's match cosine (two folds over the sets) instead",
+        help="fit the cross-lingual bridge's constants (two folds over the sets) instead",
     )
-    for flag, what in (("merge", "merge flags (0, 1)"), ("stop-margin", "stop-word margins")):
+    for flag, what in (
+        ("merge", "merge flags (0, 1)"),
+        ("stop-margin", "stop-word margins"),
+        ("csls", f"CSLS floors, other scripts ({NO_CSLS:g}: none)"),
+        ("csls-unspaced", f"CSLS floors, Han and Kana ({NO_CSLS:g}: none)"),
+    ):
         parser.add_argument(
             f"--bridge-{flag}",
             type=lambda text: [float(v) for v in text.split(",")],
@@ -354,11 +376,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.fit_bridge,
                 args.bridge_merge or [float(cl.MERGE)],
                 args.bridge_stop_margin or [cl.STOP_MARGIN],
+                args.bridge_csls or [NO_CSLS if cl.MIN_CSLS is None else cl.MIN_CSLS],
+                args.bridge_csls_unspaced
+                or [NO_CSLS if cl.MIN_CSLS_UNSPACED is None else cl.MIN_CSLS_UNSPACED],
             ]
-            fitted = run_grid(args.bench, cache, args.limit, axes)
-            print(json.dumps(fitted["folds"], indent=2))
             command = command_line("benchmarks/multilingual.py", args_in)
-            write_results(args.json, command, queries=str(QUERIES.relative_to(ROOT)), **fitted)
+
+            def done(partial: dict[str, Any]) -> None:
+                where = str(QUERIES.relative_to(ROOT))
+                write_results(args.json, command, queries=where, **partial)
+
+            fitted = run_grid(args.bench, cache, args.limit, axes, done)
+            print(json.dumps(fitted["folds"], indent=2))
             print(f"wrote {args.json}")
             return 0
         results = measure(args.bench, embedders, cache, args.limit, args.strategy or STRATEGIES)

@@ -27,7 +27,9 @@ particles and endings) is left out.
 A store that keeps derived state (SQLite) keeps the lexicon beside the catalog, per
 generation, model and version of this module (:func:`kept_key`): a new process reads it
 instead of encoding the catalog's words again (seconds to a minute) on its first
-carried-over request. What is kept is read as data only (a JSON header and the float
+carried-over request. A write to the catalog (indexing) starts building the new
+generation's lexicon at once, in the background (:func:`prepare`), so no request waits.
+What is kept is read as data only (a JSON header and the float
 vectors); anything not exactly that shape is built again.
 
 With an encoder that does not read other languages (the English default) nothing here
@@ -64,6 +66,21 @@ if TYPE_CHECKING:
 MATCH_COSINE = 0.84
 #: a request word is left out when a stop word is within this of its nearest content word
 STOP_MARGIN = 0.0
+#: a word of a script written without spaces (Han, Kana: the Chinese and Japanese pieces of
+#: :func:`request_words`) is carried over only when its nearest catalog word also stands
+#: out from the crowd: ``2 cos - r_word - r_catalog_word`` (CSLS, the hubness correction
+#: of bilingual lexicon induction: ``r`` is a word's mean cosine to its :data:`HUB_K`
+#: nearest catalog words) at least this. Character pairs cut across two words (``份城``)
+#: sit near many catalog words at once, nearest to "hub" words (``local``, ``one``); a
+#: translation stands out (``天气`` -> ``weather``). Fitted on one half of the multilingual
+#: set and checked on the other, both ways (docs/benchmarks.md, "This round (h/lang3,
+#: round ten)"); None: no such test
+MIN_CSLS_UNSPACED: float | None = 0.04
+#: the same floor for words of other scripts (Latin: French, German, Spanish, Portuguese);
+#: None, the cosine alone (the two halves of the set disagreed on any floor)
+MIN_CSLS: float | None = None
+#: neighbours in the hubness correction's mean (the usual choice of CSLS)
+HUB_K = 10
 #: rank a carried-over request by the better of its two readings per tool (the catalog's
 #: words and BM25, the dense path alone) rather than by the first alone
 MERGE = True
@@ -92,29 +109,65 @@ class Lexicon:
     terms: tuple[str, ...]
     stop: np.ndarray
     vectors: Vectors
+    #: each row's mean cosine to its :data:`HUB_K` nearest other content words (0 for stop
+    #: words), :func:`hubness`; None: worked out when first needed
+    hub: np.ndarray | None = None
 
     def carry(
-        self, vectors: Vectors, min_cosine: float = MATCH_COSINE, stop_margin: float = 0.0
+        self,
+        vectors: Vectors,
+        min_cosine: float = MATCH_COSINE,
+        stop_margin: float = 0.0,
+        min_csls: float | Sequence[float | None] | None = None,
     ) -> list[str]:
         """The term of the catalog word nearest to each of ``vectors`` (request words) when
         it is at least ``min_cosine`` close and more than ``stop_margin`` closer than the
         nearest stop word (a word nearest to a stop word brings nothing: ``le``, ``の``; with
-        a margin, neither does one almost as near, ``une`` -> ``one``); in request order,
+        a margin, neither does one almost as near, ``une`` -> ``one``), and with
+        ``min_csls``, when the pair's hubness-corrected score (:data:`MIN_CSLS`) is at least
+        that (one floor, or one per row of ``vectors``; None: no floor); in request order,
         each term once."""
         content = np.flatnonzero(~self.stop)
         if not len(vectors) or not len(content):
             return []
         sims = vectors @ self.vectors.T
         stops = np.flatnonzero(self.stop)
+        hub = self.hub if self.hub is not None else hubness(self.vectors, self.stop)
+        k = min(HUB_K, len(content))
+        floors = list(min_csls) if isinstance(min_csls, Sequence) else [min_csls] * len(vectors)
         out: list[str] = []
-        for row in sims:
-            j = int(content[np.argmax(row[content])])
+        for row, floor in zip(sims, floors, strict=True):
+            own = row[content]
+            j = int(content[np.argmax(own)])
             best = float(row[j])
             if len(stops) and float(row[stops].max()) >= best - stop_margin:
                 continue
-            if best >= min_cosine:
-                out.append(self.terms[j])
+            if best < min_cosine:
+                continue
+            if floor is not None:
+                near = float(np.partition(own, len(own) - k)[-k:].mean())
+                if 2 * best - near - float(hub[j]) < floor:
+                    continue
+            out.append(self.terms[j])
         return list(dict.fromkeys(out))
+
+
+def hubness(vectors: Vectors, stop: np.ndarray, k: int = HUB_K, block: int = 1024) -> np.ndarray:
+    """Each content row's mean cosine to its ``k`` nearest other content rows (how crowded
+    the catalog's vocabulary is around it); 0 for stop rows. In blocks of rows, so a
+    6,000-word lexicon never holds its whole similarity matrix."""
+    out = np.zeros(len(vectors), dtype=np.float32)
+    content = np.flatnonzero(~stop)
+    if len(content) < 2:
+        return out
+    kk = min(k, len(content) - 1)
+    own = np.ascontiguousarray(vectors[content], dtype=np.float32)
+    for start in range(0, len(own), block):
+        sims = own[start : start + block] @ own.T
+        rows = np.arange(len(sims))
+        sims[rows, rows + start] = -np.inf  # not itself
+        out[content[start : start + block]] = np.partition(sims, -kk, axis=1)[:, -kk:].mean(1)
+    return out
 
 
 def catalog_words(texts: Sequence[str], df: Mapping[str, int], limit: int) -> dict[str, str]:
@@ -145,7 +198,7 @@ def build_lexicon(texts: Sequence[str], df: Mapping[str, int], embedder: Embedde
         ]
     )
     flags = np.array([False] * len(own) + [True] * len(stop), dtype=bool)
-    return Lexicon((*own, *stop), (*by_term, *stop), flags, vectors)
+    return Lexicon((*own, *stop), (*by_term, *stop), flags, vectors, hubness(vectors, flags))
 
 
 def request_words(text: str, df: Mapping[str, int], limit: int = REQUEST_WORDS) -> list[str]:
@@ -161,6 +214,11 @@ def request_words(text: str, df: Mapping[str, int], limit: int = REQUEST_WORDS) 
             continue
         out.append(w)
     return list(dict.fromkeys(out))[:limit]
+
+
+def _unspaced(word: str) -> bool:
+    """Whether ``word`` is a piece of a script written without spaces (Han, Kana)."""
+    return bool(_HAN_RE.search(word) or _KATAKANA_RE.search(word))
 
 
 def _unspaced_words(chunk: str) -> list[str]:
@@ -221,9 +279,8 @@ def lexicon_of(blob: bytes, dim: int) -> Lexicon | None:
         vectors = np.frombuffer(blob, dtype="<f4", offset=8 + size).reshape(rows, dim)
     except (ValueError, KeyError, TypeError, IndexError):
         return None
-    return Lexicon(
-        tuple(words_), tuple(terms_), np.array(stop, dtype=bool), vectors.astype(np.float32)
-    )
+    flags, rows_ = np.array(stop, dtype=bool), vectors.astype(np.float32)
+    return Lexicon(tuple(words_), tuple(terms_), flags, rows_, hubness(rows_, flags))
 
 
 def _kept(store: Any, model_id: str, dim: int, generation: int) -> Lexicon | None:
@@ -269,6 +326,32 @@ class _Lexicons:
 
 
 _LEXICONS = _Lexicons()
+
+
+def prepare(catalog: Any) -> threading.Thread | None:
+    """After a write to ``catalog`` (a :class:`~toolscout.discovery.catalog.Catalog`), with
+    an encoder that reads other languages: build the lexicon of its new generation on a
+    background thread and keep it in the store, so the first carried-over request of this
+    process or of the next one (a server opening the catalog ``toolscout index`` wrote)
+    reads it instead of waiting seconds to a minute for it. The thread is one of the
+    catalog's background keeps (its ``close`` waits for it). None when nothing here runs
+    (the English default, lexical or dense search off)."""
+    if not coverage.may_lead(catalog.settings, catalog.embedder):
+        return None
+    retriever = catalog.retriever()
+
+    def job() -> None:
+        try:
+            df, _ = retriever.store.document_frequency()
+            _LEXICONS.get(retriever, df)
+        except Exception:  # a cache: a request builds it again
+            return
+
+    thread = threading.Thread(target=job, name="toolscout-lexicon", daemon=False)
+    with catalog._keeping_lock:
+        catalog._keeping.append(thread)
+    thread.start()
+    return thread
 
 
 class _WordVectors:
@@ -338,6 +421,7 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
         _WORD_VECTORS.of(retriever.embedder, own),
         MATCH_COSINE if min_cosine is None else min_cosine,
         stop_margin=STOP_MARGIN,
+        min_csls=[MIN_CSLS_UNSPACED if _unspaced(w) else MIN_CSLS for w in own],
     )
     if not carried:
         return query

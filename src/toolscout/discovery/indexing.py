@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from toolscout.cards import ToolSpec, check_unique, param_texts
+from toolscout.discovery import crosslingual
 from toolscout.discovery.calibrate import Calibration, stale
 from toolscout.discovery.lexical import encoder_text, terms, words
 from toolscout.discovery.search import CALIBRATION_META, PhraseIndex, Retriever
@@ -170,6 +171,8 @@ class Indexing:
             self.store.set_meta(EMBEDDER_META, model)  # what a later open embeds queries with
         self.refresh()
         calibration = self.calibrate(stats.added + stats.updated + stats.removed)
+        if stats.added + stats.updated + stats.removed:  # the new generation's word list
+            crosslingual.prepare(self)  # built in the background (multilingual encoders)
         found = (*warnings, *self._size_warnings(batch))
         return IndexReport(stats, time.perf_counter() - start, tuple(found), calibration.describe())
 

@@ -52,6 +52,7 @@ class MultilingualE5Embedder:
         self._threads = threads
         self._batch_size = batch_size
         self._lock = threading.Lock()
+        self._calls = threading.Lock()
         self._model: Any = None
 
     def load(self) -> None:
@@ -79,7 +80,12 @@ class MultilingualE5Embedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self._batch_size):
             chunk = [t if t.strip() else "." for t in texts[start : start + self._batch_size]]
-            # one text and a list take different paths in the engine; both give (n, dim)
-            got = np.asarray(model.query(chunk), dtype=np.float32).reshape(len(chunk), self.dim)
-            out[start : start + len(chunk)] = got
+            # one text and a list take different paths in the engine; both give (n, dim).
+            # One call at a time: the engine's buffers are the model's (a request and the
+            # word list built in the background, discovery/crosslingual.py, share it)
+            with self._calls:
+                got = model.query(chunk)
+            out[start : start + len(chunk)] = np.asarray(got, np.float32).reshape(
+                len(chunk), self.dim
+            )
         return normalise(out)
