@@ -71,6 +71,8 @@ def kind(argv: Sequence[str]) -> str:
         return "toolscout " + " ".join(words)
     if args[:2] == ["-m", "pytest"]:
         return "pytest (controller)"
+    if "multiprocessing" in text:
+        return "multiprocessing child (serve --workers)"
     if "exec(eval(sys.stdin.readline()))" in text:
         return "pytest worker (xdist)"
     if args[:1] == ["-c"]:
