@@ -16,7 +16,6 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from toolscout.errors import ToolscoutError
 
@@ -492,6 +491,8 @@ def _check_entitled(catalog: Any, principal: Any) -> None:
 
 
 def _print_shortlist(result: Any) -> None:
+    from rich.table import Table  # the other commands print no table
+
     table = Table(show_edge=False, pad_edge=False)
     for col in ("#", "tool", "score", "lexical", "dense", "note"):
         table.add_column(
