@@ -107,6 +107,42 @@ def test_a_command_imports_only_its_own_module(db: Path) -> None:
     assert all(f" {c} " in text for c in ("lint", "report", "serve", "mcp"))
 
 
+def test_a_command_that_asks_no_query_loads_no_model_ahead(db: Path, tmp_path: Path) -> None:
+    """``schema``, ``call`` and a re-index ask no query: opening the catalog does not start
+    loading the query encoder, the stemmer and the dense index on threads that the process
+    then waits for at its exit (0.1-0.2 s of CPU each, more where the model is loaded).
+    ``search`` still does (what the probe would see if they did)."""
+    from toolscout.gateway.auth import issue_token
+
+    probe = (
+        "import atexit, sys, threading; seen = []; start = threading.Thread.start\n"
+        "def spy(t): seen.append(t.name); start(t)\n"
+        "threading.Thread.start = spy\n"
+        "atexit.register(lambda: print('toolscout-prefetch' in seen,\n"
+        "                              'snowballstemmer' in sys.modules))\n"
+        "from toolscout.cli import main; main(sys.argv[1:])"
+    )
+    copy = tmp_path / "mini.db"
+    copy.write_bytes(db.read_bytes())
+    key = "a-test-secret-of-at-least-32-bytes!"
+    token = issue_token(subject="alice", scopes=[], key=key)
+    args_ab = json.dumps({"a": 12, "b": 18})
+
+    def loaded(*args: str) -> str:
+        argv = [sys.executable, "-c", probe, *args, "--db", str(copy)]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.splitlines()[-1]
+
+    assert loaded("search", "greatest common divisor") == "True True"
+    for args in (
+        ("schema", "math.gcd"),
+        ("index", str(MINI)),
+        ("call", "math.gcd", "--dry-run", "--token", token, "--key", key, "--args", args_ab),
+    ):
+        assert loaded(*args) == "False False", args
+
+
 def test_bad_inputs_get_one_line_errors(db: Path, tmp_path: Path) -> None:
     assert_clean_error(run("index", str(tmp_path / "nope.jsonl"), db=db), "no such file")
     broken = tmp_path / "broken.jsonl"

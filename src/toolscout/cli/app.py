@@ -16,7 +16,6 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from toolscout.errors import ToolscoutError
 
@@ -111,10 +110,14 @@ def _shown(path: Path | str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _open(db: str | None, *, write: bool = False, embedder: str | None = None) -> Any:
+def _open(
+    db: str | None, *, write: bool = False, embedder: str | None = None, models: bool = True
+) -> Any:
     """A :class:`~toolscout.Toolscout` over the catalog at ``--db``, after checks that
     never change the file (cli/dbfile.py). Its audit log is in memory: these commands
-    execute nothing."""
+    execute nothing. ``models``: load the query encoder and the stemmer ahead, while the
+    catalog is read (a command that asks no query does not: the process would wait for
+    them at its exit)."""
     from toolscout.cli.dbfile import check_readable, check_writable
     from toolscout.discovery.catalog import Catalog
     from toolscout.service import Toolscout
@@ -123,16 +126,18 @@ def _open(db: str | None, *, write: bool = False, embedder: str | None = None) -
     if isinstance(path, Path) and _is_file(path):
         (check_writable if write else check_readable)(path)
     if embedder is None:
-        return Toolscout(Catalog.open(path))
+        return Toolscout(Catalog.open(path, prefetch=models))
     from toolscout.embed import make_embedder
 
-    return Toolscout(Catalog.open(path, embedder=make_embedder(embedder)))
+    return Toolscout(Catalog.open(path, embedder=make_embedder(embedder), prefetch=models))
 
 
 def _open_admin(db: str | None, key: str | None, embedder: str | None = None) -> Any:
     """A :class:`~toolscout.Toolscout` for administrative commands: the catalog at ``--db``
     and its real audit log (keyed by $TOOLSCOUT_AUDIT_KEY when set), verifying tokens
-    with ``key`` when given."""
+    with ``key`` when given. The encoder is not loaded ahead: these commands ask no query,
+    and ``index`` loads it when it has a text to embed (a re-index of unchanged tools
+    has none)."""
     from toolscout.cli.dbfile import check_writable
     from toolscout.service import Toolscout
     from toolscout.settings import Settings
@@ -140,7 +145,12 @@ def _open_admin(db: str | None, key: str | None, embedder: str | None = None) ->
     path = _db(db)
     if isinstance(path, Path) and _is_file(path):
         check_writable(path)
-    settings = Settings(db=path, jwt_key=key, audit_key=os.environ.get("TOOLSCOUT_AUDIT_KEY"))
+    settings = Settings(
+        db=path,
+        jwt_key=key,
+        audit_key=os.environ.get("TOOLSCOUT_AUDIT_KEY"),
+        prefetch_models=False,
+    )
     if embedder is None:
         return Toolscout.open(settings)
     from toolscout.embed import make_embedder
@@ -481,6 +491,8 @@ def _check_entitled(catalog: Any, principal: Any) -> None:
 
 
 def _print_shortlist(result: Any) -> None:
+    from rich.table import Table  # the other commands print no table
+
     table = Table(show_edge=False, pad_edge=False)
     for col in ("#", "tool", "score", "lexical", "dense", "note"):
         table.add_column(
@@ -530,7 +542,7 @@ def schema(
 
     _check_text(tool_id=tool_id, scopes=scopes, tenant=tenant, roles=roles)
     principal = Principal.of("cli", tenant, _split(scopes), _split(roles))
-    with _open(db) as ts:
+    with _open(db, models=False) as ts:
         rendered = ts.schema(principal, tool_id, fmt)
     out.print(json.dumps(rendered, indent=2, ensure_ascii=False), markup=False)
 

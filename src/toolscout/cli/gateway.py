@@ -184,7 +184,6 @@ def audit(
     the log disagrees with --expect-head.
     """
     from toolscout.gateway.audit import audit_path_for
-    from toolscout.gateway.audit_pg import read_database, verify_database
     from toolscout.gateway.audit_verify import Head, read_file, verify_file
     from toolscout.settings import default_db_path
     from toolscout.stores.dsn import is_dsn
@@ -218,6 +217,8 @@ def audit(
     if verify or head:
         try:
             if dsn is not None:
+                from toolscout.gateway.audit_pg import verify_database
+
                 result = verify_database(dsn, key=key, expected_head=expected)
             else:
                 result = verify_file(path, key=key, expected_head=expected)
@@ -248,6 +249,8 @@ def audit(
         _fail(f"no database at {path}")
     try:
         if dsn is not None:
+            from toolscout.gateway.audit_pg import read_database
+
             records = read_database(dsn, cutoff, subject, max(limit, 0) or None)
         else:
             records = read_file(path, since=cutoff, subject=subject, limit=max(limit, 0) or None)
@@ -384,7 +387,13 @@ def call(
     import os
 
     # the audit chain's HMAC key, when the deployment keys it (as `toolscout audit` does)
-    settings = Settings(db=path, log=False, audit_key=os.environ.get("TOOLSCOUT_AUDIT_KEY"))
+    # no query is asked: the encoder is not loaded ahead (the process would wait for it)
+    settings = Settings(
+        db=path,
+        log=False,
+        audit_key=os.environ.get("TOOLSCOUT_AUDIT_KEY"),
+        prefetch_models=False,
+    )
     # the tool may be named as the model saw it in any format, or by its id
     try:
         with Toolscout.open(settings, verifier=verifier, executors=executors) as service:
