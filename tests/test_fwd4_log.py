@@ -17,13 +17,17 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from _mcp_kit import APP, BIN
 from support import embedder, spec
 from toolscout import DryRunExecutor, Principal, Settings, Toolscout
 from toolscout.gateway.afterreply import AFTER_REPLY, AfterReply
+from toolscout.telemetry import log_writer
 from toolscout.telemetry.log import WRITE_BATCH, DiscoveryLog
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -101,6 +105,38 @@ def test_the_writer_is_woken_once_per_batch_and_writes_it_in_one_transaction(
     assert batches[1:] == [WRITE_BATCH, 10]  # a transaction holds WRITE_BATCH at most
     assert _count(tmp_path / "log.db") == 120 + WRITE_BATCH + 10
     log.close()
+
+
+def _owner_within(reader: DiscoveryLog, did: str, seconds: float) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = reader.owner(did)
+        if found is not None:
+            return found
+        time.sleep(0.01)
+    return None
+
+
+def test_a_discovery_is_written_without_gathering_for_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The call that links to a discovery may come to another HTTP worker or replica at
+    once, which answers 404 for a discovery it cannot find: a discovery is written as soon
+    as the writer can, whatever the gathering; calls still gather."""
+    monkeypatch.setattr(log_writer, "GATHER_S", 60.0)
+    path = tmp_path / "log.db"
+    writer, reader = DiscoveryLog(path), DiscoveryLog(path)
+    try:
+        _record(writer, 3, "gathered")
+        did = writer.record_discovery("alice", "acme", "refund my order", ["a"], 0.9, 1.0)
+        assert _owner_within(reader, did, 30.0) == ("alice", "acme")
+        assert _count(path) == 3  # the calls held before it went with it
+        _record(writer, 2, "later")
+        assert _count(path) == 3  # these gather (60 s here)
+    finally:
+        writer.close()
+        reader.close()
+    assert _count(path) == 5
 
 
 def test_the_log_commits_as_the_store_and_the_audit_log_do(tmp_path: Path) -> None:
