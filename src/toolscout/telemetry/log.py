@@ -280,8 +280,8 @@ class DiscoveryLog(HeldWrites, LogReads):
         return digest.hexdigest()[:32]
 
     # -- writing (the thread, the batches: telemetry/log_writer.py) ------------------
-    def _put(self, template: str, params: tuple[Any, ...], *, urgent: bool = False) -> None:
-        if not self._hold(self._render(template), params, urgent=urgent):
+    def _put(self, template: str, params: tuple[Any, ...]) -> None:
+        if not self._hold(self._render(template), params):
             return
         self._writes += 1
         if self.retention_days is not None and self._writes % 1000 == 0:
@@ -325,7 +325,6 @@ class DiscoveryLog(HeldWrites, LogReads):
                 int(low or not shown),
                 latency_ms,
             ),
-            urgent=True,  # a call linking to it may come to another process at once
         )
         return did
 

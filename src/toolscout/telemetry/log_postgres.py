@@ -116,8 +116,6 @@ class PostgresDiscoveryLog(DiscoveryLog):
     """:class:`DiscoveryLog` in a PostgreSQL database that several replicas share."""
 
     dialect: ClassVar[Dialect] = POSTGRES
-    shared: ClassVar[bool] = True
-    owner_wait_s: ClassVar[float] = 0.25
 
     def __init__(
         self,

@@ -22,10 +22,13 @@ _DISCOVERY_ID = re.compile(r"[0-9a-f]{32}")
 class LogReads:
     """The log's queries; the class that mixes them in runs the statements (``_rows``)."""
 
-    #: other processes write to the same log (an unknown discovery may be theirs, in flight)
-    shared: ClassVar[bool] = False
-    #: how long ``owner`` waits for a discovery another process may still be writing
-    owner_wait_s: ClassVar[float] = 0.0
+    #: other processes may write to the same log (HTTP workers, replicas, a gateway beside
+    #: the CLI): an unknown discovery may be theirs, still held by their writer
+    shared: ClassVar[bool] = True
+    #: how long ``owner`` waits for a discovery another process may still be writing (four
+    #: of its writer's gathers, ``log_writer.GATHER_S``); this process's own are written
+    #: before any read, so only an id no process wrote waits this long
+    owner_wait_s: ClassVar[float] = 1.0
 
     def _rows(self, template: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """The rows ``template`` selects (the log's, once what is queued is written)."""

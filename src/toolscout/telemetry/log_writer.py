@@ -5,8 +5,9 @@ the writer thread is woken only by the first record after it emptied them; it le
 records gather for :data:`GATHER_S` (cut short by a full batch or ``close``), then
 writes all it holds, :data:`WRITE_BATCH` statements a transaction. A steady stream of
 requests so wakes the thread, and hands it the interpreter, once a batch, not once a
-record, and a request never waits for it. A discovery does not gather: the call that
-links to it may come to another process (an HTTP worker, a replica), which must find it.
+record, and a request never waits for it. A call or feedback that links to a discovery
+another process (an HTTP worker, a replica) may still hold is looked up again for a while
+(``owner_wait_s`` in ``log_reads.py``).
 
 Records are taken only under the log's ``_lock`` and written before it is released, so
 whoever takes the lock next and finds nothing held knows that every record appended
@@ -80,11 +81,8 @@ class HeldWrites:
         self._closed = False
         self._thread: threading.Thread | None = None
 
-    def _hold(self, sql: str, params: tuple[Any, ...], *, urgent: bool = False) -> bool:
-        """Hold one statement for the writer; False when it was dropped (closed, or full).
-
-        ``urgent``: written without gathering (a discovery: another process answering
-        the call that links to it, an HTTP worker or a replica, reads it at once)."""
+    def _hold(self, sql: str, params: tuple[Any, ...]) -> bool:
+        """Hold one statement for the writer; False when it was dropped (closed, or full)."""
         if self._thread is None:
             if self._closed:
                 return False  # a record after close: nowhere to write it
@@ -96,7 +94,7 @@ class HeldWrites:
         n = len(held)
         if n == 1:
             self._wake.set()
-        if urgent or n >= WRITE_BATCH:
+        if n >= WRITE_BATCH:
             self._full.set()
         return True
 
