@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from support import embedder, spec
+from support import embedder
+from test_crosslingual import JA, TOOLS, e5  # noqa: F401  (e5: a fixture)
 from toolscout.discovery import crosslingual
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.crosslingual import Lexicon, build_lexicon, hubness, prepare
@@ -17,19 +18,6 @@ from toolscout.discovery.lexical import terms
 from toolscout.discovery.search import parse_query
 from toolscout.embed.e5 import MultilingualE5Embedder
 from toolscout.stores.sqlite import SQLiteStore
-
-TOOLS = [
-    spec("weather.forecast", "Weather forecast for a city, by day."),
-    spec("cabs.book_taxi", "Book a taxi to an address in a city."),
-    spec("mail.send_email", "Send an email to a recipient."),
-    spec("music.san_francisco_concerts", "Concerts in San Francisco."),
-]
-JA = "San Francisco の明日の天気予報を教えてください"
-
-
-@pytest.fixture(scope="module")
-def e5() -> MultilingualE5Embedder:
-    return MultilingualE5Embedder()
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -64,7 +52,7 @@ def test_a_word_near_a_crowd_of_catalog_words_is_not_carried_over() -> None:
 
 
 def test_the_shipped_floor_drops_character_pairs_cut_across_words(
-    e5: MultilingualE5Embedder,
+    e5: MultilingualE5Embedder,  # noqa: F811
 ) -> None:
     """With the shipped floor for Han and Kana, Chinese character pairs cut across two words
     (``份城`` of 份/城里, ``的清`` of 的/清单, ``下纽`` of 一下/纽约), which the cosine alone
@@ -110,7 +98,9 @@ def test_the_shipped_floor_drops_character_pairs_cut_across_words(
 
 
 def test_writing_the_catalog_builds_and_keeps_its_word_list_before_any_request(
-    e5: MultilingualE5Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    e5: MultilingualE5Embedder,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Indexing with the multilingual encoder builds the new generation's word list in the
     background and keeps it (the catalog's close waits for it): a new process's first
