@@ -36,6 +36,29 @@ def card_embedder() -> Embedder:
     return with_vector_cache(embedder())
 
 
+class CountingEmbedder:
+    """A real embedder (by default :func:`embedder`) that records what it is asked to
+    encode: every text (``texts``) and every call (``calls``: ``"embed N"``)."""
+
+    def __init__(self, inner: Any = None) -> None:
+        self.inner = inner if inner is not None else embedder()
+        self.texts: list[str] = []
+        self.calls: list[str] = []
+
+    @property
+    def model_id(self) -> str:
+        return str(self.inner.model_id)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    def embed(self, texts: Any) -> Any:
+        self.texts.extend(texts)
+        self.calls.append(f"embed {len(texts)}")
+        return self.inner.embed(texts)
+
+
 def spec(tool_id: str, summary: str = "Does a thing.", **kw: Any) -> ToolSpec:
     return make_spec({"id": tool_id, "summary": summary, **kw})
 

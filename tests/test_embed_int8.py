@@ -4,16 +4,15 @@ the server's embedder (embed.server_embedder)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from support import CountingEmbedder as Counting
 from support import embedder, spec
 from toolscout.discovery.catalog import Catalog
 from toolscout.embed import QUERY_ENCODER_ENV, server_embedder
-from toolscout.embed.base import Vectors
 from toolscout.embed.coalesce import CoalescingEmbedder
 from toolscout.embed.minilm import MODEL_SHA256, MiniLMEmbedder, default_model_path
 from toolscout.embed.quantise import CACHE_ENV, model_cache_dir, quantised_model
@@ -38,26 +37,6 @@ def int8_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def int8(int8_cache: Path) -> MiniLMEmbedder:
     return MiniLMEmbedder(spin_wait=False, quantised=True, model_cache=int8_cache)
-
-
-class Counting:
-    """A real embedder that counts the texts it was asked for."""
-
-    def __init__(self, inner: MiniLMEmbedder) -> None:
-        self.inner = inner
-        self.texts: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        self.texts.extend(texts)
-        return self.inner.embed(texts)
 
 
 def test_the_int8_graph_is_made_once_from_the_shipped_file(

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from support import embedder, spec
+from support import CountingEmbedder, embedder, spec
 from toolscout.discovery import parts, queryvectors
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.parts import request_parts
@@ -82,27 +82,7 @@ def test_a_span_past_the_models_length_is_not_read() -> None:
     assert not rows[2].any()
 
 
-class _Counted:
-    """The real model, its encoder calls recorded; ``spans`` off hides the capability."""
-
-    def __init__(self, inner: MiniLMEmbedder) -> None:
-        self.inner = inner
-        self.calls: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        self.calls.append(f"embed {len(texts)}")
-        return self.inner.embed(texts)
-
-
-class _CountedSpans(_Counted):
+class _CountedSpans(CountingEmbedder):
     def embed_spans(
         self, text: str, spans: Sequence[tuple[int, int]]
     ) -> tuple[Vectors, list[bool]]:
@@ -147,7 +127,7 @@ def test_without_the_capability_each_part_is_encoded_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _pooling(monkeypatch)
-    emb = _Counted(embedder())
+    emb = CountingEmbedder(embedder())
     assert span_embedder(emb) is None
     _discover(tmp_path, emb, [LONG])
     assert emb.calls == [f"embed {1 + len(request_parts(LONG))}"]

@@ -2,38 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from support import embedder, spec
+from support import CountingEmbedder as Counting
+from support import spec
 from toolscout.discovery import skip
 from toolscout.discovery.catalog import Catalog
-from toolscout.embed.base import Vectors
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
 from toolscout.stores.base import Hits
-
-
-class Counting:
-    """The real model, counting the texts it is asked to encode."""
-
-    def __init__(self) -> None:
-        self.inner = embedder()
-        self.texts: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        self.texts.extend(texts)
-        return self.inner.embed(texts)
 
 
 def test_the_margin_reads_bm25s_first_two_scores() -> None:
