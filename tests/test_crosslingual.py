@@ -230,13 +230,8 @@ def test_a_merge_keeps_each_tool_at_its_better_reading(monkeypatch: pytest.Monke
     assert got.confidence == 0.6 and not got.low_confidence and got.lexical_ids == ["a"]
 
 
-def test_a_new_process_reads_the_kept_lexicon_instead_of_encoding_the_catalog_again(
-    tmp_path: Path, e5: MultilingualE5Embedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The lexicon is kept beside the catalog per generation: another process (another
-    catalog object, with nothing in memory) reads it instead of encoding the catalog's
-    words on its first carried-over request; a catalog write, or a kept blob that is not
-    exactly a lexicon, means building it again."""
+def watch_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per lexicon built from the catalog's words from now on."""
     built: list[int] = []
     real = crosslingual.build_lexicon
 
@@ -245,6 +240,17 @@ def test_a_new_process_reads_the_kept_lexicon_instead_of_encoding_the_catalog_ag
         return real(*args)
 
     monkeypatch.setattr(crosslingual, "build_lexicon", counted)
+    return built
+
+
+def test_a_new_process_reads_the_kept_lexicon_instead_of_encoding_the_catalog_again(
+    tmp_path: Path, e5: MultilingualE5Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lexicon is kept beside the catalog per generation: another process (another
+    catalog object, with nothing in memory) reads it instead of encoding the catalog's
+    words on its first carried-over request; a catalog write, or a kept blob that is not
+    exactly a lexicon, means building it again."""
+    built = watch_builds(monkeypatch)
     db = tmp_path / "c.db"
 
     def carried() -> tuple[str, ...]:

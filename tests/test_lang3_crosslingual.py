@@ -4,13 +4,12 @@ over, and the word list built when the catalog is written, not on the first requ
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from support import embedder
-from test_crosslingual import JA, TOOLS, e5  # noqa: F401  (e5: a fixture)
+from test_crosslingual import JA, TOOLS, e5, watch_builds  # noqa: F401  (e5: a fixture)
 from toolscout.discovery import crosslingual
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.crosslingual import Lexicon, build_lexicon, hubness, prepare
@@ -105,14 +104,7 @@ def test_writing_the_catalog_builds_and_keeps_its_word_list_before_any_request(
     """Indexing with the multilingual encoder builds the new generation's word list in the
     background and keeps it (the catalog's close waits for it): a new process's first
     carried-over request reads it and builds nothing."""
-    built: list[int] = []
-    real = crosslingual.build_lexicon
-
-    def counted(*args: Any) -> Any:
-        built.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(crosslingual, "build_lexicon", counted)
+    built = watch_builds(monkeypatch)
     db = tmp_path / "c.db"
     with Catalog.open(db, embedder=e5, log=False) as cat:
         cat.add(TOOLS)
