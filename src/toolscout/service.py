@@ -288,7 +288,7 @@ class Toolscout:
             raise UnknownToolError(str(tool_id))
         log = self.catalog.log
         # without a discovery log (an in-memory catalog) no discovery is known to speak for
-        if log is None or log.owner(discovery_id) != (principal.subject, principal.tenant):
+        if log is None or not self._made_by(principal, discovery_id):
             raise UnknownDiscoveryError(str(discovery_id))
         log.record_feedback(
             discovery_id, resolved, subject=principal.subject, tenant=principal.tenant
@@ -323,7 +323,7 @@ class Toolscout:
         Every check of the gateway runs and every attempt is audited; a refusal or a
         failure comes back as a result with ``status`` and ``reason``, not an exception.
         """
-        if discovery_id is not None and not self._owns_discovery(caller, discovery_id):
+        if discovery_id is not None and not await self._owns_discovery(caller, discovery_id):
             # another caller's discovery (or an unknown one) names nothing for this call and
             # is never recorded against (the HTTP API answers it with 404, as feedback does)
             discovery_id = None
@@ -357,19 +357,37 @@ class Toolscout:
                 record()
         return result
 
-    def _owns_discovery(self, caller: Caller, discovery_id: str) -> bool:
+    async def _owns_discovery(self, caller: Caller, discovery_id: str) -> bool:
         """Was ``discovery_id`` made by this caller? (A caller whose token fails is left to
-        the gateway, which refuses and audits it.)"""
+        the gateway, which refuses and audits it.)
+
+        A discovery this process made is answered from memory: no read of the log, which
+        would also write what the log holds. Any other id is looked up in the log off the
+        event loop: on a shared log an unknown id is asked again for up to a second
+        (``LogReads.owner``), and the MCP gateway's other requests must not wait for it."""
         try:
             principal = self.principal(caller)
         except GatewayError:
             return True
-        log = self.catalog.log
-        if log is None:
-            with self._lock:
-                seen = self._seen.get(discovery_id)
-            return seen is not None and seen.key[:2] == (principal.subject, principal.tenant)
-        return log.owner(discovery_id) == (principal.subject, principal.tenant)
+        mine = self._remembered_owner(discovery_id)
+        if mine is not None:
+            return mine == (principal.subject, principal.tenant)
+        if self.catalog.log is None:
+            return False
+        return await asyncio.to_thread(self._made_by, principal, discovery_id)
+
+    def _remembered_owner(self, discovery_id: str) -> tuple[str, str] | None:
+        """(subject, tenant) of a discovery this process made and still remembers."""
+        with self._lock:
+            seen = self._seen.get(discovery_id)
+        return None if seen is None else (seen.key[0], seen.key[1])
+
+    def _made_by(self, principal: Principal, discovery_id: str) -> bool:
+        """Was ``discovery_id`` made by ``principal``: from memory, else from the log."""
+        owner = self._remembered_owner(discovery_id)
+        if owner is None and self.catalog.log is not None:
+            owner = self.catalog.log.owner(discovery_id)
+        return owner == (principal.subject, principal.tenant)
 
     def bind(self, tool_ids: Iterable[str], executor: Executor) -> None:
         """Make ``executor`` run ``tool_ids`` in this service's gateway.
