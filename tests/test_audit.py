@@ -13,7 +13,8 @@ import pytest
 
 from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from toolscout.errors import ArgumentError, ConfigError, StoreError
-from toolscout.gateway.audit import GENESIS, AuditLog, _row_hash, args_digest, canonical_json
+from toolscout.gateway.audit import GENESIS, AuditLog, args_digest, canonical_json
+from toolscout.gateway.audit_rows import _row_hash
 from toolscout.gateway.audit_verify import Head, verify_file
 
 

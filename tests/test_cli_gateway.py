@@ -122,7 +122,7 @@ def test_audit_lists_filters_and_verifies(tmp_path: Path) -> None:
 def test_audit_verify_of_a_rechained_unkeyed_log_does_not_say_intact(tmp_path: Path) -> None:
     """Someone who can write an unkeyed log rewrites a row and recomputes every hash:
     the chain holds, and --verify says it cannot prove anything (it said "intact")."""
-    from toolscout.gateway.audit import _row_hash
+    from toolscout.gateway.audit_rows import _row_hash
 
     db = tmp_path / "toolscout.db"
     _fill(db)

@@ -26,7 +26,8 @@ from datetime import datetime
 from typing import Any
 
 from toolscout.errors import StoreError
-from toolscout.gateway.audit import AuditLog, AuditRecord, _key_bytes, _read
+from toolscout.gateway.audit import AuditLog
+from toolscout.gateway.audit_rows import AuditRecord, _key_bytes, _read
 from toolscout.gateway.audit_verify import Head, Verification, _judged, _verify
 from toolscout.stores.dsn import redact
 from toolscout.stores.pgsession import PgSession

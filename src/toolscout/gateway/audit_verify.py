@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from toolscout.errors import ConfigError, StoreError
-from toolscout.gateway.audit import (
+from toolscout.gateway.audit_rows import (
     _COLUMNS,
     GENESIS,
     TRIGGERS,
