@@ -1,4 +1,9 @@
-"""Retrieval over entitled cards: lexical + dense, fused; exact hits; reformulation; selection.
+"""Retrieval over entitled cards: lexical + dense, fused; exact hits; reformulation.
+
+The :class:`Retriever` runs one request (its parts, its reformulations) through both
+lists and the learned ranker; what a request is and the names it mentions verbatim are
+in :mod:`~toolscout.discovery.query`, how candidates' scores are fused and the shortlist
+selected in :mod:`~toolscout.discovery.fusion`.
 
 Every function here is plain: it takes the store, the embedder, the query and
 the allowed ids, and returns ids with scores. Nothing here reads schemas.
@@ -9,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -22,23 +27,30 @@ from toolscout.discovery.calibrate import (
     LEAD,
     PLATT,
     Calibration,
-    FieldTerms,
     Ranker,
     calibrate,
-    idf_of,
 )
-from toolscout.discovery.focus import focus
+from toolscout.discovery.fusion import ADAPT_SHIFT as ADAPT_SHIFT
+from toolscout.discovery.fusion import DEDUPE_YIELD as DEDUPE_YIELD
+from toolscout.discovery.fusion import LEARNED_WEIGHT as LEARNED_WEIGHT
+from toolscout.discovery.fusion import NEAR_DUPLICATE_COSINE as NEAR_DUPLICATE_COSINE
+from toolscout.discovery.fusion import VOTE_SATURATION as VOTE_SATURATION
+from toolscout.discovery.fusion import Candidate as Candidate
+from toolscout.discovery.fusion import Retrieval as Retrieval
+from toolscout.discovery.fusion import _add_votes as _add_votes
+from toolscout.discovery.fusion import _confidence as _confidence
+from toolscout.discovery.fusion import _dense_weight as _dense_weight
+from toolscout.discovery.fusion import _fuse as _fuse
+from toolscout.discovery.fusion import keep_list_firsts as keep_list_firsts
+from toolscout.discovery.fusion import select as select
+from toolscout.discovery.fusion import vote as vote
+from toolscout.discovery.fusion import within_budget as within_budget
 from toolscout.discovery.gates import step_on
 from toolscout.discovery.intents import IntentSplitter, interleave, split_intents
 from toolscout.discovery.lexical import (
-    STOPWORDS,
-    identifiers,
-    phrase_key,
-    stem,
     terms,
-    words,
 )
-from toolscout.discovery.orders import ORDER_MARGIN, SHAPES, choose, covered
+from toolscout.discovery.orders import ORDER_MARGIN, SHAPES, choose
 from toolscout.discovery.parts import (
     COVER_CONFIDENCE,
     PartRanking,
@@ -47,6 +59,10 @@ from toolscout.discovery.parts import (
     parts_disagree,
     request_parts,
 )
+from toolscout.discovery.query import PhraseIndex as PhraseIndex
+from toolscout.discovery.query import Query as Query
+from toolscout.discovery.query import parse_query as parse_query
+from toolscout.discovery.query import prune_frequent as prune_frequent
 from toolscout.discovery.queryvectors import QUERY_EMBED_WORDS as QUERY_EMBED_WORDS
 from toolscout.discovery.queryvectors import QUERY_VECTOR_CACHE as QUERY_VECTOR_CACHE
 from toolscout.discovery.queryvectors import cached, encoded, pools_pieces
@@ -65,19 +81,10 @@ from toolscout.stores.base import (
     learned_kind,
 )
 
-#: a query term found in more than this share of documents is dropped (when others remain)
-FREQUENT_TERM_SHARE = 0.08
-#: ... and, in large catalogs, one found in more than this many documents: BM25 cost grows
-#: with the posting lists it walks, so this bounds lexical latency at 100k tools
-FREQUENT_TERM_MAX_DOCS = 1000
-#: the longest name or alias phrase looked for verbatim in a query, in words
-MAX_PHRASE_WORDS = 8
 #: how many past queries vote; their vote weighs as much as they agree (the share of the
-#: vote its favourite tool got), times this cap
+#: vote its favourite tool got), times ``fusion.LEARNED_WEIGHT``
 LEARNED_NEIGHBOURS = 40
-LEARNED_WEIGHT = 1.0
-#: the summed sim**3 at which the vote is fully trusted (e.g. one past query at cosine 0.8)
-VOTE_SATURATION = 0.5
+
 #: BM25 weight of each lexical field (a name hit says most, a parameter hit least)
 FIELD_WEIGHTS: Mapping[str, float] = {
     "name": 4.0,
@@ -87,13 +94,6 @@ FIELD_WEIGHTS: Mapping[str, float] = {
     "params": 0.6,
     "learned": 1.5,
 }
-#: the most dense weight adaptive fusion moves to lexical
-ADAPT_SHIFT = 0.1
-#: two tools whose card vectors are at least this close are near-duplicates
-NEAR_DUPLICATE_COSINE = 0.97
-#: a near-duplicate gives way only to a distinct tool scoring at least this share of its
-#: score: chosen on data (leave-one-set-out, with calibrate.BLEND, by benchmarks/quality.py)
-DEDUPE_YIELD = 0.5
 #: the store meta key the catalog's calibration is kept under
 CALIBRATION_META = "calibration"
 
@@ -102,237 +102,6 @@ class Reformulator(Protocol):
     """A pluggable query rewriter (an LLM, a thesaurus...). Returns extra query texts."""
 
     def rewrite(self, query: str) -> Sequence[str]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    text: str
-    terms: tuple[str, ...]
-    dropped: tuple[str, ...]
-    identifiers: tuple[str, ...]
-
-
-@dataclass(slots=True)
-class Candidate:
-    id: str
-    lexical: float = 0.0  # BM25 normalised to [0, 1] within this query
-    dense: float = 0.0  # cosine
-    fused: float = 0.0
-    exact: str = ""  # "", "name", "id" or "alias": why it is guaranteed
-    needed_by: str = ""  # the shortlisted tool this one finds an identifier for
-
-    def rescored(self, fused: float) -> Candidate:
-        """This candidate with another fused score: ``replace(self, fused=fused)`` without
-        ``replace``'s field-by-field introspection (every field above is passed)."""
-        return Candidate(self.id, self.lexical, self.dense, fused, self.exact, self.needed_by)
-
-
-@dataclass(slots=True)
-class Retrieval:
-    candidates: list[Candidate]
-    confidence: float
-    low_confidence: bool
-    dense_weight: float
-    reformulations: list[str] = field(default_factory=list)
-    lexical_ids: list[str] = field(default_factory=list)
-    dense_ids: list[str] = field(default_factory=list)
-    #: the tasks the request was split into (one: a single-intent request)
-    intents: list[str] = field(default_factory=list)
-    #: the parts a long request was read in (discovery/parts.py; none: read whole)
-    parts: list[str] = field(default_factory=list)
-
-
-def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchSettings) -> Query:
-    """Validate and normalise a query; very frequent terms are pruned."""
-    if not isinstance(text, str) or not text.strip():
-        raise QueryError("the query is empty")
-    if len(text) > settings.max_request_chars:
-        raise QueryError(
-            f"the query is {len(text)} characters long; the limit is {settings.max_request_chars}"
-        )
-    # a lone surrogate (a JSON "\ud800" escape) cannot be encoded, stored or embedded
-    text = focus(text.encode("utf-8", "replace").decode("utf-8"), settings.max_query_chars)
-    kept, dropped = prune_frequent(list(dict.fromkeys(terms(text))), df, n_docs)
-    return Query(text.strip(), kept, dropped, tuple(identifiers(text)))
-
-
-def prune_frequent(
-    all_terms: Sequence[str], df: Mapping[str, int], n_docs: int
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A request's terms split into those kept and those pruned as too frequent in the
-    catalog to tell its tools apart; never pruned to nothing (its rarest terms stay)."""
-    cutoff = min(max(FREQUENT_TERM_SHARE * n_docs, 50), FREQUENT_TERM_MAX_DOCS)
-    kept = [t for t in all_terms if df.get(t, 0) <= cutoff]
-    if not kept:  # never prune a query to nothing: keep its rarest terms
-        kept = sorted(all_terms, key=lambda t: df.get(t, 0))[:3]
-    return tuple(kept), tuple(t for t in all_terms if t not in kept)
-
-
-class PhraseIndex:
-    """Names, ids and aliases under their canonical form, for the exact-hit guarantee.
-
-    A name or id written as an identifier (``find_order``, ``findOrder``,
-    ``orders.find_order``) is always a mention. Written as plain words ("find
-    order"), a phrase counts only when it carries at least two content words, so
-    everyday phrases such as "help me" do not trigger a tool called ``help_me``.
-    """
-
-    def __init__(self, specs: Sequence[ToolSpec], df: Mapping[str, int]) -> None:
-        # the learned ranker's per-tool field terms, and the stored calibration, ride along:
-        # this index is rebuilt whenever the catalog changes, and so are they
-        self.fields = FieldTerms.of(spec.card for spec in specs)
-        self.idf = idf_of(df, len(specs))
-        self.calibration: Calibration | None = None
-        self.calibration_read = False
-        self.phrases: dict[str, list[tuple[str, str]]] = {}
-        self.identifiers: dict[str, list[tuple[str, str]]] = {}
-        for spec in specs:
-            card = spec.card
-            for why, raw in (("id", card.id), ("name", card.name)):
-                self._add(self.identifiers, phrase_key(raw), card.id, why)
-                if _content_words(raw) >= 2 or _rare_single_word(raw, df):
-                    self._add(self.phrases, phrase_key(raw), card.id, why)
-            for alias in card.aliases:
-                if _content_words(alias) >= 2:
-                    self._add(self.phrases, phrase_key(alias), card.id, "alias")
-        #: the first word of every phrase: a request's other words start no mention
-        self.starts = frozenset(key.split(" ", 1)[0] for key in self.phrases)
-
-    @staticmethod
-    def _add(table: dict[str, list[tuple[str, str]]], key: str, tool_id: str, why: str) -> None:
-        if not key or len(key.split()) > MAX_PHRASE_WORDS:
-            return
-        bucket = table.setdefault(key, [])
-        if all(t != tool_id for t, _ in bucket):
-            bucket.append((tool_id, why))
-
-    def find(self, text: str, allowed: Set[str]) -> dict[str, str]:
-        """Tool ids mentioned verbatim in ``text`` (entitled ones only), with why."""
-        found: dict[str, str] = {}
-
-        def take(entries: Sequence[tuple[str, str]]) -> None:
-            for tool_id, why in entries:
-                if tool_id in allowed and tool_id not in found:
-                    found[tool_id] = why
-
-        for token in identifiers(text):
-            take(self.identifiers.get(phrase_key(token), ()))
-        tokens = words(text)
-        starts = [i for i, w in enumerate(tokens) if w in self.starts]
-        for n in range(1, MAX_PHRASE_WORDS + 1):  # shortest first: the order mentions are found in
-            for i in starts:
-                if i + n <= len(tokens):
-                    take(self.phrases.get(" ".join(tokens[i : i + n]), ()))
-        return found
-
-
-def _content_words(text: str) -> int:
-    return sum(1 for w in words(text) if w not in STOPWORDS and not w.isdigit())
-
-
-def _rare_single_word(text: str, df: Mapping[str, int]) -> bool:
-    """A one-word name is a mention only when the word is long and rare in the catalog."""
-    ws = words(text)
-    if len(ws) != 1 or len(ws[0]) < 4 or ws[0] in STOPWORDS:
-        return False
-    return df.get(stem(ws[0]), 0) <= 3
-
-
-def _dense_weight(query: Query, lex: Hits, settings: SearchSettings) -> float:
-    """Lean towards lexical when one tool clearly wins on BM25 (a rare exact term matched).
-
-    The lexical margin ``(s1 - s2) / s1`` measures how sure BM25 is; a clear
-    winner moves up to ``ADAPT_SHIFT`` of the weight from dense to lexical.
-    """
-    w = settings.dense_weight
-    if not settings.adaptive_fusion or not settings.lexical or len(lex.scores) < 2:
-        return w
-    if lex.scores[0] <= 0:
-        return w
-    margin = (lex.scores[0] - lex.scores[1]) / lex.scores[0]
-    return max(w - ADAPT_SHIFT * min(margin / 0.5, 1.0), 0.0)
-
-
-def _fuse(lex: Hits, dense: Hits, weight: float, settings: SearchSettings) -> list[Candidate]:
-    cands: dict[str, Candidate] = {}
-    top_lex = lex.scores[0] if lex.scores else 0.0
-    for tid, s in zip(lex.ids, lex.scores, strict=True):
-        cands[tid] = Candidate(tid, lexical=s / top_lex if top_lex > 0 else 0.0)
-    for tid, s in zip(dense.ids, dense.scores, strict=True):
-        cands.setdefault(tid, Candidate(tid)).dense = s
-    if settings.fusion == "rrf":
-        lex_rank = {t: r for r, t in enumerate(lex.ids)}
-        dense_rank = {t: r for r, t in enumerate(dense.ids)}
-        for c in cands.values():
-            c.fused = (1 - weight) * _rrf(lex_rank.get(c.id)) + weight * _rrf(dense_rank.get(c.id))
-    else:
-        lo = min(dense.scores) if dense.scores else 0.0
-        hi = max(dense.scores) if dense.scores else 1.0
-        span = hi - lo if hi > lo else 1.0
-        for c in cands.values():
-            dn = (c.dense - lo) / span if dense.scores else 0.0
-            c.fused = weight * dn + (1 - weight) * c.lexical
-    return sorted(cands.values(), key=lambda c: (-c.fused, c.id))
-
-
-def vote(neighbours: Sequence[tuple[str, float]]) -> Hits:
-    """Tools ranked by a nearest-neighbour vote: each neighbour adds sim**3 to its tool."""
-    votes: dict[str, float] = {}
-    for tid, sim in neighbours:
-        votes[tid] = votes.get(tid, 0.0) + max(sim, 0.0) ** 3
-    ranked = sorted(votes.items(), key=lambda kv: -kv[1])
-    return Hits([t for t, _ in ranked], [v for _, v in ranked])
-
-
-def _add_votes(cands: list[Candidate], votes: Hits) -> None:
-    """Blend the usage-history vote into the fused scores (in place, re-sorted)."""
-    if not votes.ids:
-        return
-    top = votes.scores[0] or 1.0
-    by_id = {c.id: c for c in cands}
-    for tid in votes.ids:
-        if tid not in by_id:
-            by_id[tid] = Candidate(tid)
-            cands.append(by_id[tid])
-    share = {tid: v / top for tid, v in zip(votes.ids, votes.scores, strict=True)}
-    # trust the vote as far as the neighbours agree (all for one tool, not spread over
-    # many) and are close (sim**3 summed: a few near-paraphrases, not many distant queries)
-    agreement = top / (sum(votes.scores) or 1.0)
-    weight = LEARNED_WEIGHT * agreement * min(top / VOTE_SATURATION, 1.0)
-    for c in cands:
-        c.fused = (1 - weight) * c.fused + weight * share.get(c.id, 0.0)
-    cands.sort(key=lambda c: (-c.fused, c.id))
-
-
-def keep_list_firsts(out: Retrieval, at: int) -> list[Candidate]:
-    """The coverage rule (``SearchSettings.ranker_cover``): the final order of a retrieval
-    with the first hit of its BM25 list and of its dense list within the first ``at``
-    places (:func:`orders.covered`); a moved candidate scores just under the one before it."""
-    cands = out.candidates
-    where = {c.id: i for i, c in enumerate(cands)}
-    firsts = [where[ids[0]] for ids in (out.lexical_ids, out.dense_ids) if ids and ids[0] in where]
-    order, _ = covered(range(len(cands)), [c.fused for c in cands], firsts, at)
-    moved = {i for i in order[:at] if i >= at}
-    new: list[Candidate] = []
-    for i in order:
-        c = cands[i]
-        new.append(c.rescored(new[-1].fused * (1 - 1e-6)) if i in moved and new else c)
-    return new
-
-
-def _rrf(rank: int | None, k: int = 60) -> float:
-    return 0.0 if rank is None else 1.0 / (k + rank + 1)
-
-
-def _confidence(cands: Sequence[Candidate], dense_on: bool) -> float:
-    """The heuristic confidence of the fixed fusions (the learned one has a calibrated one)."""
-    if not cands:
-        return 0.0
-    top = cands[0]
-    if dense_on:
-        # MiniLM cosines: ~0.15 unrelated, >= 0.6 a clear paraphrase
-        return float(min(max((top.dense - 0.15) / 0.45, 0.0), 1.0))
-    return float(min(top.lexical, 1.0) * (1.0 if len(cands) < 2 else 1 - 0.5 * cands[1].lexical))
 
 
 _POOL: list[ThreadPoolExecutor] = []
@@ -702,77 +471,3 @@ class Retriever:
         second.reformulations = notes
         second.lexical_ids, second.dense_ids = first.lexical_ids, first.dense_ids
         return second
-
-
-def select(
-    candidates: Sequence[Candidate],
-    exact: Mapping[str, str],
-    k: int,
-    *,
-    dedupe: bool,
-    card_vectors: Callable[[Sequence[str]], Mapping[str, Vector]] | None,
-    token_cost: Callable[[str], int] | None = None,
-    token_budget: int | None = None,
-    dedupe_yield: float = DEDUPE_YIELD,
-) -> list[Candidate]:
-    """Top-``k``: exact hits first, then by fused score, near-duplicates pushed back.
-
-    A near-duplicate of a tool already chosen is pushed back only when a distinct
-    candidate further down scores at least ``dedupe_yield`` of its score: a copy the
-    ranker finds far likelier than anything else keeps its place.
-    """
-    by_id = {c.id: c for c in candidates}
-    forced = [by_id.get(t) or Candidate(t) for t in exact]
-    for c in forced:
-        c.exact = exact[c.id]
-    forced.sort(key=lambda c: -c.fused)
-    forced = forced[:k]
-    chosen = list(forced)
-    rest = [c for c in candidates if c.id not in exact]
-    vecs = (
-        card_vectors([c.id for c in rest[: 4 * k + 10]] + [c.id for c in forced])
-        if (dedupe and card_vectors is not None)
-        else {}
-    )
-
-    def copies(c: Candidate, of: Sequence[Candidate]) -> bool:
-        v = vecs.get(c.id)
-        return v is not None and any(
-            (w := vecs.get(s.id)) is not None and float(v @ w) >= NEAR_DUPLICATE_COSINE for s in of
-        )
-
-    deferred: list[Candidate] = []
-    for i, c in enumerate(rest):
-        if len(chosen) >= k:
-            break
-        if copies(c, chosen):
-            rival = next((d for d in rest[i + 1 :] if not copies(d, chosen)), None)
-            if rival is not None and rival.fused >= dedupe_yield * c.fused:
-                deferred.append(c)
-                continue
-        chosen.append(c)
-    for c in deferred:
-        if len(chosen) >= k:
-            break
-        chosen.append(c)
-    return within_budget(chosen, token_cost, token_budget)
-
-
-def within_budget(
-    chosen: Sequence[Candidate],
-    token_cost: Callable[[str], int] | None,
-    token_budget: int | None,
-) -> list[Candidate]:
-    """``chosen`` in order, leaving out each tool that would overflow ``token_budget``
-    (the first is always kept)."""
-    if token_budget is None or token_cost is None:
-        return list(chosen)
-    kept: list[Candidate] = []
-    used = 0
-    for c in chosen:
-        cost = token_cost(c.id)
-        if kept and used + cost > token_budget:
-            continue
-        kept.append(c)
-        used += cost
-    return kept

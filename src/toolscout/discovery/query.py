@@ -1,0 +1,134 @@
+"""A request as retrieval reads it, and the names it mentions verbatim.
+
+:func:`parse_query` validates a request, keeps the part that matters (``focus``) and
+splits it into terms, pruning those too frequent in the catalog to tell tools apart;
+:class:`PhraseIndex` finds the tool names, ids and aliases a request mentions verbatim,
+for the exact-hit guarantee (and carries the catalog's field terms and calibration, which
+are rebuilt whenever it is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
+
+from toolscout.cards import ToolSpec
+from toolscout.discovery.calibrate import Calibration, FieldTerms, idf_of
+from toolscout.discovery.focus import focus
+from toolscout.discovery.lexical import STOPWORDS, identifiers, phrase_key, stem, terms, words
+from toolscout.errors import QueryError
+from toolscout.settings import SearchSettings
+
+__all__ = ["Query", "PhraseIndex", "parse_query", "prune_frequent"]
+
+#: a query term found in more than this share of documents is dropped (when others remain)
+FREQUENT_TERM_SHARE = 0.08
+#: ... and, in large catalogs, one found in more than this many documents: BM25 cost grows
+#: with the posting lists it walks, so this bounds lexical latency at 100k tools
+FREQUENT_TERM_MAX_DOCS = 1000
+#: the longest name or alias phrase looked for verbatim in a query, in words
+MAX_PHRASE_WORDS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    text: str
+    terms: tuple[str, ...]
+    dropped: tuple[str, ...]
+    identifiers: tuple[str, ...]
+
+
+def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchSettings) -> Query:
+    """Validate and normalise a query; very frequent terms are pruned."""
+    if not isinstance(text, str) or not text.strip():
+        raise QueryError("the query is empty")
+    if len(text) > settings.max_request_chars:
+        raise QueryError(
+            f"the query is {len(text)} characters long; the limit is {settings.max_request_chars}"
+        )
+    # a lone surrogate (a JSON "\ud800" escape) cannot be encoded, stored or embedded
+    text = focus(text.encode("utf-8", "replace").decode("utf-8"), settings.max_query_chars)
+    kept, dropped = prune_frequent(list(dict.fromkeys(terms(text))), df, n_docs)
+    return Query(text.strip(), kept, dropped, tuple(identifiers(text)))
+
+
+def prune_frequent(
+    all_terms: Sequence[str], df: Mapping[str, int], n_docs: int
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A request's terms split into those kept and those pruned as too frequent in the
+    catalog to tell its tools apart; never pruned to nothing (its rarest terms stay)."""
+    cutoff = min(max(FREQUENT_TERM_SHARE * n_docs, 50), FREQUENT_TERM_MAX_DOCS)
+    kept = [t for t in all_terms if df.get(t, 0) <= cutoff]
+    if not kept:  # never prune a query to nothing: keep its rarest terms
+        kept = sorted(all_terms, key=lambda t: df.get(t, 0))[:3]
+    return tuple(kept), tuple(t for t in all_terms if t not in kept)
+
+
+class PhraseIndex:
+    """Names, ids and aliases under their canonical form, for the exact-hit guarantee.
+
+    A name or id written as an identifier (``find_order``, ``findOrder``,
+    ``orders.find_order``) is always a mention. Written as plain words ("find
+    order"), a phrase counts only when it carries at least two content words, so
+    everyday phrases such as "help me" do not trigger a tool called ``help_me``.
+    """
+
+    def __init__(self, specs: Sequence[ToolSpec], df: Mapping[str, int]) -> None:
+        # the learned ranker's per-tool field terms, and the stored calibration, ride along:
+        # this index is rebuilt whenever the catalog changes, and so are they
+        self.fields = FieldTerms.of(spec.card for spec in specs)
+        self.idf = idf_of(df, len(specs))
+        self.calibration: Calibration | None = None
+        self.calibration_read = False
+        self.phrases: dict[str, list[tuple[str, str]]] = {}
+        self.identifiers: dict[str, list[tuple[str, str]]] = {}
+        for spec in specs:
+            card = spec.card
+            for why, raw in (("id", card.id), ("name", card.name)):
+                self._add(self.identifiers, phrase_key(raw), card.id, why)
+                if _content_words(raw) >= 2 or _rare_single_word(raw, df):
+                    self._add(self.phrases, phrase_key(raw), card.id, why)
+            for alias in card.aliases:
+                if _content_words(alias) >= 2:
+                    self._add(self.phrases, phrase_key(alias), card.id, "alias")
+        #: the first word of every phrase: a request's other words start no mention
+        self.starts = frozenset(key.split(" ", 1)[0] for key in self.phrases)
+
+    @staticmethod
+    def _add(table: dict[str, list[tuple[str, str]]], key: str, tool_id: str, why: str) -> None:
+        if not key or len(key.split()) > MAX_PHRASE_WORDS:
+            return
+        bucket = table.setdefault(key, [])
+        if all(t != tool_id for t, _ in bucket):
+            bucket.append((tool_id, why))
+
+    def find(self, text: str, allowed: Set[str]) -> dict[str, str]:
+        """Tool ids mentioned verbatim in ``text`` (entitled ones only), with why."""
+        found: dict[str, str] = {}
+
+        def take(entries: Sequence[tuple[str, str]]) -> None:
+            for tool_id, why in entries:
+                if tool_id in allowed and tool_id not in found:
+                    found[tool_id] = why
+
+        for token in identifiers(text):
+            take(self.identifiers.get(phrase_key(token), ()))
+        tokens = words(text)
+        starts = [i for i, w in enumerate(tokens) if w in self.starts]
+        for n in range(1, MAX_PHRASE_WORDS + 1):  # shortest first: the order mentions are found in
+            for i in starts:
+                if i + n <= len(tokens):
+                    take(self.phrases.get(" ".join(tokens[i : i + n]), ()))
+        return found
+
+
+def _content_words(text: str) -> int:
+    return sum(1 for w in words(text) if w not in STOPWORDS and not w.isdigit())
+
+
+def _rare_single_word(text: str, df: Mapping[str, int]) -> bool:
+    """A one-word name is a mention only when the word is long and rare in the catalog."""
+    ws = words(text)
+    if len(ws) != 1 or len(ws[0]) < 4 or ws[0] in STOPWORDS:
+        return False
+    return df.get(stem(ws[0]), 0) <= 3
