@@ -65,6 +65,8 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Run:
         "MODES": " ".join(MODES),
         "XDG_DATA_HOME": str(tmp_path / "xdg"),
         "CONF_CACHE": os.environ.get("CONF_CACHE") or str(CACHE),
+        # the stdio sessions' gateways forked from one process that imported them
+        "STDIO_PYTHON": sys.executable,
     }
     env.pop("MODE", None)
     done = subprocess.run(
