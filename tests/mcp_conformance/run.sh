@@ -280,18 +280,35 @@ prime_catalog() {  # CONFIG MODE LOG
   grep -q "indexed 'conf'" "$3"
 }
 
+# the stored catalog of every mode's stdio gateways, indexed once (the catalog does not depend
+# on the listing mode): the first mode to need it indexes it, the others wait for it
+prime_once() {  # MODE
+  (
+    flock 8 || exit 1
+    [ -f "$WORK/catalog-primed.done" ] && exit 0
+    sed "s|\"db\": \":memory:\"|\"db\": \"$WORK/catalog-primed.db\"|" "$CFG" >"$WORK/gateway-prime.json"
+    log "stdio: indexing the stored catalog (a gateway in $1 mode)"
+    prime_catalog "$WORK/gateway-prime.json" "$1" "$OUT/logs/gateway-stdio-prime.log" \
+      && touch "$WORK/catalog-primed.done"
+  ) 8>"$WORK/catalog-primed.lock"
+}
+
 gateway_stdio() {  # MODE SUFFIX PORT_BRIDGE
   local mode=$1 sfx=$2 P_SG=$3
-  local SG_PID cfg=$CFG
+  local SG_PID cfg=$CFG f
   # (3) toolscout over stdio, bridged by supergateway --stateful
   if [ "$STDIO_DB" = stored ]; then
     # every session's gateway starts from a stored catalog, as a desktop client's does after
-    # its first start: one gateway indexes it first
+    # its first start: one gateway indexes it first, and each mode's gateways get a copy
     cfg="$WORK/gateway-stdio$sfx.json"
     sed "s|\"db\": \":memory:\"|\"db\": \"$WORK/catalog-stdio$sfx.db\"|" "$CFG" >"$cfg"
-    log "stdio ($mode): indexing the stored catalog"
-    prime_catalog "$cfg" "$mode" "$OUT/logs/gateway-stdio-prime$sfx.log" \
-      || log "WARNING: the stored catalog was not indexed (see $OUT/logs/gateway-stdio-prime$sfx.log)"
+    if prime_once "$mode"; then
+      for f in "$WORK"/catalog-primed.db "$WORK"/catalog-primed.db-wal; do
+        [ -f "$f" ] && cp "$f" "$WORK/catalog-stdio$sfx.db${f#"$WORK"/catalog-primed.db}"
+      done
+    else
+      log "WARNING: the stored catalog was not indexed (see $OUT/logs/gateway-stdio-prime.log)"
+    fi
   fi
   if [ -n "$STDIO_PYTHON" ]; then
     cat >"$WORK/gateway-stdio$sfx.sh" <<EOF
