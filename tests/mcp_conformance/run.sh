@@ -303,8 +303,9 @@ gateway_stdio() {  # MODE SUFFIX PORT_BRIDGE
     cfg="$WORK/gateway-stdio$sfx.json"
     sed "s|\"db\": \":memory:\"|\"db\": \"$WORK/catalog-stdio$sfx.db\"|" "$CFG" >"$cfg"
     if prime_once "$mode"; then
-      for f in "$WORK"/catalog-primed.db "$WORK"/catalog-primed.db-wal; do
-        [ -f "$f" ] && cp "$f" "$WORK/catalog-stdio$sfx.db${f#"$WORK"/catalog-primed.db}"
+      # the catalog file with its WAL and its dense index's files (not SQLite's shared memory)
+      for f in "$WORK"/catalog-primed.db*; do
+        [[ $f == *-shm ]] || cp "$f" "$WORK/catalog-stdio$sfx.db${f#"$WORK"/catalog-primed.db}"
       done
     else
       log "WARNING: the stored catalog was not indexed (see $OUT/logs/gateway-stdio-prime.log)"
