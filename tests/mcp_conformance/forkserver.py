@@ -106,7 +106,8 @@ def serve(path: str) -> dict[str, Any]:
                     return job
                 for fd in fds:
                     os.close(fd)
-                conn.send(json.dumps({"pid": pid}).encode())
+                with contextlib.suppress(OSError):  # a client gone already: its end shows next
+                    conn.send(json.dumps({"pid": pid}).encode())
                 conns[pid] = conn
                 sel.register(conn, selectors.EVENT_READ, pid)
             elif key.data == "child":
@@ -116,7 +117,8 @@ def serve(path: str) -> dict[str, Any]:
                 _reap(conns, sel)
             else:  # the client's connection: it sends nothing, so this is its end
                 pid = key.data
-                sel.unregister(key.fileobj)
+                with contextlib.suppress(KeyError, ValueError):  # reaped in this same round
+                    sel.unregister(key.fileobj)
                 if pid in conns:  # the client died before its gateway: as a group kill
                     _kill(pid, signal.SIGKILL)
 
