@@ -6,7 +6,10 @@ streamable HTTP and over stdio (bridged to HTTP by supergateway), in each listin
 mode. It installs Node 22 and its npm packages itself (npm is needed), into
 ``.ci/cache/conformance`` where later runs reuse them. It runs once for
 the module (``MODES="direct dynamic"``: one install, one baseline, the two modes side by
-side); each mode's test reads that mode's table.
+side); each mode's test reads that mode's table. Over stdio every session has a
+gateway process of its own, forked from one process that has imported the gateway
+(``STDIO_PYTHON``, ``tests/mcp_conformance/forkserver.py``): the same command line on the
+session's pipes, without the ~1 s of imports each of 66 cold starts spent.
 Every scenario the reference server passes alone must pass through the gateway,
 with one exception over stdio: ``dns-rebinding-protection`` POSTs ``initialize`` with
 ``Host: evil.example.com`` and expects a 4xx. Over stdio the HTTP endpoint is the
@@ -65,6 +68,8 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Run:
         "MODES": " ".join(MODES),
         "XDG_DATA_HOME": str(tmp_path / "xdg"),
         "CONF_CACHE": os.environ.get("CONF_CACHE") or str(CACHE),
+        # the stdio sessions' gateways forked from one process that imported them
+        "STDIO_PYTHON": sys.executable,
     }
     env.pop("MODE", None)
     done = subprocess.run(

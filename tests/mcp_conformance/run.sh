@@ -19,6 +19,10 @@
 #      every mode passes what the reference server passes alone);
 #      SG_IDLE_MS (default 30000): the stdio bridge closes a session (and its gateway process)
 #      that has had no request open for that long;
+#      STDIO_PYTHON=PYTHON: a Python that imports toolscout (the one TOOLSCOUT_EXECUTABLE runs):
+#      every stdio session's gateway is then forked from one process of it that has imported
+#      the gateway (forkserver.py), not started cold; each is still a process of its own,
+#      `python -m toolscout mcp serve ...` on the session's pipes (unset: TOOLSCOUT_EXECUTABLE);
 #      CONF_CACHE=DIR: keep the installs (Node 22 when the system's is older, the reference
 #      server's deps, the conformance CLI and supergateway) in DIR, under a key made of what
 #      is installed, and reuse them on later runs (without it they go in the temp dir).
@@ -43,6 +47,7 @@ CONF_TIMEOUT=${CONF_TIMEOUT:-900}
 SG_IDLE_MS=${SG_IDLE_MS:-30000}   # supergateway closes a stdio session idle this long (ms)
 STDIO_DB=${STDIO_DB:-stored}      # the stdio gateways' catalog: stored (indexed once) or memory (each indexes)
 CONF_JOBS=${CONF_JOBS:-1}         # stdio: scenarios run at once (1: the suite's own run, in order)
+STDIO_PYTHON=${STDIO_PYTHON:-}    # stdio: fork each session's gateway from one process of this Python
 MODE=${MODE:-direct}   # the gateway's listing mode: direct or dynamic
 MODES=${MODES:-$MODE}  # several modes (MODES="direct dynamic"): one install, one baseline
 read -r -a MODE_LIST <<<"$MODES"
@@ -157,6 +162,14 @@ EOF
 BINDLOCAL="--import=file://$WORK/bindlocal.mjs"
 
 # ---- 4. reference server -------------------------------------------------------------------------
+# the fork server of the stdio sessions' gateways (STDIO_PYTHON), in this run's directory: its
+# imports run while the reference server starts
+FORK_SOCK="$WORK/forkserver.sock"
+if [ -n "$STDIO_PYTHON" ]; then
+  log "starting the stdio gateways' fork server ($STDIO_PYTHON)"
+  start_bg "$OUT/logs/forkserver.log" "$STDIO_PYTHON" "$HERE/forkserver.py" serve "$FORK_SOCK" </dev/null
+  FORK_PID=$LAST_PID
+fi
 P_SRV=$(free_port)
 log "starting reference server on 127.0.0.1:$P_SRV"
 cd "$WORK/srv" || die "cd $WORK/srv"
@@ -267,23 +280,48 @@ prime_catalog() {  # CONFIG MODE LOG
   grep -q "indexed 'conf'" "$3"
 }
 
+# the stored catalog of every mode's stdio gateways, indexed once (the catalog does not depend
+# on the listing mode): the first mode to need it indexes it, the others wait for it
+prime_once() {  # MODE
+  (
+    flock 8 || exit 1
+    [ -f "$WORK/catalog-primed.done" ] && exit 0
+    sed "s|\"db\": \":memory:\"|\"db\": \"$WORK/catalog-primed.db\"|" "$CFG" >"$WORK/gateway-prime.json"
+    log "stdio: indexing the stored catalog (a gateway in $1 mode)"
+    prime_catalog "$WORK/gateway-prime.json" "$1" "$OUT/logs/gateway-stdio-prime.log" \
+      && touch "$WORK/catalog-primed.done"
+  ) 8>"$WORK/catalog-primed.lock"
+}
+
 gateway_stdio() {  # MODE SUFFIX PORT_BRIDGE
   local mode=$1 sfx=$2 P_SG=$3
-  local SG_PID cfg=$CFG
+  local SG_PID cfg=$CFG f
   # (3) toolscout over stdio, bridged by supergateway --stateful
   if [ "$STDIO_DB" = stored ]; then
     # every session's gateway starts from a stored catalog, as a desktop client's does after
-    # its first start: one gateway indexes it first
+    # its first start: one gateway indexes it first, and each mode's gateways get a copy
     cfg="$WORK/gateway-stdio$sfx.json"
     sed "s|\"db\": \":memory:\"|\"db\": \"$WORK/catalog-stdio$sfx.db\"|" "$CFG" >"$cfg"
-    log "stdio ($mode): indexing the stored catalog"
-    prime_catalog "$cfg" "$mode" "$OUT/logs/gateway-stdio-prime$sfx.log" \
-      || log "WARNING: the stored catalog was not indexed (see $OUT/logs/gateway-stdio-prime$sfx.log)"
+    if prime_once "$mode"; then
+      # the catalog file with its WAL and its dense index's files (not SQLite's shared memory)
+      for f in "$WORK"/catalog-primed.db*; do
+        [[ $f == *-shm ]] || cp "$f" "$WORK/catalog-stdio$sfx.db${f#"$WORK"/catalog-primed.db}"
+      done
+    else
+      log "WARNING: the stored catalog was not indexed (see $OUT/logs/gateway-stdio-prime.log)"
+    fi
   fi
-  cat >"$WORK/gateway-stdio$sfx.sh" <<EOF
+  if [ -n "$STDIO_PYTHON" ]; then
+    cat >"$WORK/gateway-stdio$sfx.sh" <<EOF
+#!/usr/bin/env bash
+exec "$STDIO_PYTHON" -I -S "$HERE/forkserver.py" connect "$FORK_SOCK" mcp serve --config "$cfg" --mode "$mode" 2>>"$OUT/logs/gateway-stdio-stderr$sfx.log"
+EOF
+  else
+    cat >"$WORK/gateway-stdio$sfx.sh" <<EOF
 #!/usr/bin/env bash
 exec "$TS" mcp serve --config "$cfg" --mode "$mode" 2>>"$OUT/logs/gateway-stdio-stderr$sfx.log"
 EOF
+  fi
   chmod +x "$WORK/gateway-stdio$sfx.sh"
   log "starting supergateway (stdio -> streamable HTTP, $mode) on 127.0.0.1:$P_SG"
   # a session is a gateway process (~0.4 GB); the suite never deletes its session, so an idle
@@ -302,6 +340,17 @@ EOF
   fi
   stop_bg "$SG_PID"
 }
+
+# the fork server (started with the reference server) is up
+if [ -n "$STDIO_PYTHON" ]; then
+  for ((i = 0; i < 600; i++)); do
+    grep -q "^forkserver: ready" "$OUT/logs/forkserver.log" && break
+    kill -0 "$FORK_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "^forkserver: ready" "$OUT/logs/forkserver.log" \
+    || die "the fork server did not come up (see $OUT/logs/forkserver.log)"
+fi
 
 # three ports a mode, taken here (not in the side-by-side subshells) and all different
 PORTS=()
