@@ -3,11 +3,12 @@
 Runs the command with a ``sitecustomize`` module on ``PYTHONPATH`` that makes every Python
 process started under it (pytest and its workers, the ``toolscout`` commands, gateways and
 servers the tests start, their Python upstreams) append one JSON line at its exit: its
-command line, its own CPU (user + system, without its children) and whether it had imported
-the MCP SDK. A process ended by SIGTERM writes its line first; one killed by SIGKILL, one
-that ends with ``os._exit`` or one started with an environment of its own (without this
-``PYTHONPATH``) writes none, and nothing else (node, PostgreSQL, shells) is counted: a
-cgroup around the command gives the whole CPU (docs/benchmarks.md, Test suite time).
+command line, its own CPU (user + system, without its children), whether it had imported
+the MCP SDK and whether it had built the token counter (imported tiktoken). A process
+ended by SIGTERM writes its line first; one killed by SIGKILL, one that ends with
+``os._exit`` or one started with an environment of its own (without this ``PYTHONPATH``)
+writes none, and nothing else (node, PostgreSQL, shells) is counted: a cgroup around the
+command gives the whole CPU (docs/benchmarks.md, Test suite time).
 Prints the kinds, the most CPU first.
 
     PYTHONPATH=src .venv/bin/python benchmarks/suite_processes.py -- \
@@ -38,7 +39,8 @@ if os.environ.get("{LOG_ENV}"):
     def _log(how):
         own = resource.getrusage(resource.RUSAGE_SELF)
         line = {{"pid": os.getpid(), "argv": list(getattr(sys, "orig_argv", sys.argv)),
-                 "cpu": own.ru_utime + own.ru_stime, "how": how, "mcp": "mcp" in sys.modules}}
+                 "cpu": own.ru_utime + own.ru_stime, "how": how, "mcp": "mcp" in sys.modules,
+                 "tiktoken": "tiktoken" in sys.modules}}
         with open(os.environ["{LOG_ENV}"], "a") as f:
             f.write(json.dumps(line) + "\\n")
 
@@ -89,13 +91,17 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         by[kind(row["argv"])].append(row)
     total = sum(r["cpu"] for r in rows)
     lines = [f"{len(rows)} Python processes, {total:.1f} s of their own CPU", ""]
-    lines.append("processes   CPU (s)   mean   SDK imported   ended by SIGTERM   kind")
+    lines.append(
+        "processes   CPU (s)   mean   SDK imported   token counter   ended by SIGTERM   kind"
+    )
     for name, group in sorted(by.items(), key=lambda kv: -sum(r["cpu"] for r in kv[1])):
         cpu = sum(r["cpu"] for r in group)
         sdk = sum(bool(r["mcp"]) for r in group)
+        counter = sum(bool(r.get("tiktoken")) for r in group)
         term = sum(r["how"] != "exit" for r in group)
         lines.append(
-            f"{len(group):9d} {cpu:9.1f} {cpu / len(group):6.2f} {sdk:14d} {term:18d}   {name}"
+            f"{len(group):9d} {cpu:9.1f} {cpu / len(group):6.2f} {sdk:14d} {counter:15d}"
+            f" {term:18d}   {name}"
         )
     return lines
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import http.server
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -119,3 +119,41 @@ def retrieved_both_ways(cat: Any, text: str) -> tuple[tuple[Any, Any], str]:
     direct = cat.retriever().run(query, ent.ids)
     staged, skipped = retrieve_or_skip(cat, query, ent, cat.settings)
     return (direct, staged), skipped
+
+
+def copy_catalog(template: Path, into: Path) -> Path:
+    """A stored SQLite catalog copied to ``into``: the file and what is kept beside it under
+    its name (its write-ahead log, the dense index's ``<name>.dense-*`` files, renamed to
+    ``into``'s name). A gateway or command started on the copy starts from a stored
+    catalog, as it would after a first start of its own."""
+    import shutil
+
+    into.parent.mkdir(parents=True, exist_ok=True)
+    names = (template.name, template.name + "-wal")
+    for path in template.parent.iterdir():
+        if path.name in names or path.name.startswith(template.name + ".dense-"):
+            shutil.copyfile(path, into.with_name(into.name + path.name[len(template.name) :]))
+    return into
+
+
+def made_once_per_run(factory: Any, name: str, build: Callable[[Path], None]) -> Path:
+    """``shared/NAME/`` in the directory every pytest-xdist worker of this run shares (the
+    process's own base in a serial run), filled by ``build`` once per run: the first
+    worker to get here builds it under a file lock, the others wait for it. A failed
+    build leaves no mark: the next one tries again (in an emptied directory)."""
+    import fcntl
+    import os
+    import shutil
+
+    base = factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    where = root / "shared" / name
+    where.mkdir(parents=True, exist_ok=True)
+    with (where.parent / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (where.parent / f"{name}.done").exists():
+            shutil.rmtree(where)
+            where.mkdir()
+            build(where)
+            (where.parent / f"{name}.done").write_text("ok\n")
+    return where

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from mini_fixture import mini_indexed  # noqa: F401  (fixture)
 from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
-from support import BENCH, FIXTURES
+from support import BENCH, FIXTURES, copy_catalog
 from toolscout.loader import read_catalog
 
 MINI = FIXTURES / "mini_tools.jsonl"
@@ -37,12 +38,12 @@ def assert_clean_error(proc: subprocess.CompletedProcess[str], fragment: str) ->
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("cli") / "mini.db"
-    proc = run("index", str(MINI), db=path)
-    assert proc.returncode == 0, proc.stderr
-    assert "12 added" in proc.stdout and "12 texts embedded" in proc.stdout
-    return path
+def db(tmp_path_factory: pytest.TempPathFactory, mini_indexed: Path) -> Path:  # noqa: F811
+    """A copy of the mini catalog as the run's one ``toolscout index`` of it left it
+    (``mini_fixture``); that command's output said what it did."""
+    first = (mini_indexed.parent / "index.out").read_text()
+    assert "12 added" in first and "12 texts embedded" in first
+    return copy_catalog(mini_indexed, tmp_path_factory.mktemp("cli") / "mini.db")
 
 
 def test_reindex_embeds_nothing(db: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from support import FIXTURES
+from mini_fixture import mini_indexed  # noqa: F401  (fixture)
+from support import FIXTURES, copy_catalog
 
 MINI = FIXTURES / "mini_tools.jsonl"
 
@@ -39,20 +39,10 @@ def assert_clean_error(proc: subprocess.CompletedProcess[str], *fragments: str) 
         assert fragment in lines[0], lines[0]
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The mini catalog, indexed once; tests work on copies."""
-    path = tmp_path_factory.mktemp("inputs") / "mini.db"
-    proc = run("index", str(MINI), db=path)
-    assert proc.returncode == 0, proc.stderr
-    return path
-
-
 @pytest.fixture
-def db(built: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "catalog.db"
-    shutil.copyfile(built, copy)
-    return copy
+def db(mini_indexed: Path, tmp_path: Path) -> Path:  # noqa: F811
+    """A copy of the mini catalog, indexed once per run (``mini_fixture``)."""
+    return copy_catalog(mini_indexed, tmp_path / "catalog.db")
 
 
 def write_cards(folder: Path, name: str, body: str, policy: str | None = None) -> Path:

@@ -457,9 +457,13 @@ def check_unique(specs: Iterable[ToolSpec]) -> list[ToolSpec]:
     return out
 
 
+def card_text(card: CapabilityCard) -> str:
+    """The text a card's size is counted on (id, summary, scopes, tags, aliases, not-for)."""
+    return " ".join([card.id, card.summary, *card.scopes, *card.tags, *card.aliases, *card.not_for])
+
+
 def card_tokens(card: CapabilityCard) -> int:
-    """The card's size in o200k tokens (id, summary, scopes, tags, aliases, not-for)."""
+    """The card's size in o200k tokens (:func:`card_text`)."""
     from toolscout.discovery.tokencount import count_text
 
-    text = " ".join([card.id, card.summary, *card.scopes, *card.tags, *card.aliases, *card.not_for])
-    return count_text(text)
+    return count_text(card_text(card))

@@ -236,12 +236,15 @@ class Indexing:
             progress(0, 0)
         return out
 
-    @staticmethod
-    def _size_warnings(batch: Sequence[ToolSpec]) -> Iterable[str]:
-        from toolscout.cards import CARD_TOKEN_WARN, card_tokens
+    def _size_warnings(self, batch: Sequence[ToolSpec]) -> Iterable[str]:
+        """Every oversized card of the batch, unchanged ones included (their sizes kept in
+        the store: a re-index of unchanged cards builds no token counter)."""
+        from toolscout.cards import CARD_TOKEN_WARN
+        from toolscout.discovery.cardsize import card_sizes
 
+        sizes = card_sizes(self.store, [spec.card for spec in batch])
         for spec in batch:
-            n = card_tokens(spec.card)
+            n = sizes[spec.id]
             if n > CARD_TOKEN_WARN:
                 yield f"card {spec.id} is {n} tokens (over {CARD_TOKEN_WARN}); shorten it"
 

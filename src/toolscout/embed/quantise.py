@@ -26,21 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from toolscout.errors import MissingExtraError, ModelError
+from toolscout.modelcache import CACHE_ENV, model_cache_dir
 
-#: where made models are kept (default: the user cache directory's ``models``)
-CACHE_ENV = "TOOLSCOUT_MODEL_CACHE"
 #: bumped whenever the recipe below changes, so an old file is never reused
 RECIPE = "dq-s8-perchannel-ffnout-float-2"
-
-
-def model_cache_dir() -> Path:
-    """``$TOOLSCOUT_MODEL_CACHE``, or the user cache directory's ``toolscout/models``."""
-    chosen = os.environ.get(CACHE_ENV, "").strip()
-    if chosen:
-        return Path(chosen)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("toolscout", appauthor=False)) / "models"
 
 
 def quantised_name(source_sha256: str) -> str:
