@@ -18,7 +18,8 @@ keeps the better of its two fused scores (:func:`merged`): a wrong word carried 
 cannot push the dense path's answer down. A request whose words carry nothing over is
 read by the dense path alone, as before.
 
-Words of a request: runs of letters (lower-cased, accents kept: the encoder reads them);
+Words of a request: runs of letters (lower-cased, accents kept: the encoder reads them) of
+at least :data:`MIN_WORD_LETTERS` (articles and prepositions are left out);
 in scripts written without spaces, each run of Han characters of up to
 :data:`HAN_WHOLE` characters is one word and a longer one is read as its overlapping
 character pairs, a Katakana run is one word (mostly borrowed words), and Hiragana (mostly
@@ -96,11 +97,14 @@ WORD_VECTOR_CACHE = 8192
 #: a word of a spaced script (Latin: French, German, Spanish, Portuguese) shorter than this
 #: is not carried over: short words are mostly articles and prepositions (``la``, ``der``,
 #: ``une``), which the encoder places by their spelling near crowded catalog words
-#: (``labs``, ``tier``, ``one``) rather than by their sense
-MIN_WORD_LETTERS = 2
+#: (``labs``, ``tier``, ``one``) rather than by their sense. 4: chosen leave-one-language-out
+#: (every one of the six folds chose it over 2; docs/benchmarks.md, "This round (h/lang4,
+#: round eleven)")
+MIN_WORD_LETTERS = 4
 #: what the encoder reads in the carried-over reading: 0, the request as written; 1, the
 #: request followed by the catalog words carried over (``météo à Lisbonne weather``); 2,
-#: those catalog words alone (the request's own reading is the merge's other one)
+#: those catalog words alone (the request's own reading is the merge's other one). 0: no
+#: fold chose 1 or 2 (docs/benchmarks.md, "This round (h/lang4, round eleven)")
 REENCODE = 0
 
 _HAN_RE = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f\u3005]+")
