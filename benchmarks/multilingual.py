@@ -149,7 +149,15 @@ def non_english_mean(by_request: Mapping[str, Mapping[str, float]], source: str)
 
 
 #: the bridge's constants a grid sets (discovery/crosslingual.py), in a grid key's order
-KNOBS = ("MATCH_COSINE", "MERGE", "STOP_MARGIN", "MIN_CSLS", "MIN_CSLS_UNSPACED")
+KNOBS = (
+    "MATCH_COSINE",
+    "MERGE",
+    "STOP_MARGIN",
+    "MIN_CSLS",
+    "MIN_CSLS_UNSPACED",
+    "MIN_WORD_LETTERS",
+    "REENCODE",
+)
 #: MIN_CSLS in a grid key when the hubness test is off (no CSLS score is this low)
 NO_CSLS = -9.0
 Key = tuple[float, ...]
@@ -161,8 +169,9 @@ def _label(key: Key) -> str:
 
 def _fewest_changes(v: Key) -> tuple[float, ...]:
     """A tie-break: the highest cosine, no merge, the widest stop margin, the highest CSLS
-    floors (the fewest words carried over, the fewest retrievals)."""
-    return v[0], -v[1], v[2], v[3], v[4]
+    floors, the longest shortest word, no second encoding (the fewest words carried over,
+    the fewest retrievals and encoder runs)."""
+    return v[0], -v[1], v[2], v[3], v[4], v[5], -v[6]
 
 
 def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], base: Key) -> dict[str, Any]:
@@ -189,6 +198,8 @@ def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], base: Key) -> dic
 def _set(module: Any, knob: str, value: float) -> None:
     if knob == "MERGE":
         setattr(module, knob, bool(value))
+    elif knob in ("MIN_WORD_LETTERS", "REENCODE"):
+        setattr(module, knob, int(value))
     elif knob.startswith("MIN_CSLS"):
         setattr(module, knob, None if value <= NO_CSLS else float(value))
     else:
@@ -340,6 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("stop-margin", "stop-word margins"),
         ("csls", f"CSLS floors, other scripts ({NO_CSLS:g}: none)"),
         ("csls-unspaced", f"CSLS floors, Han and Kana ({NO_CSLS:g}: none)"),
+        ("min-letters", "shortest words carried over, spaced scripts"),
+        ("reencode", "re-encoding modes (0, 1, 2)"),
     ):
         parser.add_argument(
             f"--bridge-{flag}",
@@ -379,6 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.bridge_csls or [NO_CSLS if cl.MIN_CSLS is None else cl.MIN_CSLS],
                 args.bridge_csls_unspaced
                 or [NO_CSLS if cl.MIN_CSLS_UNSPACED is None else cl.MIN_CSLS_UNSPACED],
+                args.bridge_min_letters or [float(cl.MIN_WORD_LETTERS)],
+                args.bridge_reencode or [float(cl.REENCODE)],
             ]
             command = command_line("benchmarks/multilingual.py", args_in)
 

@@ -18,7 +18,8 @@ keeps the better of its two fused scores (:func:`merged`): a wrong word carried 
 cannot push the dense path's answer down. A request whose words carry nothing over is
 read by the dense path alone, as before.
 
-Words of a request: runs of letters (lower-cased, accents kept: the encoder reads them);
+Words of a request: runs of letters (lower-cased, accents kept: the encoder reads them) of
+at least :data:`MIN_WORD_LETTERS` (articles and prepositions are left out);
 in scripts written without spaces, each run of Han characters of up to
 :data:`HAN_WHOLE` characters is one word and a longer one is read as its overlapping
 character pairs, a Katakana run is one word (mostly borrowed words), and Hiragana (mostly
@@ -93,6 +94,18 @@ REQUEST_WORDS = 24
 HAN_WHOLE = 3
 #: request words' vectors kept between requests (per model)
 WORD_VECTOR_CACHE = 8192
+#: a word of a spaced script (Latin: French, German, Spanish, Portuguese) shorter than this
+#: is not carried over: short words are mostly articles and prepositions (``la``, ``der``,
+#: ``une``), which the encoder places by their spelling near crowded catalog words
+#: (``labs``, ``tier``, ``one``) rather than by their sense. 4: chosen leave-one-language-out
+#: (every one of the six folds chose it over 2; docs/benchmarks.md, "This round (h/lang4,
+#: round eleven)")
+MIN_WORD_LETTERS = 4
+#: what the encoder reads in the carried-over reading: 0, the request as written; 1, the
+#: request followed by the catalog words carried over (``météo à Lisbonne weather``); 2,
+#: those catalog words alone (the request's own reading is the merge's other one). 0: no
+#: fold chose 1 or 2 (docs/benchmarks.md, "This round (h/lang4, round eleven)")
+REENCODE = 0
 
 _HAN_RE = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f\u3005]+")
 _KATAKANA_RE = re.compile("[\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f]+")
@@ -127,6 +140,20 @@ class Lexicon:
         ``min_csls``, when the pair's hubness-corrected score (:data:`MIN_CSLS`) is at least
         that (one floor, or one per row of ``vectors``; None: no floor); in request order,
         each term once."""
+        return list(
+            dict.fromkeys(
+                self.terms[j] for j in self.nearest(vectors, min_cosine, stop_margin, min_csls)
+            )
+        )
+
+    def nearest(
+        self,
+        vectors: Vectors,
+        min_cosine: float = MATCH_COSINE,
+        stop_margin: float = 0.0,
+        min_csls: float | Sequence[float | None] | None = None,
+    ) -> list[int]:
+        """The rows :meth:`carry` takes over (one per request word carried, in order)."""
         content = np.flatnonzero(~self.stop)
         if not len(vectors) or not len(content):
             return []
@@ -135,7 +162,7 @@ class Lexicon:
         hub = self.hub if self.hub is not None else hubness(self.vectors, self.stop)
         k = min(HUB_K, len(content))
         floors = list(min_csls) if isinstance(min_csls, Sequence) else [min_csls] * len(vectors)
-        out: list[str] = []
+        out: list[int] = []
         for row, floor in zip(sims, floors, strict=True):
             own = row[content]
             j = int(content[np.argmax(own)])
@@ -148,8 +175,8 @@ class Lexicon:
                 near = float(np.partition(own, len(own) - k)[-k:].mean())
                 if 2 * best - near - float(hub[j]) < floor:
                     continue
-            out.append(self.terms[j])
-        return list(dict.fromkeys(out))
+            out.append(j)
+        return out
 
 
 def hubness(vectors: Vectors, stop: np.ndarray, k: int = HUB_K, block: int = 1024) -> np.ndarray:
@@ -210,7 +237,8 @@ def request_words(text: str, df: Mapping[str, int], limit: int = REQUEST_WORDS) 
             out.extend(_unspaced_words(chunk))
             continue
         w = chunk.casefold()
-        if len(w) < 2 or w in STOPWORDS or (chunk.isascii() and df.get(stem(w), 0) > 0):
+        short = len(w) < max(2, MIN_WORD_LETTERS)
+        if short or w in STOPWORDS or (chunk.isascii() and df.get(stem(w), 0) > 0):
             continue
         out.append(w)
     return list(dict.fromkeys(out))[:limit]
@@ -417,20 +445,26 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
     if not own:
         return query
     lexicon = _LEXICONS.get(retriever, df)
-    carried = lexicon.carry(
+    rows = lexicon.nearest(
         _WORD_VECTORS.of(retriever.embedder, own),
         MATCH_COSINE if min_cosine is None else min_cosine,
         stop_margin=STOP_MARGIN,
         min_csls=[MIN_CSLS_UNSPACED if _unspaced(w) else MIN_CSLS for w in own],
     )
-    if not carried:
+    if not rows:
         return query
+    carried = list(dict.fromkeys(lexicon.terms[j] for j in rows))
     from toolscout.discovery import search
 
     known = (t for t in (*query.terms, *query.dropped) if df.get(t, 0) > 0)
     # frequent terms pruned as :func:`search.parse_query` prunes a request's own
     kept, dropped = search.prune_frequent(list(dict.fromkeys((*known, *carried))), df, n_docs)
-    return search.Query(query.text, kept, dropped, query.identifiers)
+    text, carried_words = query.text, dict.fromkeys(lexicon.words[j] for j in rows)
+    if REENCODE == 1:
+        text = " ".join((text, *carried_words))
+    elif REENCODE == 2:
+        text = " ".join(carried_words)
+    return search.Query(text, kept, dropped, query.identifiers)
 
 
 def merged(bridged_out: Retrieval, dense_led: Callable[[], Retrieval]) -> Retrieval:
