@@ -191,6 +191,36 @@ def test_metrics_parse_as_prometheus_text(client: Any) -> None:
     } <= names
 
 
+def _requests_counted(client: Any) -> dict[tuple[str, str], float]:
+    text = client.get("/metrics").text
+    return {
+        (s.labels["route"], s.labels["status"]): s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "toolscout_http_requests"
+        for s in f.samples
+        if s.name == "toolscout_http_requests_total"
+    }
+
+
+def test_every_answered_request_is_counted_by_route_and_status(client: Any) -> None:
+    before = _requests_counted(client)
+    client.post("/v1/discover", json={"query": "restart the pod"}, headers=ALICE)
+    client.post("/v1/discover", json={"query": "restart the pod"}, headers=ALICE)
+    client.post("/v1/discover", json={"query": "restart the pod"}, headers={"X": "no token"})
+    client.get("/v1/nothing", headers=ALICE)
+    client.post("/v1/discover", json={"query": "x", "k": 99}, headers=ALICE)
+    after = _requests_counted(client)
+
+    def added(route: str, status: str) -> float:
+        return after.get((route, status), 0.0) - before.get((route, status), 0.0)
+
+    assert added("/v1/discover", "200") == 2
+    assert added("/v1/discover", "401") == 1
+    assert added("/v1/discover", "422") == 1
+    assert added("unmatched", "404") == 1
+    assert added("/metrics", "200") == 1  # the first scrape, counted once it answered
+
+
 def test_committed_openapi_document_is_current(client: Any) -> None:
     served = client.get("/openapi.json").json()
     committed = json.loads((ROOT / "docs" / "openapi.json").read_text())

@@ -20,7 +20,7 @@ from toolscout.errors import CardError, ToolscoutError, UnknownDiscoveryError
 from toolscout.http import models as m
 from toolscout.http.errors import APIError, ErrorBody, body, from_library, responses
 from toolscout.http.guard import Guard, bearer_token
-from toolscout.http.metrics import CONTENT_TYPE, Metrics
+from toolscout.http.metrics import CONTENT_TYPE, CountRequests, Metrics
 from toolscout.http.ready import Readiness
 from toolscout.policy import AdminAction, Principal
 
@@ -241,14 +241,6 @@ def create_app(
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         return _error(500, "internal", "internal error")
 
-    @app.middleware("http")
-    async def count(request: Request, call_next: Any) -> Response:
-        response: Response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        metrics.requests.labels(path, str(response.status_code)).inc()
-        return response
-
     # -- auth ------------------------------------------------------------------------
     def caller(
         request: Request,
@@ -429,6 +421,7 @@ def create_app(
     from toolscout.console import mount_console
 
     mount_console(app, service)  # /console and /docs
+    app.add_middleware(CountRequests, metrics=metrics)
     app.add_middleware(
         BodyLimit, limit=max_body, import_limit=max_import_body, verifies=guard.verifies
     )
