@@ -191,6 +191,20 @@ def test_metrics_parse_as_prometheus_text(client: Any) -> None:
     } <= names
 
 
+def test_a_discovery_answers_the_response_models_fields_only(client: Any) -> None:
+    """The discover route writes its own answer: exactly what FastAPI's response model makes
+    of it (the service's shortlist carries more than the API shows, e.g. each tool's
+    confidence and the pinned tools' tokens)."""
+    from toolscout.http.models import DiscoverResponse
+
+    got = client.post("/v1/discover", json={"query": "refund an order", "k": 3}, headers=ALICE)
+    assert got.status_code == 200
+    assert got.headers["content-type"] == "application/json"
+    modelled = DiscoverResponse.model_validate_json(got.content).model_dump_json(by_alias=True)
+    assert got.content == modelled.encode()
+    assert json.loads(got.content)["tools"], "the demo catalog has tools for a refund"
+
+
 def _requests_counted(client: Any) -> dict[tuple[str, str], float]:
     text = client.get("/metrics").text
     return {
