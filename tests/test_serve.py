@@ -210,15 +210,3 @@ def test_each_workers_encoder_gets_its_share_of_the_cores() -> None:
     assert [encoder_threads(w, cores=2) for w in (1, 2, 3, 8)] == [2, 1, 1, 1]
     assert [encoder_threads(w, cores=8) for w in (1, 2, 3, 4)] == [8, 4, 2, 2]
     assert encoder_threads(2) >= 1
-
-
-def test_workers_tokenise_on_the_requests_own_thread() -> None:
-    from toolscout.cli.serve import worker_environment
-    from toolscout.embed import THREADS_ENV
-
-    env = worker_environment(2)
-    # the tokenizer's thread pool off: a coalesced run's few texts are tokenised in place
-    assert env["TOKENIZERS_PARALLELISM"] == "false"
-    from toolscout.cli.serve import encoder_threads
-
-    assert env[THREADS_ENV] == str(encoder_threads(2))

@@ -214,8 +214,9 @@ def serve(
     os.environ[ENV_ACCESS_LOG] = "1" if access_log else "0"
     os.environ[ENV_URL] = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     # each worker's encoder on its share of the cores, unless the user chose
-    for name, value in worker_environment(workers).items():
-        os.environ.setdefault(name, value)
+    from toolscout.embed import THREADS_ENV
+
+    os.environ.setdefault(THREADS_ENV, str(encoder_threads(workers)))
     if audit_key is None:
         _warn(
             "the audit chain is unkeyed (anyone who can write its file can rewrite it"
@@ -240,23 +241,6 @@ def serve(
         return
     _announce_start(workers)
     uvicorn.run(APP, factory=True, host=host, port=port, workers=workers, **uvicorn_options())
-
-
-#: the tokenizers library's switch for its thread pool (read at every batch it encodes)
-TOKENIZERS_PARALLELISM_ENV = "TOKENIZERS_PARALLELISM"
-
-
-def worker_environment(workers: int) -> dict[str, str]:
-    """What ``serve`` puts in its workers' environment unless the user set it.
-
-    - ``$TOOLSCOUT_EMBED_THREADS``: :func:`encoder_threads`.
-    - ``$TOKENIZERS_PARALLELISM=false``: a coalesced encoder run tokenises its texts on
-      the request's own thread. The tokenizer's pool (a thread per core in every worker)
-      woke its threads for a few microseconds of work per text, and on cores the workers
-      already keep busy a run waited for them to be scheduled (the ids are the same)."""
-    from toolscout.embed import THREADS_ENV
-
-    return {THREADS_ENV: str(encoder_threads(workers)), TOKENIZERS_PARALLELISM_ENV: "false"}
 
 
 def encoder_threads(workers: int, cores: int | None = None) -> int:
