@@ -429,10 +429,14 @@ def main() -> None:
             for name, path, bodies, tokens in plan:
                 before = load_avg()
                 cpu = cpu_seconds(srv.pid)
+                began = time.monotonic()
                 out = run_wrk(srv.url, path, bodies, tokens, args)
                 # the server's CPU per answer: steadier than req/s on a shared machine
                 used = cpu_seconds(srv.pid) - cpu
                 out["server_cpu_ms_per_request"] = round(1000 * used / max(out["requests"], 1), 2)
+                # the cores the server kept busy: under the machine's count, something else
+                # had the rest (or the server waited), and req/s says less about the server
+                out["server_cores_busy"] = round(used / max(time.monotonic() - began, 1e-9), 2)
                 out["load_avg_before"] = before
                 out["load_avg_after"] = load_avg()
                 runs[name] = out

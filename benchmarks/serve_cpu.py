@@ -2,6 +2,8 @@
 
     PYTHONPATH=src python benchmarks/serve_cpu.py [--requests 200]
     TOOLSCOUT_QUERY_ENCODER=int8 PYTHONPATH=src python benchmarks/serve_cpu.py
+    PYTHONPATH=src python benchmarks/serve_cpu.py --cached           # the encoder idle
+    PYTHONPATH=src python benchmarks/serve_cpu.py --profile out.pstats
 
 In one process, without sockets: the demo catalog ``load.py`` serves, the worker's own
 service (``cli.serve.build_service``, so ``$TOOLSCOUT_QUERY_ENCODER`` and
@@ -10,7 +12,12 @@ driven through Starlette's test client with ``load.py``'s new request texts and
 principals, one request at a time. Reports the process's CPU per request and the
 thread CPU spent inside the request encoder's runs (texts per request beside it); the
 rest is everything else a request costs (HTTP and JSON in process, JWT, retrieval, the
-ranker, rendering, the log). CPU, not wall time: steadier on a shared machine.
+ranker, rendering, the log) and the test client's own work (it runs in this process).
+CPU, not wall time: steadier on a shared machine.
+
+``--profile`` drives the app on the main thread instead (httpx's ASGI transport, sync
+routes run inline rather than on worker threads), so that cProfile sees all of it; its
+figures carry the profiler's overhead and are for finding costs, not for comparing.
 """
 
 from __future__ import annotations
@@ -34,6 +41,19 @@ import load  # noqa: E402
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="also profile the measured requests (cProfile; pstats written here, the top"
+        " functions by own time printed to stderr)",
+    )
+    ap.add_argument(
+        "--cached",
+        action="store_true",
+        help="post load.py's 16 cached request texts instead of new ones (the encoder never"
+        " runs after warm-up: what is left is the HTTP layer and discovery's own work)",
+    )
     args = ap.parse_args(argv)
     from starlette.testclient import TestClient
 
@@ -67,27 +87,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs.embed = timed
         texts = load.dev_queries(load.DEFAULT_BENCH)
         tokens = [load.discover_agent(i) for i in range(load.DISCOVER_PRINCIPALS)]
-        with TestClient(create_app(service)) as client:
-            for i in range(20):  # warm: the model, the caches
-                client.post(
-                    "/v1/discover",
-                    json={"query": load.QUERIES[i % len(load.QUERIES)], "k": 3},
-                    headers={"Authorization": f"Bearer {tokens[0]}"},
-                )
-            spent.update(cpu=0.0, texts=0)
-            start = time.process_time()
-            for i in range(args.requests):
-                got = client.post(
-                    "/v1/discover",
-                    json={"query": texts[i], "k": 3},
-                    headers={"Authorization": f"Bearer {tokens[i % len(tokens)]}"},
-                )
-                if got.status_code != 200:
-                    raise SystemExit(f"request {i} answered {got.status_code}: {got.text}")
-            cpu = time.process_time() - start
+        app = create_app(service)
+        warm = [
+            ({"query": load.QUERIES[i % len(load.QUERIES)], "k": 3}, tokens[0]) for i in range(20)
+        ]
+        n = args.requests
+        said = load.QUERIES if args.cached else texts
+        asks = [({"query": said[i % len(said)], "k": 3}, tokens[i % len(tokens)]) for i in range(n)]
+        if args.profile is None:
+            with TestClient(app) as client:
+                _post(client.post, warm)  # warm: the model, the caches
+                spent.update(cpu=0.0, texts=0)
+                start = time.process_time()
+                _post(client.post, asks)
+                cpu = time.process_time() - start
+        else:
+            cpu = _profiled(app, warm, asks, spent, args.profile)
         service.close()
     n = args.requests
     out = {
+        "texts": "cached" if args.cached else "new",
         "query_encoder": os.environ.get("TOOLSCOUT_QUERY_ENCODER", "") or "(default)",
         "requests": n,
         "cpu_ms_per_request": round(1000 * cpu / n, 2),
@@ -98,6 +117,68 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     print(json.dumps(out))
     return 0
+
+
+Ask = tuple[dict[str, Any], str]
+
+
+def _post(post: Any, asks: Sequence[Ask]) -> None:
+    for i, (body, token) in enumerate(asks):
+        got = post("/v1/discover", json=body, headers={"Authorization": f"Bearer {token}"})
+        if got.status_code != 200:
+            raise SystemExit(f"request {i} answered {got.status_code}: {got.text}")
+
+
+def _profiled(
+    app: Any, warm: Sequence[Ask], asks: Sequence[Ask], spent: dict[str, Any], path: Path
+) -> float:
+    """The process CPU of ``asks`` (after ``warm``), profiled with cProfile: the app is
+    driven on this thread (httpx's ASGI transport, and a sync route run inline instead of
+    on a worker thread), since cProfile sees only the thread that enabled it."""
+    import asyncio
+    import cProfile
+
+    import anyio.to_thread
+    import httpx
+
+    async def inline(func: Any, *args: Any, **kwargs: Any) -> Any:
+        return func(*args)
+
+    anyio.to_thread.run_sync = inline  # type: ignore[assignment]
+
+    async def drive() -> float:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
+
+            async def each(batch: Sequence[Ask]) -> None:
+                for i, (body, token) in enumerate(batch):
+                    got = await client.post(
+                        "/v1/discover", json=body, headers={"Authorization": f"Bearer {token}"}
+                    )
+                    if got.status_code != 200:
+                        raise SystemExit(f"request {i} answered {got.status_code}: {got.text}")
+
+            await each(warm)
+            spent.update(cpu=0.0, texts=0)
+            profiler = cProfile.Profile(time.thread_time)  # CPU, not wall: a shared machine
+            profiler.enable()
+            start = time.process_time()
+            await each(asks)
+            cpu = time.process_time() - start
+            profiler.disable()
+            _report(profiler, path)
+            return cpu
+
+    return asyncio.run(drive())
+
+
+def _report(profiler: Any, path: Path) -> None:
+    """Write the profile to ``path`` and print its top functions by own time."""
+    import pstats
+
+    profiler.dump_stats(str(path))
+    stats = pstats.Stats(str(path), stream=sys.stderr)
+    stats.sort_stats("tottime").print_stats(40)
 
 
 if __name__ == "__main__":

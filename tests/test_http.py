@@ -191,6 +191,50 @@ def test_metrics_parse_as_prometheus_text(client: Any) -> None:
     } <= names
 
 
+def test_a_discovery_answers_the_response_models_fields_only(client: Any) -> None:
+    """The discover route writes its own answer: exactly what FastAPI's response model makes
+    of it (the service's shortlist carries more than the API shows, e.g. each tool's
+    confidence and the pinned tools' tokens)."""
+    from toolscout.http.models import DiscoverResponse
+
+    got = client.post("/v1/discover", json={"query": "refund an order", "k": 3}, headers=ALICE)
+    assert got.status_code == 200
+    assert got.headers["content-type"] == "application/json"
+    modelled = DiscoverResponse.model_validate_json(got.content).model_dump_json(by_alias=True)
+    assert got.content == modelled.encode()
+    assert json.loads(got.content)["tools"], "the demo catalog has tools for a refund"
+
+
+def _requests_counted(client: Any) -> dict[tuple[str, str], float]:
+    text = client.get("/metrics").text
+    return {
+        (s.labels["route"], s.labels["status"]): s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "toolscout_http_requests"
+        for s in f.samples
+        if s.name == "toolscout_http_requests_total"
+    }
+
+
+def test_every_answered_request_is_counted_by_route_and_status(client: Any) -> None:
+    before = _requests_counted(client)
+    client.post("/v1/discover", json={"query": "restart the pod"}, headers=ALICE)
+    client.post("/v1/discover", json={"query": "restart the pod"}, headers=ALICE)
+    client.post("/v1/discover", json={"query": "restart the pod"}, headers={"X": "no token"})
+    client.get("/v1/nothing", headers=ALICE)
+    client.post("/v1/discover", json={"query": "x", "k": 99}, headers=ALICE)
+    after = _requests_counted(client)
+
+    def added(route: str, status: str) -> float:
+        return after.get((route, status), 0.0) - before.get((route, status), 0.0)
+
+    assert added("/v1/discover", "200") == 2
+    assert added("/v1/discover", "401") == 1
+    assert added("/v1/discover", "422") == 1
+    assert added("unmatched", "404") == 1
+    assert added("/metrics", "200") == 1  # the first scrape, counted once it answered
+
+
 def test_committed_openapi_document_is_current(client: Any) -> None:
     served = client.get("/openapi.json").json()
     committed = json.loads((ROOT / "docs" / "openapi.json").read_text())

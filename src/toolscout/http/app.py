@@ -14,15 +14,20 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import TypeAdapter
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from toolscout.errors import CardError, ToolscoutError, UnknownDiscoveryError
 from toolscout.http import models as m
 from toolscout.http.errors import APIError, ErrorBody, body, from_library, responses
 from toolscout.http.guard import Guard, bearer_token
-from toolscout.http.metrics import CONTENT_TYPE, Metrics
+from toolscout.http.metrics import CONTENT_TYPE, CountRequests, Metrics
 from toolscout.http.ready import Readiness
 from toolscout.policy import AdminAction, Principal
+
+#: a discovery's answer as FastAPI writes a route's response model
+_DISCOVER: TypeAdapter[m.DiscoverResponse] = TypeAdapter(m.DiscoverResponse)
 
 #: default largest request body, in bytes
 MAX_BODY = 1 << 20
@@ -241,27 +246,30 @@ def create_app(
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         return _error(500, "internal", "internal error")
 
-    @app.middleware("http")
-    async def count(request: Request, call_next: Any) -> Response:
-        response: Response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        metrics.requests.labels(path, str(response.status_code)).inc()
-        return response
-
     # -- auth ------------------------------------------------------------------------
-    def caller(
+    async def caller(
         request: Request,
         creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Principal:
-        # a caller whose token fails is throttled per client address and audited (guard.py)
         ok = creds is not None and creds.scheme.lower() == "bearer" and creds.credentials
+        token = creds.credentials if ok and creds is not None else None
+        if token:
+            # a token that verifies, on the event loop: verifying is CPU only (a key or a
+            # local JWKS; the principal cached after a token's first use), as BodyLimit
+            # already does for every /v1 call, and a worker thread costs more than it
+            principal = guard.principal(token)
+            if principal is not None:
+                return principal
+        # a caller whose token fails is throttled per client address and audited (an
+        # audit write: on a worker thread, guard.py)
         route = getattr(request.scope.get("route"), "path", "") or request.url.path
-        return guard.authenticate(
-            creds.credentials if ok and creds is not None else None,
+        refused: Principal = await run_in_threadpool(
+            guard.authenticate,
+            token,
             client=request.client.host if request.client else "",
             route=route,
         )
+        return refused
 
     Caller = Annotated[Principal, Depends(caller)]
 
@@ -308,7 +316,12 @@ def create_app(
         responses=responses(400, 401, 413, 422, 429),
         tags=["discovery"],
     )
-    def discover(req: m.DiscoverRequest, principal: Caller) -> dict[str, Any]:
+    async def discover(req: m.DiscoverRequest, principal: Caller) -> Response:
+        # the whole discovery, its answer's JSON included, in one trip to a worker thread
+        # (a sync route's answer is validated on a second one)
+        return await run_in_threadpool(discovered, req, principal)
+
+    def discovered(req: m.DiscoverRequest, principal: Principal) -> Response:
         guard.discovery_budget(principal)
         shortlist = service.discover(
             principal,
@@ -321,7 +334,10 @@ def create_app(
         metrics.discovered(shortlist)
         out: dict[str, Any] = shortlist.to_dict()
         out["names"] = dict(shortlist.names)
-        return out
+        # what FastAPI does with a route's answer: validated into the response model (its
+        # fields only), written by pydantic's serializer
+        content = _DISCOVER.dump_json(_DISCOVER.validate_python(out), by_alias=True)
+        return Response(content, media_type="application/json")
 
     @app.get(
         # a path parameter: MCP tool ids are "<server>/<tool>"
@@ -429,6 +445,7 @@ def create_app(
     from toolscout.console import mount_console
 
     mount_console(app, service)  # /console and /docs
+    app.add_middleware(CountRequests, metrics=metrics)
     app.add_middleware(
         BodyLimit, limit=max_body, import_limit=max_import_body, verifies=guard.verifies
     )

@@ -62,13 +62,16 @@ class Guard:
 
     def verifies(self, token: str | None) -> bool:
         """Whether ``token`` verifies (nothing recorded; for the body-size decision)."""
-        if not token:
-            return False
+        return token is not None and token != "" and self.principal(token) is not None
+
+    def principal(self, token: str) -> Principal | None:
+        """``token``'s principal when it verifies, else None (nothing recorded: a caller
+        whose token fails goes through :meth:`authenticate`)."""
         try:
-            self._service.verify(token)
+            principal: Principal = self._service.verify(token)
         except TokenError:
-            return False
-        return True
+            return None
+        return principal
 
     def authenticate(self, token: str | None, *, client: str, route: str) -> Principal:
         """The token's principal, or a 401 (recorded) / 429 (over the client's budget)."""
