@@ -221,6 +221,7 @@ def index(
     digest before and after); set $TOOLSCOUT_AUDIT_KEY if that log is keyed."""
     from toolscout.administration import local_operator
     from toolscout.cli.indexing import (
+        Indexed,
         _add,
         _index_json,
         _policy_action,
@@ -252,17 +253,18 @@ def index(
         plan = plan_import(before, specs, force=force)
         if wanted is not None and action == "stored":
             ts.admin.replace_policy(who, wanted)
+    done = Indexed(path, specs, plan, report, warnings, action, source)
     if as_json:
         out.print(
             json.dumps(
-                _index_json(path, specs, plan, report, warnings, action, source),
+                _index_json(done),
                 indent=2,
                 ensure_ascii=False,
             ),
             markup=False,
         )
         return
-    _print_index(path, specs, plan, report, warnings, action, source)
+    _print_index(done)
 
 
 @app.command()

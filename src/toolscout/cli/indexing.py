@@ -6,9 +6,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from toolscout.cli.app import _shown, err, fail, out
+
+
+class Indexed(NamedTuple):
+    """What one ``toolscout index`` did, for its report."""
+
+    path: Path | str
+    specs: Sequence[Any]
+    plan: Any
+    report: Any
+    warnings: Sequence[Any]
+    #: what happened to the stored policy (``_policy_action``) and where it came from
+    action: str
+    source: str
 
 
 def _read_specs(paths: Sequence[Path], *, strict: bool) -> list[Any]:
@@ -85,17 +98,10 @@ def _policy_action(stored: Any, wanted: Any, source: str, *, explicit: bool) -> 
     )
 
 
-def _index_json(
-    path: Path | str,
-    specs: Sequence[Any],
-    plan: Any,
-    report: Any,
-    warnings: Sequence[Any],
-    action: str,
-    source: str,
-) -> dict[str, Any]:
+def _index_json(done: Indexed) -> dict[str, Any]:
     from collections import Counter
 
+    path, specs, plan, report, warnings, action, source = done
     s = report.stats
     return {
         "db": _shown(path),
@@ -115,17 +121,10 @@ def _index_json(
     }
 
 
-def _print_index(
-    path: Path | str,
-    specs: Sequence[Any],
-    plan: Any,
-    report: Any,
-    warnings: Sequence[Any],
-    action: str,
-    source: str,
-) -> None:
+def _print_index(done: Indexed) -> None:
     from toolscout.imports import summarise_warnings
 
+    path, specs, plan, report, warnings, action, source = done
     s = report.stats
     out.print(
         f"indexed {len(specs)} tools into {_shown(path)}: {s.added} added, {s.updated} updated, "
