@@ -41,6 +41,7 @@ from quality import (  # noqa: E402
     held_settings,
     opened_set,
 )
+from toolscout.embed.base import Wrapped  # noqa: E402
 
 #: how a request in parts is read: its parts pooled from its run, each part encoded alone
 #: (the earlier reading), and whole (no parts)
@@ -49,21 +50,15 @@ WAYS = ("pooled", "alone", "whole")
 NOWHERE = 10**6
 
 
-class CountingEmbedder:
+class CountingEmbedder(Wrapped):
     """The embedder's encoder runs counted (one ``embed`` or ``embed_spans`` call: one run
     per :func:`~toolscout.embed.minilm.runs` group)."""
 
+    inner: Any  # the MiniLM embedder: its tokenizer and batch size are read
+
     def __init__(self, inner: Any) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.runs = 0
-
-    @property
-    def model_id(self) -> str:
-        return str(self.inner.model_id)
-
-    @property
-    def dim(self) -> int:
-        return int(self.inner.dim)
 
     def load(self) -> None:
         self.inner.load()

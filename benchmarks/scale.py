@@ -47,11 +47,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import catalog_gen  # noqa: E402
+from toolscout.embed.base import Wrapped  # noqa: E402
 
 FAMILY_SCOPES = [f"{family}:*" for family in catalog_gen.FAMILIES]
 
 
-class CachedEmbedder:
+class CachedEmbedder(Wrapped):
     """The default embedder behind a text -> vector cache kept in a file between runs.
 
     Only the catalog build goes through the cache; queries are always embedded."""
@@ -59,7 +60,7 @@ class CachedEmbedder:
     def __init__(self, cache: Path) -> None:
         from toolscout.embed import default_embedder
 
-        self.inner = default_embedder()
+        super().__init__(default_embedder())
         self.cache_path = cache
         self.cache: dict[str, np.ndarray] = {}
         if cache.exists():
@@ -68,14 +69,6 @@ class CachedEmbedder:
         self.building = False
         self.embedded = 0
         self.embed_seconds = 0.0
-
-    @property
-    def model_id(self) -> str:
-        return str(self.inner.model_id)
-
-    @property
-    def dim(self) -> int:
-        return int(self.inner.dim)
 
     def embed(self, texts: Sequence[str]) -> Any:
         if not self.building:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from toolscout.cards import ToolSpec, make_spec
-from toolscout.embed.base import Embedder
+from toolscout.embed.base import Embedder, Wrapped
 from toolscout.embed.minilm import MiniLMEmbedder
 from toolscout.embed.vectorcache import with_vector_cache
 
@@ -36,22 +36,14 @@ def card_embedder() -> Embedder:
     return with_vector_cache(embedder())
 
 
-class CountingEmbedder:
+class CountingEmbedder(Wrapped):
     """A real embedder (by default :func:`embedder`) that records what it is asked to
     encode: every text (``texts``) and every call (``calls``: ``"embed N"``)."""
 
     def __init__(self, inner: Any = None) -> None:
-        self.inner = inner if inner is not None else embedder()
+        super().__init__(inner if inner is not None else embedder())
         self.texts: list[str] = []
         self.calls: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return str(self.inner.model_id)
-
-    @property
-    def dim(self) -> int:
-        return int(self.inner.dim)
 
     def embed(self, texts: Any) -> Any:
         self.texts.extend(texts)
