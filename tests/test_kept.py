@@ -5,6 +5,7 @@ foreign kept map is never used (built again from the catalog)."""
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -270,8 +271,9 @@ def test_the_kept_key_names_the_code_that_builds_it() -> None:
 def test_the_kept_key_reads_the_builders_and_the_field_terms(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The builders live in ``discovery/derived.py`` and the field terms in ``features.py``
-    (split out of catalog.py and calibrate.py): a change to either must change the key."""
+    """The builders live in ``discovery/derived.py``, the field terms in ``features.py`` and
+    the phrase index in ``query.py`` (split out of catalog.py, calibrate.py and search.py):
+    a change to any of them must change the key."""
     from toolscout.discovery import derived
 
     read: list[str] = []
@@ -285,6 +287,8 @@ def test_the_kept_key_reads_the_builders_and_the_field_terms(
     monkeypatch.setattr(Path, "read_bytes", recording)
     derived._kept_key("phrase-index")
     assert {"derived.py", "features.py", "search.py", "lexical.py", "kept.py"} <= set(read)
+    assert {"query.py", "fusion.py"} <= set(read)
+    assert Path(str(sys.modules[PhraseIndex.__module__].__file__)).name in read
 
 
 def test_the_vocabulary_read_per_term_is_the_whole_one(tmp_path: Path) -> None:

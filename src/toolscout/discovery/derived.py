@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import suppress
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from toolscout.cards import CapabilityCard, ToolSpec
@@ -70,20 +71,37 @@ _CODE_DIGEST: str | None = None
 _Maps = Mapping[str, tuple[str, Mapping[str, Any] | AbstractSet[str]]]
 
 
+def _code_modules() -> tuple[ModuleType, ...]:
+    """The modules whose source builds derived state: this module's builders, the phrase
+    index (``query``) and the retrieval around it (``search``, ``fusion``: one module
+    until round eleven), the field terms of ``features`` (split out of ``calibrate`` in
+    round eight) and the rest. A module split out of one of these joins this list."""
+    import sys
+
+    from toolscout.discovery import (
+        calibrate,
+        features,
+        fusion,
+        kept,
+        lexical,
+        prerequisites,
+        query,
+        search,
+    )
+
+    here = sys.modules[__name__]
+    return (search, query, fusion, lexical, calibrate, features, inject, prerequisites, kept,
+            here)  # fmt: skip
+
+
 def _kept_key(name: str) -> str:
     """The key derived state is kept under: its name, the index version and a digest of
-    the source of the modules that build it (this module's builders and the field terms
-    of ``features``, split out of ``calibrate`` in round eight, among them), so a changed
-    toolscout never reads old state as its own."""
+    the source of :func:`_code_modules`, so a changed toolscout never reads old state as
+    its own."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
-        import sys
-
-        from toolscout.discovery import calibrate, features, kept, lexical, prerequisites, search
-
         digest = hashlib.sha256(str(INDEX_VERSION).encode())
-        here = sys.modules[__name__]
-        for module in (search, lexical, calibrate, features, inject, prerequisites, kept, here):
+        for module in _code_modules():
             digest.update(Path(str(module.__file__)).read_bytes())
         _CODE_DIGEST = digest.hexdigest()[:16]
     return f"{name}:{_CODE_DIGEST}"
