@@ -12,13 +12,12 @@ that keeps no derived state, or a kept blob that is damaged, only means counting
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from toolscout.cards import CapabilityCard, card_text
 from toolscout.discovery import tokencount
+from toolscout.discovery.kept import code_digest
 
 #: most sizes kept; the batch's own are always kept, older texts' are dropped first
 KEPT_CAP = 200_000
@@ -27,8 +26,7 @@ KEPT_CAP = 200_000
 def size_key() -> str:
     """The key sizes are kept under: a digest of the counting module's source (its
     encoding and pattern), so a size counted by other code is never read."""
-    digest = hashlib.sha256(Path(str(tokencount.__file__)).read_bytes()).hexdigest()[:16]
-    return f"card-tokens:{digest}"
+    return f"card-tokens:{code_digest(tokencount)}"
 
 
 def card_sizes(store: object, cards: Sequence[CapabilityCard]) -> dict[str, int]:

@@ -39,16 +39,15 @@ runs: :func:`bridged` returns the request itself before reading anything.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
+import sys
 import threading
 import unicodedata
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -264,8 +263,9 @@ def _unspaced_words(chunk: str) -> list[str]:
 def kept_key(model_id: str) -> str:
     """The key a catalog's lexicon is kept under: its model and a digest of this module
     (which words it holds and how), so another version never reads it."""
-    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    return f"crosslingual-lexicon:{model_id}:{digest}"
+    from toolscout.discovery.kept import code_digest
+
+    return f"crosslingual-lexicon:{model_id}:{code_digest(sys.modules[__name__])}"
 
 
 def lexicon_blob(lexicon: Lexicon) -> bytes:

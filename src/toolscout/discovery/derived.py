@@ -12,13 +12,11 @@ generation, and the token parts and per-tool counts kept for the next process.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import suppress
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +32,7 @@ from toolscout.discovery.kept import (
     KIND_SET,
     KIND_STR,
     RowStore,
+    code_digest,
     keep_maps,
     no_gc,
     read_maps,
@@ -100,10 +99,7 @@ def _kept_key(name: str) -> str:
     its own."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
-        digest = hashlib.sha256(str(INDEX_VERSION).encode())
-        for module in _code_modules():
-            digest.update(Path(str(module.__file__)).read_bytes())
-        _CODE_DIGEST = digest.hexdigest()[:16]
+        _CODE_DIGEST = code_digest(*_code_modules(), seed=str(INDEX_VERSION).encode())
     return f"{name}:{_CODE_DIGEST}"
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol, TypeVar, cast
 
 from toolscout.discovery import tokencount
@@ -56,11 +57,19 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
+def code_digest(*modules: ModuleType, seed: bytes = b"") -> str:
+    """The part of a kept key that names the code which made what is kept: the first 16
+    hex digits of the sha256 of ``seed`` and the modules' source files, in order."""
+    digest = hashlib.sha256(seed)
+    for module in modules:
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def token_key() -> str:
     """The key counted token parts are kept under: a digest of the counting module's
     source (its encoding, pattern and part rule), so another toolscout never reads them."""
-    digest = hashlib.sha256(Path(str(tokencount.__file__)).read_bytes()).hexdigest()[:16]
-    return f"token-parts:{digest}"
+    return f"token-parts:{code_digest(tokencount)}"
 
 
 def token_blob(parts: Mapping[str, Any], joins: Mapping[str, int]) -> bytes:
@@ -102,10 +111,7 @@ def tool_token_key() -> str:
     generation (the names and the schemas are the generation's)."""
     from toolscout.discovery import inject
 
-    digest = hashlib.sha256()
-    for module in (inject, tokencount):
-        digest.update(Path(str(module.__file__)).read_bytes())
-    return f"tool-tokens:{digest.hexdigest()[:16]}"
+    return f"tool-tokens:{code_digest(inject, tokencount)}"
 
 
 def tool_token_blob(counts: Mapping[tuple[str, str], int]) -> bytes:
