@@ -454,17 +454,16 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
     if not rows:
         return query
     carried = list(dict.fromkeys(lexicon.terms[j] for j in rows))
-    from toolscout.discovery import search
+    from toolscout.discovery.query import Query, prune_frequent
 
     known = (t for t in (*query.terms, *query.dropped) if df.get(t, 0) > 0)
-    # frequent terms pruned as :func:`search.parse_query` prunes a request's own
-    kept, dropped = search.prune_frequent(list(dict.fromkeys((*known, *carried))), df, n_docs)
-    text, carried_words = query.text, dict.fromkeys(lexicon.words[j] for j in rows)
-    if REENCODE == 1:
-        text = " ".join((text, *carried_words))
-    elif REENCODE == 2:
-        text = " ".join(carried_words)
-    return search.Query(text, kept, dropped, query.identifiers)
+    # frequent terms pruned as :func:`query.parse_query` prunes a request's own
+    kept, dropped = prune_frequent(list(dict.fromkeys((*known, *carried))), df, n_docs)
+    text = query.text
+    if REENCODE:  # the carried catalog words after the request (1) or alone (2)
+        carried_words = dict.fromkeys(lexicon.words[j] for j in rows)
+        text = " ".join((text, *carried_words) if REENCODE == 1 else carried_words)
+    return Query(text, kept, dropped, query.identifiers)
 
 
 def merged(bridged_out: Retrieval, dense_led: Callable[[], Retrieval]) -> Retrieval:
