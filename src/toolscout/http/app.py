@@ -7,7 +7,7 @@ the process.
 """
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
@@ -17,6 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolscout.errors import CardError, ToolscoutError, UnknownDiscoveryError
 from toolscout.http import models as m
@@ -35,12 +36,6 @@ MAX_BODY = 1 << 20
 MAX_IMPORT_BODY = 64 << 20
 #: largest body of a /v1 call whose bearer token does not verify, in bytes
 UNAUTHENTICATED_BODY = 16 << 10
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class BodyLimit:
