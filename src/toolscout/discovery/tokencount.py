@@ -30,10 +30,8 @@ import hashlib
 import json
 import logging
 import marshal
-import os
 import re
 import sys
-import tempfile
 import threading
 from collections import OrderedDict
 from importlib import resources
@@ -133,19 +131,14 @@ def _kept_ranks(source: str) -> dict[bytes, int] | None:
 def _keep_ranks(source: str, ranks: dict[bytes, int]) -> None:
     """Keep the decoded ranks for later processes (a file replaced atomically; a cache
     that cannot be written is left alone)."""
+    from toolscout.modelcache import made_in_cache
+
     path = ranks_path(source)
     payload = marshal.dumps(ranks)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".making-", suffix=".ranks", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(_RANKS_MAGIC + hashlib.sha256(payload).digest() + payload)
-            os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep it from other users of the cache
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with made_in_cache(path) as tmp:
+            tmp.write_bytes(_RANKS_MAGIC + hashlib.sha256(payload).digest() + payload)
     except OSError as exc:
         log.debug("o200k ranks not kept in %s: %s", path.parent, exc)
 

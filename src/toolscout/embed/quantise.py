@@ -20,13 +20,11 @@ Making it needs the ``onnx`` package (a dependency of the ``int8`` extra).
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from toolscout.errors import MissingExtraError, ModelError
-from toolscout.modelcache import CACHE_ENV, model_cache_dir
+from toolscout.modelcache import CACHE_ENV, made_in_cache, model_cache_dir
 
 #: bumped whenever the recipe below changes, so an old file is never reused
 RECIPE = "dq-s8-perchannel-ffnout-float-2"
@@ -48,15 +46,8 @@ def quantised_model(source: Path, source_sha256: str, cache_dir: Path | None = N
         where.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ModelError(f"cannot create the model cache {where}: {exc}") from exc
-    fd, tmp = tempfile.mkstemp(prefix=".making-", suffix=".onnx", dir=where)
-    os.close(fd)
-    try:
-        _make(source, Path(tmp))
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep it from other users of a shared cache
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with made_in_cache(target) as tmp:
+        _make(source, tmp)
     return target
 
 
