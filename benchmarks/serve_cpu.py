@@ -10,7 +10,8 @@ service (``cli.serve.build_service``, so ``$TOOLSCOUT_QUERY_ENCODER`` and
 ``$TOOLSCOUT_EMBED_THREADS`` apply as in ``serve``) and app (``http.app.create_app``),
 driven through Starlette's test client with ``load.py``'s new request texts and
 principals, one request at a time. Reports the process's CPU per request and the
-thread CPU spent inside the request encoder's runs (texts per request beside it); the
+thread CPU spent inside the request encoder's runs (texts encoded per request beside it:
+a request whose parts are pooled from its own run counts one); the
 rest is everything else a request costs (HTTP and JSON in process, JWT, retrieval, the
 ranker, rendering, the log) and the test client's own work (it runs in this process).
 CPU, not wall time: steadier on a shared machine.
@@ -85,6 +86,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spent["texts"] += len(texts)
 
         runs.embed = timed
+        embed_spans = getattr(runs, "embed_spans", None)
+
+        def timed_spans(text: str, spans: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return embed_spans(text, spans)  # type: ignore[misc]
+            finally:
+                spent["cpu"] += time.thread_time() - start
+                spent["texts"] += 1  # one text read; its parts pooled from the same run
+
+        if embed_spans is not None:  # a request in parts, its parts pooled (embed/coalesce.py)
+            runs.embed_spans = timed_spans
         texts = load.dev_queries(load.DEFAULT_BENCH)
         tokens = [load.discover_agent(i) for i in range(load.DISCOVER_PRINCIPALS)]
         app = create_app(service)

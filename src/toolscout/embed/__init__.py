@@ -47,19 +47,20 @@ def query_encoder_choice() -> str:
 
 def server_embedder(cards: Embedder) -> Embedder:
     """The embedder a server process discovers with, over the one its catalog's cards were
-    indexed with: concurrent requests' texts share encoder runs (``embed/coalesce.py``),
+    indexed with: concurrent requests' texts share encoder runs, and a request read in
+    parts is read as a library process reads it (``embed/coalesce.py``),
     and with the int8 query encoder chosen (:func:`query_encoder_choice`) and the default
     model, requests are encoded by its int8 graph while cards keep the float one."""
-    from toolscout.embed.coalesce import CoalescingEmbedder
+    from toolscout.embed.coalesce import coalescing
     from toolscout.embed.minilm import MiniLMEmbedder
 
     if query_encoder_choice() != "int8" or type(cards) is not MiniLMEmbedder or cards.quantised:
-        return CoalescingEmbedder(cards)
+        return coalescing(cards)
     from toolscout.embed.queries import QuerySide
 
     threads, _ = _runtime_options()
     queries = MiniLMEmbedder(threads=threads, spin_wait=cards.spin_wait, quantised=True)
-    return QuerySide(cards, CoalescingEmbedder(queries))
+    return QuerySide(cards, coalescing(queries))
 
 
 def _runtime_options() -> tuple[int | None, bool]:

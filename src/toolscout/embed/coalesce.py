@@ -12,6 +12,13 @@ wrappers, whatever its thread count.
 
 The vectors are the wrapped embedder's: a row's vector does not depend on the other rows
 of its batch (within float rounding, ``tests/test_embed.py``).
+
+A wrapped embedder that pools spans (``SpanEmbedder``: the default model) keeps that
+capability through :func:`coalescing`: a request read in parts is then one run of its own
+text with its parts pooled from it, exactly as in a library process, instead of a run over
+the request and each part (1.9 texts a new-text request on ``load.py``'s mix,
+docs/benchmarks.md, HTTP load, round twelve). Such a run takes its turn with the coalesced
+ones: still at most one run under way per wrapper.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from toolscout.embed.base import Embedder, Vectors, Wrapped
+from toolscout.embed.base import Embedder, SpanEmbedder, Vectors, Wrapped, span_embedder
 from toolscout.errors import ConfigError
 
 #: a call with more texts than this (an index being built) runs on its own, not queued
@@ -122,4 +129,40 @@ class CoalescingEmbedder(Wrapped):
         return ask.vectors
 
 
-__all__ = ["MAX_TEXTS", "SOLO_TEXTS", "CoalescingEmbedder"]
+class CoalescingSpanEmbedder(CoalescingEmbedder):
+    """A :class:`CoalescingEmbedder` over a ``SpanEmbedder``, with ``embed_spans``: one
+    run of the text alone, in turn with the coalesced runs."""
+
+    def __init__(self, inner: Embedder, *, max_texts: int = MAX_TEXTS) -> None:
+        spanner = span_embedder(inner)
+        if spanner is None:
+            raise ConfigError(f"{type(inner).__name__} does not pool spans (embed_spans)")
+        super().__init__(inner, max_texts=max_texts)
+        self._spanner: SpanEmbedder = spanner
+
+    def embed_spans(
+        self, text: str, spans: Sequence[tuple[int, int]]
+    ) -> tuple[Vectors, list[bool]]:
+        with self._cond:
+            while self._running:
+                self._cond.wait()
+            self._running = True
+        try:
+            got = self._spanner.embed_spans(text, spans)
+        finally:
+            with self._cond:
+                self._running = False
+                self.runs += 1
+                self.calls += 1
+                self._cond.notify_all()
+        return got
+
+
+def coalescing(inner: Embedder, *, max_texts: int = MAX_TEXTS) -> CoalescingEmbedder:
+    """``inner`` behind a coalescing wrapper that keeps its span pooling, if it has it."""
+    if span_embedder(inner) is not None:
+        return CoalescingSpanEmbedder(inner, max_texts=max_texts)
+    return CoalescingEmbedder(inner, max_texts=max_texts)
+
+
+__all__ = ["MAX_TEXTS", "SOLO_TEXTS", "CoalescingEmbedder", "CoalescingSpanEmbedder", "coalescing"]
