@@ -57,7 +57,7 @@ from toolscout.discovery.lexical import STOPWORDS, stem, words
 from toolscout.embed.base import Embedder, Vectors
 
 if TYPE_CHECKING:
-    from toolscout.discovery.search import PhraseIndex, Query, Retrieval, Retriever
+    from toolscout.discovery.search import Candidate, PhraseIndex, Query, Retrieval, Retriever
 
 #: a request word is carried over to its nearest catalog word when their cosine is at
 #: least this (multilingual-e5-small, one word each: a word and its translation ~0.90-0.98,
@@ -84,6 +84,13 @@ HUB_K = 10
 #: rank a carried-over request by the better of its two readings per tool (the catalog's
 #: words and BM25, the dense path alone) rather than by the first alone
 MERGE = True
+#: in the merge, each tool's score is the better of its two readings' plus this much of the
+#: other (0: the better alone; 1: their sum, so a tool both readings find gains over one
+#: that only one finds); a score is relative to its reading's best, in (0, 1]
+MERGE_AGREE = 0.0
+#: in the merge, the carried-over reading's scores are multiplied by this (below 1: lean on
+#: the dense path's own reading; above: on the catalog's words)
+MERGE_BRIDGE = 1.0
 #: the most catalog words a lexicon holds (the most frequent first): bounds its one-off
 #: encoding (about 10-20 ms a word at one thread) on large catalogs
 LEXICON_WORDS = 6000
@@ -469,16 +476,21 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
 def merged(bridged_out: Retrieval, dense_led: Callable[[], Retrieval]) -> Retrieval:
     """The retrieval of a carried-over request: ``bridged_out`` (BM25 on the catalog's
     words, fused), or with :data:`MERGE` each tool at the better of its fused scores there
-    and in the dense path's own reading (``dense_led``, run only then), as the
-    reformulation keeps the better of its two passes."""
+    (times :data:`MERGE_BRIDGE`) and in the dense path's own reading (``dense_led``, run
+    only then), plus :data:`MERGE_AGREE` times the other, as the reformulation keeps the
+    better of its two passes."""
     if not MERGE:
         return bridged_out
     other = dense_led()
-    best = {c.id: c for c in bridged_out.candidates}
-    for c in other.candidates:
-        old = best.get(c.id)
-        if old is None or c.fused > old.fused:
-            best[c.id] = c
+    ours = {c.id: c for c in bridged_out.candidates}
+    theirs = {c.id: c for c in other.candidates}
+    best: dict[str, Candidate] = {}
+    for tid in ours.keys() | theirs.keys():
+        a = ours[tid].fused * MERGE_BRIDGE if tid in ours else 0.0
+        b = theirs[tid].fused if tid in theirs else 0.0
+        top = ours[tid] if a >= b and tid in ours else theirs[tid]
+        score = max(a, b) + MERGE_AGREE * min(a, b)
+        best[tid] = top if score == top.fused else top.rescored(score)
     bridged_out.candidates = sorted(best.values(), key=lambda c: (-c.fused, c.id))
     bridged_out.confidence = max(bridged_out.confidence, other.confidence)
     bridged_out.low_confidence = bridged_out.low_confidence and other.low_confidence
