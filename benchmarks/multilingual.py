@@ -161,7 +161,6 @@ KNOBS = (
     "MIN_WORD_LETTERS",
     "REENCODE",
     "MERGE_AGREE",
-    "MERGE_BRIDGE",
     "REMOVE",
 )
 #: the knobs of discovery/languagespace.py (the others are discovery/crosslingual.py's)
@@ -178,9 +177,9 @@ def _label(key: Key) -> str:
 def _fewest_changes(v: Key) -> tuple[float, ...]:
     """A tie-break: the highest cosine, no merge, the widest stop margin, the highest CSLS
     floors, the longest shortest word, no second encoding (the fewest words carried over,
-    the fewest retrievals and encoder runs), the plain merge (the better reading alone,
-    unweighted), the least of the language's component taken out."""
-    return v[0], -v[1], v[2], v[3], v[4], v[5], -v[6], -v[7], -abs(v[8] - 1), -v[9]
+    the fewest retrievals and encoder runs), the plain merge (the better reading alone),
+    the least of the language's component taken out."""
+    return v[0], -v[1], v[2], v[3], v[4], v[5], -v[6], -v[7], -v[8]
 
 
 def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], base: Key) -> dict[str, Any]:
@@ -420,7 +419,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("min-letters", "shortest words carried over, spaced scripts"),
         ("reencode", "re-encoding modes (0, 1, 2)"),
         ("agree", "shares of the other reading added in the merge"),
-        ("lean", "weights of the carried-over reading in the merge"),
         ("remove", "shares of the language's component taken out of the vector"),
     ):
         parser.add_argument(
@@ -465,7 +463,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.bridge_min_letters or [float(cl.MIN_WORD_LETTERS)],
                 args.bridge_reencode or [float(cl.REENCODE)],
                 args.bridge_agree or [cl.MERGE_AGREE],
-                args.bridge_lean or [cl.MERGE_BRIDGE],
                 args.bridge_remove or [_value(languagespace.REMOVE)],
             ]
             command = command_line("benchmarks/multilingual.py", args_in)

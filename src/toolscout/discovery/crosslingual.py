@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolscout.discovery import coverage
+from toolscout.discovery.languagespace import language_space, without_language
 from toolscout.discovery.lexical import STOPWORDS, stem, words
 from toolscout.embed.base import Embedder, Vectors
 
@@ -85,12 +86,11 @@ HUB_K = 10
 #: words and BM25, the dense path alone) rather than by the first alone
 MERGE = True
 #: in the merge, each tool's score is the better of its two readings' plus this much of the
-#: other (0: the better alone; 1: their sum, so a tool both readings find gains over one
-#: that only one finds); a score is relative to its reading's best, in (0, 1]
-MERGE_AGREE = 0.0
-#: in the merge, the carried-over reading's scores are multiplied by this (below 1: lean on
-#: the dense path's own reading; above: on the catalog's words)
-MERGE_BRIDGE = 1.0
+#: other (0: the better alone, as before; 1: their sum, so a tool both readings find gains
+#: over one that only one finds); a score is relative to its reading's best, in (0, 1].
+#: 1: chosen leave-one-language-out with :data:`languagespace.REMOVE` (every one of the six
+#: folds; docs/benchmarks.md, "This round (h/lang5, round twelve)")
+MERGE_AGREE = 1.0
 #: the most catalog words a lexicon holds (the most frequent first): bounds its one-off
 #: encoding (about 10-20 ms a word at one thread) on large catalogs
 LEXICON_WORDS = 6000
@@ -107,6 +107,9 @@ WORD_VECTOR_CACHE = 8192
 #: (every one of the six folds chose it over 2; docs/benchmarks.md, "This round (h/lang4,
 #: round eleven)")
 MIN_WORD_LETTERS = 4
+#: the share of each request word's component in the encoder's language space
+#: (discovery/languagespace.py) taken out before it is compared with the catalog's words
+WORD_REMOVE = 0.0
 #: what the encoder reads in the carried-over reading: 0, the request as written; 1, the
 #: request followed by the catalog words carried over (``météo à Lisbonne weather``); 2,
 #: those catalog words alone (the request's own reading is the merge's other one). 0: no
@@ -368,9 +371,10 @@ def prepare(catalog: Any) -> threading.Thread | None:
     an encoder that reads other languages: build the lexicon of its new generation on a
     background thread and keep it in the store, so the first carried-over request of this
     process or of the next one (a server opening the catalog ``toolscout index`` wrote)
-    reads it instead of waiting seconds to a minute for it. The thread is one of the
-    catalog's background keeps (its ``close`` waits for it). None when nothing here runs
-    (the English default, lexical or dense search off)."""
+    reads it instead of waiting seconds to a minute for it; and the encoder's language
+    space (discovery/languagespace.py: once per model and process, a few seconds). The
+    thread is one of the catalog's background keeps (its ``close`` waits for it). None
+    when nothing here runs (the English default, lexical or dense search off)."""
     if not coverage.may_lead(catalog.settings, catalog.embedder):
         return None
     retriever = catalog.retriever()
@@ -379,6 +383,7 @@ def prepare(catalog: Any) -> threading.Thread | None:
         try:
             df, _ = retriever.store.document_frequency()
             _LEXICONS.get(retriever, df)
+            language_space(retriever.embedder)  # once per model and process
         except Exception:  # a cache: a request builds it again
             return
 
@@ -452,8 +457,11 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
     if not own:
         return query
     lexicon = _LEXICONS.get(retriever, df)
+    vectors = _WORD_VECTORS.of(retriever.embedder, own)
+    if WORD_REMOVE:  # each word without its language's component (languagespace.py)
+        vectors = without_language(retriever.embedder, vectors, WORD_REMOVE)
     rows = lexicon.nearest(
-        _WORD_VECTORS.of(retriever.embedder, own),
+        vectors,
         MATCH_COSINE if min_cosine is None else min_cosine,
         stop_margin=STOP_MARGIN,
         min_csls=[MIN_CSLS_UNSPACED if _unspaced(w) else MIN_CSLS for w in own],
@@ -476,9 +484,9 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
 def merged(bridged_out: Retrieval, dense_led: Callable[[], Retrieval]) -> Retrieval:
     """The retrieval of a carried-over request: ``bridged_out`` (BM25 on the catalog's
     words, fused), or with :data:`MERGE` each tool at the better of its fused scores there
-    (times :data:`MERGE_BRIDGE`) and in the dense path's own reading (``dense_led``, run
-    only then), plus :data:`MERGE_AGREE` times the other, as the reformulation keeps the
-    better of its two passes."""
+    and in the dense path's own reading (``dense_led``, run only then) plus
+    :data:`MERGE_AGREE` times the other, as the reformulation keeps the better of its two
+    passes."""
     if not MERGE:
         return bridged_out
     other = dense_led()
@@ -486,7 +494,7 @@ def merged(bridged_out: Retrieval, dense_led: Callable[[], Retrieval]) -> Retrie
     theirs = {c.id: c for c in other.candidates}
     best: dict[str, Candidate] = {}
     for tid in ours.keys() | theirs.keys():
-        a = ours[tid].fused * MERGE_BRIDGE if tid in ours else 0.0
+        a = ours[tid].fused if tid in ours else 0.0
         b = theirs[tid].fused if tid in theirs else 0.0
         top = ours[tid] if a >= b and tid in ours else theirs[tid]
         score = max(a, b) + MERGE_AGREE * min(a, b)
