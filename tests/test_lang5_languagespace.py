@@ -4,6 +4,7 @@ a carried-over request's two readings adding the other reading's score."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from toolscout.discovery.crosslingual import merged
 from toolscout.discovery.languagespace import PARALLEL, language_space, without_language
 from toolscout.discovery.queryvectors import embed_keys
 from toolscout.discovery.search import Candidate, Retrieval, parse_query
+from toolscout.embed.base import Vectors, Wrapped
 from toolscout.embed.e5 import MultilingualE5Embedder
 
 #: a request and its translations, not among :data:`languagespace.PARALLEL`
@@ -107,3 +109,46 @@ def test_a_tool_both_readings_find_ranks_above_one_only_one_finds() -> None:
         ("c", 1.0),
     ]
     assert got.confidence == 0.6 and not got.low_confidence
+
+
+_PARALLEL_TEXTS = frozenset(t for texts in PARALLEL.values() for t in texts)
+
+
+class _Counted(Wrapped):
+    """e5, counting the requests of :data:`PARALLEL` it is asked to encode."""
+
+    multilingual = True
+
+    def __init__(self, inner: MultilingualE5Embedder) -> None:
+        super().__init__(inner)
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.texts += sum(t in _PARALLEL_TEXTS for t in texts)
+        return self.inner.embed(texts)
+
+
+def test_writing_the_catalog_keeps_the_language_space_for_the_next_process(
+    tmp_path: Path,
+    e5: MultilingualE5Embedder,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Measured once when the catalog is written (every request of :data:`PARALLEL` encoded
+    on the background thread that builds the word list), the language space is kept in the
+    store: a new process opening the catalog reads it and encodes none of them; without a
+    store it is measured again."""
+    counted = _Counted(e5)
+    monkeypatch.setattr(languagespace, "_SPACES", {})  # a new process
+    with Catalog.open(tmp_path / "c.db", embedder=counted, log=False) as cat:
+        cat.add(TOOLS)
+    assert counted.texts == len(_PARALLEL_TEXTS)
+    first = languagespace._SPACES[e5.model_id]
+    monkeypatch.setattr(languagespace, "_SPACES", {})  # another new process
+    counted.texts = 0
+    with Catalog.open(tmp_path / "c.db", embedder=counted, log=False) as cat:
+        again = language_space(counted, cat.store)
+    assert counted.texts == 0
+    np.testing.assert_array_equal(again, first)
+    monkeypatch.setattr(languagespace, "_SPACES", {})
+    np.testing.assert_allclose(language_space(counted), first, atol=1e-6)
+    assert counted.texts == len(_PARALLEL_TEXTS)

@@ -383,7 +383,7 @@ def prepare(catalog: Any) -> threading.Thread | None:
         try:
             df, _ = retriever.store.document_frequency()
             _LEXICONS.get(retriever, df)
-            language_space(retriever.embedder)  # once per model and process
+            language_space(retriever.embedder, retriever.store)  # once per model and process
         except Exception:  # a cache: a request builds it again
             return
 
@@ -459,7 +459,7 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
     lexicon = _LEXICONS.get(retriever, df)
     vectors = _WORD_VECTORS.of(retriever.embedder, own)
     if WORD_REMOVE:  # each word without its language's component (languagespace.py)
-        vectors = without_language(retriever.embedder, vectors, WORD_REMOVE)
+        vectors = without_language(retriever.embedder, vectors, WORD_REMOVE, retriever.store)
     rows = lexicon.nearest(
         vectors,
         MATCH_COSINE if min_cosine is None else min_cosine,

@@ -26,8 +26,10 @@ runs.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -230,14 +232,46 @@ _SPACES: dict[str, Vectors] = {}
 _LOCK = threading.Lock()
 
 
-def language_space(embedder: Embedder) -> Vectors:
+def kept_key(model_id: str) -> str:
+    """The key a store keeps ``model_id``'s language space under: the model and a digest
+    of this module (its :data:`PARALLEL` and how the space is measured)."""
+    from toolscout.discovery.kept import code_digest
+
+    return f"language-space:{model_id}:{code_digest(sys.modules[__name__])}"
+
+
+def language_space(embedder: Embedder, store: Any = None) -> Vectors:
     """An orthonormal basis (rows) of ``embedder``'s language offsets measured on
-    :data:`PARALLEL` (one per language but English), built once per model and process."""
+    :data:`PARALLEL` (one per language but English): once per model and process, read from
+    ``store`` when it keeps one (a store that keeps derived state: SQLite) and kept there
+    when measured (a new process then does not encode :data:`PARALLEL` again, about 5 s at
+    one thread)."""
     model = embedder.model_id
     with _LOCK:
         found = _SPACES.get(model)
     if found is not None:
         return found
+    space = _kept(store, model, embedder.dim)
+    if space is None:
+        space = _measured(embedder)
+        write = getattr(store, "set_derived", None)
+        if callable(write):  # a cache: a failed write only means measuring it again
+            blob = np.ascontiguousarray(space, dtype="<f4").tobytes()
+            write(kept_key(model), store.generation(), blob)
+    with _LOCK:
+        return _SPACES.setdefault(model, space)
+
+
+def _kept(store: Any, model: str, dim: int) -> Vectors | None:
+    read = getattr(store, "derived", None)
+    kept = read(kept_key(model)) if callable(read) else None
+    rows = len(PARALLEL) - 1
+    if kept is None or len(kept[1]) != rows * dim * 4:  # any other shape: measured again
+        return None
+    return np.frombuffer(kept[1], dtype="<f4").reshape(rows, dim).astype(np.float32)
+
+
+def _measured(embedder: Embedder) -> Vectors:
     langs = list(PARALLEL)
     texts = [t for lang in langs for t in PARALLEL[lang]]
     vectors = np.asarray(embedder.embed(texts), np.float64)
@@ -248,18 +282,18 @@ def language_space(embedder: Embedder) -> Vectors:
         at += n
     offsets = np.stack([means[lang] - means["en"] for lang in langs[1:]])
     basis, _ = np.linalg.qr(offsets.T)
-    space = np.ascontiguousarray(basis.T, dtype=np.float32)
-    with _LOCK:
-        _SPACES.setdefault(model, space)
-        return _SPACES[model]
+    return np.ascontiguousarray(basis.T, dtype=np.float32)
 
 
-def without_language(embedder: Embedder, vectors: Vectors, remove: float | None = None) -> Vectors:
+def without_language(
+    embedder: Embedder, vectors: Vectors, remove: float | None = None, store: Any = None
+) -> Vectors:
     """``vectors`` (rows, unit length) with ``remove`` (default :data:`REMOVE`) of their
-    component in ``embedder``'s language space taken out, normalised again."""
+    component in ``embedder``'s language space (:func:`language_space`, kept in ``store``)
+    taken out, normalised again."""
     share = REMOVE if remove is None else remove
     if not share or not len(vectors):
         return vectors
-    space = language_space(embedder)
+    space = language_space(embedder, store)
     rows = np.asarray(vectors, np.float32)
     return normalise(rows - share * (rows @ space.T) @ space)

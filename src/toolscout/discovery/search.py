@@ -310,7 +310,7 @@ class Retriever:
         else:
             lex = self._lex(query.terms, allowed)
         if other and vectors is not None:  # read as another language: its component out
-            vectors = list(without_language(self.embedder, np.stack(vectors)))
+            vectors = list(without_language(self.embedder, np.stack(vectors), store=self.store))
         vector = vectors[0] if vectors is not None else None
 
         reformulating = step_on("reformulate", query.text, self.settings)
