@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolscout.discovery import coverage
-from toolscout.discovery.languagespace import language_space, without_language
+from toolscout.discovery.languagespace import language_space
 from toolscout.discovery.lexical import STOPWORDS, stem, words
 from toolscout.embed.base import Embedder, Vectors
 
@@ -107,9 +107,6 @@ WORD_VECTOR_CACHE = 8192
 #: (every one of the six folds chose it over 2; docs/benchmarks.md, "This round (h/lang4,
 #: round eleven)")
 MIN_WORD_LETTERS = 4
-#: the share of each request word's component in the encoder's language space
-#: (discovery/languagespace.py) taken out before it is compared with the catalog's words
-WORD_REMOVE = 0.0
 #: what the encoder reads in the carried-over reading: 0, the request as written; 1, the
 #: request followed by the catalog words carried over (``météo à Lisbonne weather``); 2,
 #: those catalog words alone (the request's own reading is the merge's other one). 0: no
@@ -457,11 +454,8 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
     if not own:
         return query
     lexicon = _LEXICONS.get(retriever, df)
-    vectors = _WORD_VECTORS.of(retriever.embedder, own)
-    if WORD_REMOVE:  # each word without its language's component (languagespace.py)
-        vectors = without_language(retriever.embedder, vectors, WORD_REMOVE, retriever.store)
     rows = lexicon.nearest(
-        vectors,
+        _WORD_VECTORS.of(retriever.embedder, own),
         MATCH_COSINE if min_cosine is None else min_cosine,
         stop_margin=STOP_MARGIN,
         min_csls=[MIN_CSLS_UNSPACED if _unspaced(w) else MIN_CSLS for w in own],
