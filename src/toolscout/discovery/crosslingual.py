@@ -14,9 +14,11 @@ The request's *bridged* query keeps its text (the encoder reads it as written), 
 covered terms and identifiers, and takes the carried-over terms: lexical retrieval then
 runs on catalog words and the learned ranker reads it as it reads any request. The
 request is also read as the coverage rule reads it (the dense path alone), and each tool
-keeps the better of its two fused scores (:func:`merged`): a wrong word carried over
-cannot push the dense path's answer down. A request whose words carry nothing over is
-read by the dense path alone, as before.
+keeps the better of its two fused scores plus the other (:func:`merged`,
+:data:`MERGE_AGREE`): a wrong word carried over cannot push the dense path's answer down,
+and a tool both readings find comes first. A request whose words carry nothing over is
+read by the dense path alone, as before. In both readings the request's vector is read
+without its language's component (discovery/languagespace.py).
 
 Words of a request: runs of letters (lower-cased, accents kept: the encoder reads them) of
 at least :data:`MIN_WORD_LETTERS` (articles and prepositions are left out);
