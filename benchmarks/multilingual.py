@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +54,13 @@ def measure(
     cache: Path,
     limit: int | None,
     strategies: Sequence[str] = STRATEGIES,
+    langs: Sequence[str] = LANGS,
 ) -> dict[str, Any]:
-    """recall@5 and complete@5 by embedder, strategy and language (queries pooled over sets),
-    with each request's recall@5 by source set (``per_request``: what :func:`fit` reads)."""
+    """recall@5 and complete@5 by embedder, strategy and language (queries pooled over sets;
+    ``langs``: these languages only), with each request's recall@5 by source set
+    (``per_request``: what :func:`fit` reads)."""
     rows = _rows(QUERIES)
+    wanted = set(langs)
     by_set: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         by_set[r["source"]][r["lang"]].append(r)
@@ -66,11 +69,11 @@ def measure(
         sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         per_request: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
         seconds: dict[str, float] = {}
-        for source, langs in sorted(by_set.items()):
+        for source, by_lang in sorted(by_set.items()):
             embedder = make_embedder(name)
             db = cache / f"{source}.{name}.db"
-            for lang in LANGS:
-                picked = langs[lang][:limit] if limit else langs[lang]
+            for lang in (lang for lang in LANGS if lang in wanted):
+                picked = by_lang[lang][:limit] if limit else by_lang[lang]
                 qfile = cache / f"{source}.{lang}.jsonl"
                 qfile.write_text(
                     "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in picked),
@@ -157,7 +160,11 @@ KNOBS = (
     "MIN_CSLS_UNSPACED",
     "MIN_WORD_LETTERS",
     "REENCODE",
+    "MERGE_AGREE",
+    "REMOVE",
 )
+#: the knobs of discovery/languagespace.py (the others are discovery/crosslingual.py's)
+SPACE_KNOBS = frozenset({"REMOVE"})
 #: MIN_CSLS in a grid key when the hubness test is off (no CSLS score is this low)
 NO_CSLS = -9.0
 Key = tuple[float, ...]
@@ -170,8 +177,9 @@ def _label(key: Key) -> str:
 def _fewest_changes(v: Key) -> tuple[float, ...]:
     """A tie-break: the highest cosine, no merge, the widest stop margin, the highest CSLS
     floors, the longest shortest word, no second encoding (the fewest words carried over,
-    the fewest retrievals and encoder runs)."""
-    return v[0], -v[1], v[2], v[3], v[4], v[5], -v[6]
+    the fewest retrievals and encoder runs), the plain merge (the better reading alone),
+    the least of the language's component taken out."""
+    return v[0], -v[1], v[2], v[3], v[4], v[5], -v[6], -v[7], -v[8]
 
 
 def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], base: Key) -> dict[str, Any]:
@@ -195,6 +203,18 @@ def fit(grid: Mapping[Key, Mapping[str, Mapping[str, float]]], base: Key) -> dic
     return folds
 
 
+def _value(shipped: Any) -> float:
+    """A shipped constant as a grid key holds it."""
+    return NO_CSLS if shipped is None else float(shipped)
+
+
+def _module(knob: str) -> Any:
+    """The module that holds ``knob``."""
+    from toolscout.discovery import crosslingual, languagespace
+
+    return languagespace if knob in SPACE_KNOBS else crosslingual
+
+
 def _set(module: Any, knob: str, value: float) -> None:
     if knob == "MERGE":
         setattr(module, knob, bool(value))
@@ -212,6 +232,7 @@ def run_grid(
     limit: int | None,
     axes: Sequence[Sequence[float]],
     done: Any = None,
+    langs: Sequence[str] = LANGS,
 ) -> dict[str, Any]:
     """The default (hybrid) strategy with the multilingual option at each combination of
     the bridge's constants (``axes``, in :data:`KNOBS` order; first the shipped ones), per
@@ -219,28 +240,65 @@ def run_grid(
     cut short keeps what it measured)."""
     import itertools
 
-    from toolscout.discovery import crosslingual
-
-    shipped = tuple(getattr(crosslingual, k) for k in KNOBS)
-    base: Key = tuple(NO_CSLS if v is None else float(v) for v in shipped)
+    shipped = tuple(getattr(_module(k), k) for k in KNOBS)
+    base: Key = tuple(_value(v) for v in shipped)
     out: dict[str, Any] = {}
     grid: dict[Key, Any] = {}
     values = [base, *(v for v in itertools.product(*axes) if tuple(v) != base)]
     try:
         for value in values:
             for knob, v in zip(KNOBS, value, strict=True):
-                _set(crosslingual, knob, v)
-            got = measure(bench, ["multilingual-e5-small"], cache, limit, ("hybrid",))
+                _set(_module(knob), knob, v)
+            got = measure(bench, ["multilingual-e5-small"], cache, limit, ("hybrid",), langs)
             res = got["multilingual-e5-small"]
             grid[tuple(value)] = res["per_request"]["hybrid"]
             out[_label(value)] = {k: res[k] for k in ("strategies", "gap_to_en", "seconds")}
             out[_label(value)]["per_request"] = res["per_request"]["hybrid"]
             if done is not None:
-                done({"knobs": list(KNOBS), "values": out, "folds": fit(grid, base)})
+                done(_fitted(out, grid, base))
     finally:
         for knob, v in zip(KNOBS, shipped, strict=True):
-            setattr(crosslingual, knob, v)
-    return {"knobs": list(KNOBS), "values": out, "folds": fit(grid, base)}
+            setattr(_module(knob), knob, v)
+    return _fitted(out, grid, base)
+
+
+def _fitted(out: dict[str, Any], grid: Mapping[Key, Any], base: Key) -> dict[str, Any]:
+    return {
+        "knobs": list(KNOBS),
+        "values": out,
+        "folds": fit(grid, base),
+        "language_folds": fit_languages(grid, base),
+    }
+
+
+def language_mean(by_request: Mapping[str, Mapping[str, float]], langs: Set[str]) -> float:
+    """The mean recall@5 of the requests in ``langs``, over every source set."""
+    got = [v for by in by_request.values() for lang, v in by.items() if lang in langs]
+    return float(np.mean(got)) if got else 0.0
+
+
+def fit_languages(
+    grid: Mapping[Key, Mapping[str, Mapping[str, float]]], base: Key
+) -> dict[str, Any]:
+    """Leave one language out: for each translated language, the constants with the best
+    mean recall@5 over the other translated languages measured (ties:
+    :func:`_fewest_changes`), and what they give on the held-out one against ``base``."""
+    measured = {lang for by in grid.values() for langs in by.values() for lang in langs}
+    translated = [lang for lang in LANGS[1:] if lang in measured]
+    folds: dict[str, Any] = {}
+    for held in translated:
+        others = set(translated) - {held}
+        if not others:
+            continue
+        scores = {value: language_mean(by, others) for value, by in grid.items()}
+        chosen = max(scores, key=lambda v: (round(scores[v], 6), *_fewest_changes(v)))
+        folds[held] = {
+            "chosen": _label(chosen),
+            "others": round(scores[chosen], 4),
+            "held_base": round(language_mean(grid[base], {held}), 4),
+            "held_chosen": round(language_mean(grid[chosen], {held}), 4),
+        }
+    return folds
 
 
 def latency(bench: Path, cache: Path, limit: int) -> dict[str, Any]:
@@ -334,6 +392,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--embedder", action="append", choices=list(EMBEDDERS), help="repeatable (default: all)"
     )
     parser.add_argument("--limit", type=int, default=None, help="N requests per set and language")
+    parser.add_argument(
+        "--langs",
+        type=lambda text: text.split(","),
+        default=None,
+        metavar="L1,L2,...",
+        help="these languages only (default: all)",
+    )
     parser.add_argument("--cache", type=Path, default=None, help="keep indexed sets here")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/multilingual.json")
     parser.add_argument(
@@ -353,6 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("csls-unspaced", f"CSLS floors, Han and Kana ({NO_CSLS:g}: none)"),
         ("min-letters", "shortest words carried over, spaced scripts"),
         ("reencode", "re-encoding modes (0, 1, 2)"),
+        ("agree", "shares of the other reading added in the merge"),
+        ("remove", "shares of the language's component taken out of the vector"),
     ):
         parser.add_argument(
             f"--bridge-{flag}",
@@ -384,6 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache.mkdir(parents=True, exist_ok=True)
         if args.fit_bridge:
             from toolscout.discovery import crosslingual as cl
+            from toolscout.discovery import languagespace
 
             axes = [
                 args.fit_bridge,
@@ -394,6 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 or [NO_CSLS if cl.MIN_CSLS_UNSPACED is None else cl.MIN_CSLS_UNSPACED],
                 args.bridge_min_letters or [float(cl.MIN_WORD_LETTERS)],
                 args.bridge_reencode or [float(cl.REENCODE)],
+                args.bridge_agree or [cl.MERGE_AGREE],
+                args.bridge_remove or [_value(languagespace.REMOVE)],
             ]
             command = command_line("benchmarks/multilingual.py", args_in)
 
@@ -401,11 +471,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 where = str(QUERIES.relative_to(ROOT))
                 write_results(args.json, command, queries=where, **partial)
 
-            fitted = run_grid(args.bench, cache, args.limit, axes, done)
+            langs = args.langs or list(LANGS)
+            fitted = run_grid(args.bench, cache, args.limit, axes, done, langs)
             print(json.dumps(fitted["folds"], indent=2))
+            print(json.dumps(fitted["language_folds"], indent=2))
+            for label, got in fitted["values"].items():
+                cells = got["strategies"]["hybrid"]
+                print(label, " ".join(f"{k} {v['recall@5']:.3f}" for k, v in cells.items()))
             print(f"wrote {args.json}")
             return 0
-        results = measure(args.bench, embedders, cache, args.limit, args.strategy or STRATEGIES)
+        results = measure(
+            args.bench, embedders, cache, args.limit, args.strategy or STRATEGIES,
+            args.langs or LANGS,
+        )  # fmt: skip
     text = table(results)
     print(text)
     write_results(

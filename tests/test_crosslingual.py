@@ -225,6 +225,7 @@ def test_a_merge_keeps_each_tool_at_its_better_reading(monkeypatch: pytest.Monke
 
     assert merged(bridged_out, other) is bridged_out and not calls  # the other never run
     monkeypatch.setattr(crosslingual, "MERGE", True)
+    monkeypatch.setattr(crosslingual, "MERGE_AGREE", 0.0)  # the better alone (round nine)
     got = merged(_retrieval({"a": 0.9, "b": 0.2}, 0.4), other)
     assert [(c.id, c.fused) for c in got.candidates] == [("b", 0.95), ("a", 0.9), ("c", 0.5)]
     assert got.confidence == 0.6 and not got.low_confidence and got.lexical_ids == ["a"]

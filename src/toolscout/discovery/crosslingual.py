@@ -14,9 +14,11 @@ The request's *bridged* query keeps its text (the encoder reads it as written), 
 covered terms and identifiers, and takes the carried-over terms: lexical retrieval then
 runs on catalog words and the learned ranker reads it as it reads any request. The
 request is also read as the coverage rule reads it (the dense path alone), and each tool
-keeps the better of its two fused scores (:func:`merged`): a wrong word carried over
-cannot push the dense path's answer down. A request whose words carry nothing over is
-read by the dense path alone, as before.
+keeps the better of its two fused scores plus the other (:func:`merged`,
+:data:`MERGE_AGREE`): a wrong word carried over cannot push the dense path's answer down,
+and a tool both readings find comes first. A request whose words carry nothing over is
+read by the dense path alone, as before. In both readings the request's vector is read
+without its language's component (discovery/languagespace.py).
 
 Words of a request: runs of letters (lower-cased, accents kept: the encoder reads them) of
 at least :data:`MIN_WORD_LETTERS` (articles and prepositions are left out);
@@ -53,11 +55,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolscout.discovery import coverage
+from toolscout.discovery.languagespace import language_space
 from toolscout.discovery.lexical import STOPWORDS, stem, words
 from toolscout.embed.base import Embedder, Vectors
 
 if TYPE_CHECKING:
-    from toolscout.discovery.search import PhraseIndex, Query, Retrieval, Retriever
+    from toolscout.discovery.search import Candidate, PhraseIndex, Query, Retrieval, Retriever
 
 #: a request word is carried over to its nearest catalog word when their cosine is at
 #: least this (multilingual-e5-small, one word each: a word and its translation ~0.90-0.98,
@@ -84,6 +87,12 @@ HUB_K = 10
 #: rank a carried-over request by the better of its two readings per tool (the catalog's
 #: words and BM25, the dense path alone) rather than by the first alone
 MERGE = True
+#: in the merge, each tool's score is the better of its two readings' plus this much of the
+#: other (0: the better alone, as before; 1: their sum, so a tool both readings find gains
+#: over one that only one finds); a score is relative to its reading's best, in (0, 1].
+#: 1: chosen leave-one-language-out with :data:`languagespace.REMOVE` (every one of the six
+#: folds; docs/benchmarks.md, "This round (h/lang5, round twelve)")
+MERGE_AGREE = 1.0
 #: the most catalog words a lexicon holds (the most frequent first): bounds its one-off
 #: encoding (about 10-20 ms a word at one thread) on large catalogs
 LEXICON_WORDS = 6000
@@ -361,9 +370,10 @@ def prepare(catalog: Any) -> threading.Thread | None:
     an encoder that reads other languages: build the lexicon of its new generation on a
     background thread and keep it in the store, so the first carried-over request of this
     process or of the next one (a server opening the catalog ``toolscout index`` wrote)
-    reads it instead of waiting seconds to a minute for it. The thread is one of the
-    catalog's background keeps (its ``close`` waits for it). None when nothing here runs
-    (the English default, lexical or dense search off)."""
+    reads it instead of waiting seconds to a minute for it; and the encoder's language
+    space (discovery/languagespace.py: once per model and process, a few seconds). The
+    thread is one of the catalog's background keeps (its ``close`` waits for it). None
+    when nothing here runs (the English default, lexical or dense search off)."""
     if not coverage.may_lead(catalog.settings, catalog.embedder):
         return None
     retriever = catalog.retriever()
@@ -372,6 +382,7 @@ def prepare(catalog: Any) -> threading.Thread | None:
         try:
             df, _ = retriever.store.document_frequency()
             _LEXICONS.get(retriever, df)
+            language_space(retriever.embedder, retriever.store)  # once per model and process
         except Exception:  # a cache: a request builds it again
             return
 
@@ -469,16 +480,21 @@ def bridged(retriever: Retriever, query: Query, min_cosine: float | None = None)
 def merged(bridged_out: Retrieval, dense_led: Callable[[], Retrieval]) -> Retrieval:
     """The retrieval of a carried-over request: ``bridged_out`` (BM25 on the catalog's
     words, fused), or with :data:`MERGE` each tool at the better of its fused scores there
-    and in the dense path's own reading (``dense_led``, run only then), as the
-    reformulation keeps the better of its two passes."""
+    and in the dense path's own reading (``dense_led``, run only then) plus
+    :data:`MERGE_AGREE` times the other, as the reformulation keeps the better of its two
+    passes."""
     if not MERGE:
         return bridged_out
     other = dense_led()
-    best = {c.id: c for c in bridged_out.candidates}
-    for c in other.candidates:
-        old = best.get(c.id)
-        if old is None or c.fused > old.fused:
-            best[c.id] = c
+    ours = {c.id: c for c in bridged_out.candidates}
+    theirs = {c.id: c for c in other.candidates}
+    best: dict[str, Candidate] = {}
+    for tid in ours.keys() | theirs.keys():
+        a = ours[tid].fused if tid in ours else 0.0
+        b = theirs[tid].fused if tid in theirs else 0.0
+        top = ours[tid] if a >= b and tid in ours else theirs[tid]
+        score = max(a, b) + MERGE_AGREE * min(a, b)
+        best[tid] = top if score == top.fused else top.rescored(score)
     bridged_out.candidates = sorted(best.values(), key=lambda c: (-c.fused, c.id))
     bridged_out.confidence = max(bridged_out.confidence, other.confidence)
     bridged_out.low_confidence = bridged_out.low_confidence and other.low_confidence

@@ -47,6 +47,7 @@ from toolscout.discovery.fusion import vote as vote
 from toolscout.discovery.fusion import within_budget as within_budget
 from toolscout.discovery.gates import step_on
 from toolscout.discovery.intents import IntentSplitter, interleave, split_intents
+from toolscout.discovery.languagespace import without_language
 from toolscout.discovery.lexical import (
     terms,
 )
@@ -259,20 +260,25 @@ class Retriever:
         led = coverage.dense_led(self.settings, (*query.terms, *query.dropped), df, self.embedder)
         return self if led is self.settings else replace(self, settings=led)
 
-    def run(self, query: Query, allowed: Set[str], lex: Hits | None = None) -> Retrieval:
+    def run(
+        self, query: Query, allowed: Set[str], lex: Hits | None = None, *, other: bool = False
+    ) -> Retrieval:
         """Retrieve for the whole request and, when it asks for several tasks, for each
         (``lex``: the request's BM25 hits when the caller already has them); a long request
         of several parts is also retrieved part by part (discovery/parts.py). The request
         is read as :meth:`for_request` says, whoever calls: a request the rule reads by the
         dense path alone is retrieved without BM25 (``lex`` unread), after its words are
-        carried over to the catalog's when they can be (discovery/crosslingual.py)."""
+        carried over to the catalog's when they can be (discovery/crosslingual.py); its
+        vectors lose their language's component (``other``, discovery/languagespace.py)."""
         bridge = crosslingual.bridged(self, query)
         if bridge is not query:  # its words carried over to the catalog's (crosslingual.py)
             led = self.for_request(query)
-            return crosslingual.merged(self.run(bridge, allowed), lambda: led.run(query, allowed))
+            return crosslingual.merged(
+                self.run(bridge, allowed, other=True), lambda: led.run(query, allowed, other=True)
+            )
         led = self.for_request(query)
         if led is not self:
-            return led.run(query, allowed)
+            return led.run(query, allowed, other=True)
         parts = split_intents(query.text, self.splitter) if self.settings.multi_intent else []
         parts = parts if len(parts) > 1 else []
         read_in_parts = step_on("parts", query.text, self.settings)
@@ -303,6 +309,8 @@ class Retriever:
             lex = pending.result()
         else:
             lex = self._lex(query.terms, allowed)
+        if other and vectors is not None:  # read as another language: its component out
+            vectors = list(without_language(self.embedder, np.stack(vectors), store=self.store))
         vector = vectors[0] if vectors is not None else None
 
         reformulating = step_on("reformulate", query.text, self.settings)
