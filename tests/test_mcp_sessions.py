@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from _mcp_kit import APP, free_port, node_env, node_script, stop, wait_port
+from fork_kit import upstream as forked
 from toolscout.gateway.auth import issue_token
 
 KEY = "mcp-sessions-test-secret-0123456789abcdef"
@@ -53,7 +54,7 @@ async def _as(url: str, token: str, tool: str, args: dict[str, Any]) -> str:
 def test_callers_do_not_share_upstream_state(tmp_path: Path, sessions: str) -> None:
     config = tmp_path / "servers.json"
     config.write_text(json.dumps({
-        "mcpServers": {"app": {"command": sys.executable, "args": [str(APP), "--stdio"],
+        "mcpServers": {"app": {**forked(APP, "--stdio"),
                                "toolscout": {"scopes": []}}},
         "toolscout": {"jwt_key": KEY, "mode": "direct", "connect_timeout_s": 60,
                       "upstream_sessions": sessions, "db": str(tmp_path / "g.db")},
