@@ -1,5 +1,5 @@
-"""Python MCP servers a test's gateway starts as upstreams, forked from one process per
-pytest worker that has imported them (``mcp_conformance/forkserver.py``).
+"""Python MCP servers a test's gateway starts as upstreams, and gateways, forked from one
+process per pytest worker that has imported them (``mcp_conformance/forkserver.py``).
 
 A gateway starts each stdio upstream of its configuration as a process (twice for most:
 the SDK's session and its own client), and a Python upstream written with the MCP SDK
@@ -11,7 +11,8 @@ hands its stdin, stdout and stderr, its environment and directory to the worker'
 server, which forks a child that runs ``python PATH ARGS`` on those pipes. So every start
 is still a process of its own on the gateway's real pipes, with no state of another; the
 client passes SIGTERM, SIGINT and SIGHUP on and exits with the child's status, and if the
-client is killed, the fork server kills the child.
+client is killed, the fork server kills the child. :func:`toolscout` does the same for a
+``toolscout mcp serve`` of a test about what the gateway does, not about its start.
 
 The fork server starts on first use in each worker and ends when the worker does (its
 stdin is a pipe the worker holds).
@@ -89,6 +90,13 @@ def command(script: Path, *args: str) -> list[str]:
     """``python SCRIPT ARGS`` as a process forked from the worker's fork server."""
     return [sys.executable, "-I", "-S", str(FORKSERVER), "connect", _socket(), "--script",
             str(script), *args]  # fmt: skip
+
+
+def toolscout(*args: str) -> list[str]:
+    """``python -m toolscout ARGS`` as a process forked from the worker's fork server, for a
+    test of what a gateway does once started, not of how it starts (``test_mcp_early.py``,
+    ``test_mcp_startup.py`` and ``test_mcp_front.py`` start theirs cold)."""
+    return [sys.executable, "-I", "-S", str(FORKSERVER), "connect", _socket(), *args]
 
 
 def upstream(script: Path, *args: str, **fields: Any) -> dict[str, Any]:

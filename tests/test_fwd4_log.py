@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _mcp_kit import APP, BIN
+from _mcp_kit import APP
+from fork_kit import toolscout as fork_toolscout
 from fork_kit import upstream as forked
 from support import embedder, spec
 from toolscout import DryRunExecutor, Principal, Settings, Toolscout
@@ -214,7 +215,7 @@ def test_calls_answered_before_a_sigterm_are_in_the_log(tmp_path: Path) -> None:
     async def run() -> int:
         env = {**os.environ, "PYTHONPATH": SRC, "XDG_DATA_HOME": str(tmp_path / "xdg")}
         proc = await asyncio.create_subprocess_exec(
-            str(BIN / "toolscout"), "mcp", "serve", "--config", str(config),
+            *fork_toolscout("mcp", "serve", "--config", str(config)),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, env=env,
         )  # fmt: skip

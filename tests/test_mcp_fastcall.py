@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from _mcp_kit import APP, BIN
+from _mcp_kit import APP
+from fork_kit import toolscout as fork_toolscout
 from fork_kit import upstream as forked
 from toolscout.gateway.audit import AuditLog
 
@@ -81,7 +82,7 @@ class Wire:
         }
         err = (tmp / ("fast.err" if fast else "sdk.err")).open("wb")
         proc = await asyncio.create_subprocess_exec(
-            str(BIN / "toolscout"), "mcp", "serve", "--config", str(config),
+            *fork_toolscout("mcp", "serve", "--config", str(config)),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err,
             env=env, limit=1 << 24,
         )  # fmt: skip

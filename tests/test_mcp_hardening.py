@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from _mcp_kit import APP
+from fork_kit import toolscout as fork_toolscout
 from fork_kit import upstream as forked
 from toolscout.gateway.audit import AuditLog
 from toolscout.mcp.config import load_config
@@ -246,10 +247,8 @@ def test_a_server_slower_than_connect_timeout_is_listed_when_it_comes_up(
     from mcp import Client, StdioServerParameters
 
     path = _config(tmp_path, "--delay", "15", mode="direct", connect_timeout_s=2)
-    params = StdioServerParameters(
-        command=TOOLSCOUT[0], args=[*TOOLSCOUT[1:], "mcp", "serve", "--config", str(path)],
-        env={**os.environ},
-    )  # fmt: skip
+    gateway = fork_toolscout("mcp", "serve", "--config", str(path))
+    params = StdioServerParameters(command=gateway[0], args=gateway[1:], env={**os.environ})
     changed = asyncio.Event()
 
     async def on_message(message: Any) -> None:
