@@ -93,9 +93,11 @@ def command(script: Path, *args: str) -> list[str]:
 
 
 def toolscout(*args: str) -> list[str]:
-    """``python -m toolscout ARGS`` as a process forked from the worker's fork server, for a
-    test of what a gateway does once started, not of how it starts (``test_mcp_early.py``,
-    ``test_mcp_startup.py`` and ``test_mcp_front.py`` start theirs cold)."""
+    """``python -m toolscout ARGS`` as a process forked from the worker's fork server: a
+    gateway for a test of what it does once started, not of how it starts
+    (``test_mcp_early.py``, ``test_mcp_startup.py`` and ``test_mcp_front.py`` start theirs
+    cold), a CLI command for a test of what it prints and exits with (what a command
+    imports is tested in processes of their own: ``test_cli.py``, ``test_imports.py``)."""
     return [sys.executable, "-I", "-S", str(FORKSERVER), "connect", _socket(), *args]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from demo_fixture import STDOUT, demo_template  # noqa: F401  (fixture)
+from fork_kit import toolscout as fork_toolscout
 from mini_fixture import mini_indexed  # noqa: F401  (fixture)
 from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from support import BENCH, FIXTURES, copy_catalog
@@ -24,7 +25,7 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     """``toolscout ARGS`` in a new process; ``timeout`` only guards against a hang."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    argv = [sys.executable, "-m", "toolscout", *args]
+    argv = fork_toolscout(*args)  # a process forked with the imports done (fork_kit)
     if db is not None:
         argv += ["--db", str(db)]
     return subprocess.run(argv, capture_output=True, text=True, env=full_env, timeout=timeout)
