@@ -66,6 +66,7 @@ def serve(path: str, more: list[str] = [], watch_stdin: bool = False) -> dict[st
     and fork a gateway for every client. With ``watch_stdin`` the server ends (killing
     the processes it forked that still run) when its stdin reaches its end. Returns only
     in a forked child: the session it is to run."""
+    import gc
     import importlib
     import threading
 
@@ -73,6 +74,10 @@ def serve(path: str, more: list[str] = [], watch_stdin: bool = False) -> dict[st
         importlib.import_module(name)
     if threading.active_count() != 1:
         raise SystemExit(f"forkserver: the imports started threads: {threading.enumerate()}")
+    # what the imports made is shared with every child: out of the collector's reach, a
+    # child's collections neither walk it nor copy its pages (the gc module's advice for fork)
+    gc.collect()
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(64)
