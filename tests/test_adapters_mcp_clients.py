@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from _mcp_kit import APP, free_port, node_modules, wait_port
+from fork_kit import upstream as forked
 from test_mcp_clients import _listed
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
@@ -24,7 +25,7 @@ INSPECTOR_PAGE = "http://localhost:6274"
 def _config(tmp_path: Path) -> Path:
     """A Claude Desktop file with one upstream, no principal, its catalog under tmp_path."""
     path = tmp_path / "servers.json"
-    servers = {"app": {"command": sys.executable, "args": [str(APP), "--stdio"]}}
+    servers = {"app": forked(APP, "--stdio")}
     gateway = {"db": "catalog.db", "connect_timeout_s": 120}
     path.write_text(json.dumps({"mcpServers": servers, "toolscout": gateway}))
     return path

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from demo_fixture import demo_db_copy, demo_template  # noqa: F401  (fixture)
+from fork_kit import toolscout as fork_toolscout
 from test_cli import run
 from toolscout.gateway.audit import AuditLog, audit_path_for
 from toolscout.gateway.auth import issue_token
@@ -26,8 +26,8 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -> Pa
 
 
 def call(db: Path, tool: str, token: str, args: str = "{}") -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "toolscout", "call", tool, "--token", token, "--key", KEY,
-            "--args", args, "--db", str(db)]  # fmt: skip
+    argv = fork_toolscout("call", tool, "--token", token, "--key", KEY,
+            "--args", args, "--db", str(db))  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ), timeout=120)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from fork_kit import toolscout as fork_toolscout
 from mini_fixture import mini_indexed  # noqa: F401  (fixture)
 from support import FIXTURES, copy_catalog
 
@@ -23,7 +24,7 @@ MINI = FIXTURES / "mini_tools.jsonl"
 
 
 def run(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "toolscout", *args]
+    argv = fork_toolscout(*args)  # a process forked with the imports done (fork_kit)
     if db is not None:
         argv += ["--db", str(db)]
     env = {**os.environ, "COLUMNS": "200"}

@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _mcp_kit import APP, BIN
+from _mcp_kit import APP
+from fork_kit import toolscout as fork_toolscout
+from fork_kit import upstream as forked
 from support import embedder, spec
 from toolscout import DryRunExecutor, Principal, Settings, Toolscout
 from toolscout.gateway.afterreply import AFTER_REPLY, AfterReply
@@ -203,7 +205,7 @@ def test_calls_answered_before_a_sigterm_are_in_the_log(tmp_path: Path) -> None:
     path, the rest on the fast path), SIGTERM right after the last answer; every call but
     possibly the last (its record may not be handed over yet) is in the discovery log."""
     db = tmp_path / "g.db"
-    servers = {"app": {"command": sys.executable, "args": [str(APP), "--stdio"],
+    servers = {"app": {**forked(APP, "--stdio"),
                        "toolscout": {"scopes": []}}}  # fmt: skip
     config = tmp_path / "g.json"
     config.write_text(json.dumps({"mcpServers": servers, "toolscout": {
@@ -213,7 +215,7 @@ def test_calls_answered_before_a_sigterm_are_in_the_log(tmp_path: Path) -> None:
     async def run() -> int:
         env = {**os.environ, "PYTHONPATH": SRC, "XDG_DATA_HOME": str(tmp_path / "xdg")}
         proc = await asyncio.create_subprocess_exec(
-            str(BIN / "toolscout"), "mcp", "serve", "--config", str(config),
+            *fork_toolscout("mcp", "serve", "--config", str(config)),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, env=env,
         )  # fmt: skip

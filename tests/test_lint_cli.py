@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from fork_kit import toolscout as fork_toolscout
 from support import FIXTURES, alias_bomb
 from toolscout.loader import demo_catalog_dir
 
@@ -18,7 +18,7 @@ BEFORE = FIXTURES / "demo_catalog_before_lint"
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
-    argv = [sys.executable, "-m", "toolscout", "lint", *args]
+    argv = fork_toolscout("lint", *args)
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
 
 

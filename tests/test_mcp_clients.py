@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from _mcp_kit import APP
+from fork_kit import upstream as forked
 from toolscout.mcp.config import load_config, local_principal
 from toolscout.mcp.server import MCPGateway
 
@@ -24,7 +25,7 @@ SRC = str(Path(__file__).resolve().parent.parent / "src")
 def _plain(tmp_path: Path) -> Path:
     """A Claude Desktop file as people have it: no toolscout section anywhere."""
     path = tmp_path / "claude_desktop_config.json"
-    servers = {"app": {"command": sys.executable, "args": [str(APP), "--stdio"]}}
+    servers = {"app": forked(APP, "--stdio")}
     path.write_text(json.dumps({"mcpServers": servers}))
     return path
 
@@ -127,7 +128,7 @@ def test_inspector_one_shot_call_waits_for_a_server_still_starting(tmp_path: Pat
     from _mcp_kit import inspector_cli
 
     config = tmp_path / "servers.json"
-    servers = {"app": {"command": sys.executable, "args": [str(APP), "--stdio", "--delay", "3"]}}
+    servers = {"app": forked(APP, "--stdio", "--delay", "3")}
     gateway = {"db": str(tmp_path / "catalog.db"), "connect_timeout_s": 120,
                "upstream_sessions": "shared"}  # fmt: skip
     config.write_text(json.dumps({"mcpServers": servers, "toolscout": gateway}))

@@ -22,7 +22,9 @@ from typing import Any
 
 import pytest
 
-from _mcp_kit import APP, BIN
+from _mcp_kit import APP
+from fork_kit import toolscout as fork_toolscout
+from fork_kit import upstream as forked
 from toolscout.gateway.audit import AuditLog
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -51,7 +53,7 @@ async def _until_attempted(path: Path, tool_id: str, wait_s: float = 120.0) -> N
 
 
 def _config(tmp: Path, name: str) -> Path:
-    servers = {"app": {"command": sys.executable, "args": [str(APP), "--stdio"],
+    servers = {"app": {**forked(APP, "--stdio"),
                        "toolscout": {"scopes": [], "max_result_bytes": 4000,
                                      "tools": {"recall": {"scopes": ["secret"]}}}}}  # fmt: skip
     toolscout = {"mode": "direct", "connect_timeout_s": 60, "principal": {"subject": "dev"},
@@ -80,7 +82,7 @@ class Wire:
         }
         err = (tmp / ("fast.err" if fast else "sdk.err")).open("wb")
         proc = await asyncio.create_subprocess_exec(
-            str(BIN / "toolscout"), "mcp", "serve", "--config", str(config),
+            *fork_toolscout("mcp", "serve", "--config", str(config)),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err,
             env=env, limit=1 << 24,
         )  # fmt: skip

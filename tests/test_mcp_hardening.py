@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 
 from _mcp_kit import APP
+from fork_kit import toolscout as fork_toolscout
+from fork_kit import upstream as forked
 from toolscout.gateway.audit import AuditLog
 from toolscout.mcp.config import load_config
 from toolscout.mcp.server import MCPGateway
@@ -34,14 +36,12 @@ TOOLSCOUT = [sys.executable, "-m", "toolscout"]
 SECRET = "postgresql://app:hunter2-s3cret@db.internal:5432/prod"
 
 
-def _config(tmp_path: Path, *app_args: str, **gateway: Any) -> Path:
-    servers = {
-        "app": {
-            "command": sys.executable,
-            "args": [str(APP), "--stdio", *app_args],
-            "toolscout": {"scopes": []},
-        }
-    }
+def _config(tmp_path: Path, *app_args: str, cold: bool = False, **gateway: Any) -> Path:
+    """The gateway's configuration over the test upstream, started forked (``fork_kit``)
+    unless ``cold`` (a test of the upstream's process itself)."""
+    cold_start = {"command": sys.executable, "args": [str(APP), "--stdio", *app_args]}
+    start = cold_start if cold else forked(APP, "--stdio", *app_args)
+    servers = {"app": {**start, "toolscout": {"scopes": []}}}
     gateway.setdefault("principal", {"subject": "desk", "scopes": []})
     path = tmp_path / "servers.json"
     path.write_text(json.dumps({"mcpServers": servers, "toolscout": gateway}))
@@ -183,7 +183,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("how", ["stdin closed", "SIGTERM"])
 def test_no_upstream_outlives_the_gateway(tmp_path: Path, data_home: Path, how: str) -> None:
-    path = _config(tmp_path, mode="direct", timeout_s=1, connect_timeout_s=60)
+    path = _config(tmp_path, cold=True, mode="direct", timeout_s=1, connect_timeout_s=60)
     gw = subprocess.Popen(
         [*TOOLSCOUT, "mcp", "serve", "--config", str(path)],
         stdin=subprocess.PIPE,
@@ -247,10 +247,8 @@ def test_a_server_slower_than_connect_timeout_is_listed_when_it_comes_up(
     from mcp import Client, StdioServerParameters
 
     path = _config(tmp_path, "--delay", "15", mode="direct", connect_timeout_s=2)
-    params = StdioServerParameters(
-        command=TOOLSCOUT[0], args=[*TOOLSCOUT[1:], "mcp", "serve", "--config", str(path)],
-        env={**os.environ},
-    )  # fmt: skip
+    gateway = fork_toolscout("mcp", "serve", "--config", str(path))
+    params = StdioServerParameters(command=gateway[0], args=gateway[1:], env={**os.environ})
     changed = asyncio.Event()
 
     async def on_message(message: Any) -> None:

@@ -7,13 +7,13 @@ upstream speaks the 2026-07-28 protocol, where those go through input-required r
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from _mcp_kit import APP, local_gateway
+from fork_kit import upstream as forked
 from toolscout.mcp.config import parse_config
 from toolscout.mcp.server import MCPGateway
 
@@ -21,7 +21,7 @@ from toolscout.mcp.server import MCPGateway
 @pytest.fixture
 def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    servers = {"app": {"command": sys.executable, "args": [str(APP), "--stdio"],
+    servers = {"app": {**forked(APP, "--stdio"),
                        "toolscout": {"scopes": [], "tools": {
                            "progress": {"timeout_s": 1}, "slow": {"timeout_s": 1}}}}}  # fmt: skip
     yield from local_gateway(servers, tmp_path)
@@ -33,7 +33,7 @@ def patient_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     caller's cancellation is the only thing that can end the call: with ``slow`` at 1 s the
     gateway's own time-out (1-2 s after the send, by when progress was last seen) raced it."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    servers = {"app": {"command": sys.executable, "args": [str(APP), "--stdio"],
+    servers = {"app": {**forked(APP, "--stdio"),
                        "toolscout": {"scopes": [], "timeout_s": 120}}}  # fmt: skip
     yield from local_gateway(servers, tmp_path)
 
@@ -72,7 +72,7 @@ def test_size_limits_are_per_server_and_generous_by_default(
     from mcp import Client
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    app = {"command": sys.executable, "args": [str(APP), "--stdio"]}
+    app = forked(APP, "--stdio")
     cfg = parse_config({
         "mcpServers": {
             "roomy": {**app, "toolscout": {"scopes": []}},

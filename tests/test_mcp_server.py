@@ -33,6 +33,7 @@ from _mcp_kit import (
     stop,
     wait_port,
 )
+from fork_kit import toolscout as fork_toolscout
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.auth import issue_token
 from toolscout.mcp.config import parse_config
@@ -96,9 +97,10 @@ def test_stdio_gateway_over_published_servers(tmp_path: Path) -> None:
         connect_timeout_s=60,
         principal={"subject": "desk", "scopes": ["time:read", "memory:use", "files:read"]},
     )
+    gateway = fork_toolscout("mcp", "serve", "--config", str(config))  # forked: fork_kit
     params = StdioServerParameters(
-        command=TOOLSCOUT,
-        args=["mcp", "serve", "--config", str(config)],
+        command=gateway[0],
+        args=gateway[1:],
         cwd=str(tmp_path),
         env={**os.environ},  # the SDK passes only a few variables on; PYTHONPATH must reach it
     )
@@ -174,8 +176,8 @@ def test_http_gateway_tokens_metadata_and_inspector(tmp_path: Path) -> None:
     )
     port = free_port()
     proc = subprocess.Popen(
-        [TOOLSCOUT, "mcp", "serve", "--config", str(config), "--transport", "http",
-         "--port", str(port)],
+        fork_toolscout("mcp", "serve", "--config", str(config), "--transport", "http",
+                       "--port", str(port)),
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/mcp"

@@ -9,13 +9,14 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from _mcp_kit import APP, free_port, node_env, node_script, stop, wait_port
+from fork_kit import toolscout as fork_toolscout
+from fork_kit import upstream as forked
 from toolscout.gateway.auth import issue_token
 
 KEY = "mcp-sessions-test-secret-0123456789abcdef"
@@ -25,8 +26,8 @@ def _http_gateway(config: Path, tmp_path: Path) -> tuple[subprocess.Popen[bytes]
     """``toolscout mcp serve`` over HTTP on a free port, with its own user data dir."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolscout", "mcp", "serve", "--config", str(config),
-         "--transport", "http", "--port", str(port)],
+        fork_toolscout("mcp", "serve", "--config", str(config), "--transport", "http",
+                       "--port", str(port)),
         stderr=subprocess.DEVNULL, env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")},
     )  # fmt: skip
     return proc, port
@@ -53,7 +54,7 @@ async def _as(url: str, token: str, tool: str, args: dict[str, Any]) -> str:
 def test_callers_do_not_share_upstream_state(tmp_path: Path, sessions: str) -> None:
     config = tmp_path / "servers.json"
     config.write_text(json.dumps({
-        "mcpServers": {"app": {"command": sys.executable, "args": [str(APP), "--stdio"],
+        "mcpServers": {"app": {**forked(APP, "--stdio"),
                                "toolscout": {"scopes": []}}},
         "toolscout": {"jwt_key": KEY, "mode": "direct", "connect_timeout_s": 60,
                       "upstream_sessions": sessions, "db": str(tmp_path / "g.db")},

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from fork_kit import toolscout as fork_toolscout
 from support import embedder, spec
 from toolscout.discovery.catalog import Catalog
 from toolscout.errors import ConfigError
@@ -148,7 +148,7 @@ def test_accepting_a_suggestion_writes_the_alias_into_the_card(shop: Path) -> No
 
 
 def report_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "toolscout", "report", *args]
+    argv = fork_toolscout("report", *args)
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
 

@@ -27,6 +27,12 @@ before ``initialize`` arrives, so the window in which the early reader
 (``toolscout.mcp.early``) answers alone is short. The harness still makes cold starts
 (the stored catalog's first start, the HTTP gateways), and ``tests/test_mcp_early.py``
 tests that window. Only the standard library is used here outside the server's imports.
+
+The suite's other tests use it for the Python MCP servers their gateways start as
+upstreams (``tests/fork_kit.py``): ``serve SOCKET --while-stdin-open MODULE...`` imports
+those modules too and ends when its stdin (a pipe from the pytest worker) closes, and
+``connect SOCKET --script PATH ARGS...`` runs ``python PATH ARGS`` (``runpy.run_path``)
+instead of ``python -m toolscout ARGS``.
 """
 
 from __future__ import annotations
@@ -55,16 +61,23 @@ PRELOAD = (
 _MAX_MSG = 1 << 20
 
 
-def serve(path: str) -> dict[str, Any]:
-    """Import the gateway, listen on the Unix socket ``path`` and fork a gateway for every
-    client. Returns only in a forked child: the session it is to run."""
+def serve(path: str, more: list[str] = [], watch_stdin: bool = False) -> dict[str, Any]:  # noqa: B006
+    """Import the gateway (and the modules ``more``), listen on the Unix socket ``path``
+    and fork a gateway for every client. With ``watch_stdin`` the server ends (killing
+    the processes it forked that still run) when its stdin reaches its end. Returns only
+    in a forked child: the session it is to run."""
+    import gc
     import importlib
     import threading
 
-    for name in PRELOAD:
+    for name in (*PRELOAD, *more):
         importlib.import_module(name)
     if threading.active_count() != 1:
         raise SystemExit(f"forkserver: the imports started threads: {threading.enumerate()}")
+    # what the imports made is shared with every child: out of the collector's reach, a
+    # child's collections neither walk it nor copy its pages (the gc module's advice for fork)
+    gc.collect()
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(64)
@@ -76,6 +89,8 @@ def serve(path: str) -> dict[str, Any]:
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ, "accept")
     sel.register(wake_r, selectors.EVENT_READ, "child")
+    if watch_stdin:
+        sel.register(0, selectors.EVENT_READ, "stdin")
     conns: dict[int, socket.socket] = {}  # a live gateway's pid -> its client's connection
     print(f"forkserver: ready on {path} (pid {os.getpid()})", file=sys.stderr, flush=True)
     while True:
@@ -110,6 +125,11 @@ def serve(path: str) -> dict[str, Any]:
                     conn.send(json.dumps({"pid": pid}).encode())
                 conns[pid] = conn
                 sel.register(conn, selectors.EVENT_READ, pid)
+            elif key.data == "stdin":
+                if not os.read(0, 512):  # whoever started this server is gone
+                    for pid in conns:
+                        _kill(pid, signal.SIGKILL)
+                    raise SystemExit(0)
             elif key.data == "child":
                 with contextlib.suppress(BlockingIOError):
                     while os.read(wake_r, 512):
@@ -149,7 +169,8 @@ def _reap(conns: dict[int, socket.socket], sel: selectors.BaseSelector) -> None:
 
 def become(job: dict[str, Any]) -> None:
     """In a forked child: take the client's descriptors, environment and directory, and
-    run ``python -m toolscout ARGS`` (returns as that module's run returns or raises)."""
+    run ``python -m toolscout ARGS``, or ``python PATH ARGS`` for ``--script PATH ARGS``
+    (returns as that run returns or raises)."""
     import runpy
 
     for target, fd in enumerate(job["fds"]):
@@ -171,7 +192,14 @@ def become(job: dict[str, Any]) -> None:
     ]
     new[2].reconfigure(line_buffering=True)
     sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = new
-    sys.argv = ["toolscout", *job["argv"]]
+    argv = job["argv"]
+    if argv[:1] == ["--script"] and len(argv) >= 2:
+        script = os.path.abspath(argv[1])
+        sys.argv = [script, *argv[2:]]
+        sys.path[0] = os.path.dirname(script)  # as `python PATH` puts it first
+        runpy.run_path(script, run_name="__main__")
+        return
+    sys.argv = ["toolscout", *argv]
     runpy.run_module("toolscout", run_name="__main__", alter_sys=True)
 
 
@@ -215,12 +243,16 @@ def connect(path: str, argv: list[str]) -> int:
 
 def main(args: list[str]) -> None:
     if len(args) >= 2 and args[0] == "serve":
-        job = serve(args[1])
+        watch = "--while-stdin-open" in args[2:]
+        job = serve(args[1], [a for a in args[2:] if a != "--while-stdin-open"], watch)
         become(job)
     elif len(args) >= 3 and args[0] == "connect":
         raise SystemExit(connect(args[1], args[2:]))
     else:
-        raise SystemExit("usage: forkserver.py serve SOCKET | connect SOCKET ARGS...")
+        raise SystemExit(
+            "usage: forkserver.py serve SOCKET [--while-stdin-open] [MODULE...]"
+            " | connect SOCKET [--script PATH] ARGS..."
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,108 @@
+"""Python MCP servers a test's gateway starts as upstreams, and gateways, forked from one
+process per pytest worker that has imported them (``mcp_conformance/forkserver.py``).
+
+A gateway starts each stdio upstream of its configuration as a process (twice for most:
+the SDK's session and its own client), and a Python upstream written with the MCP SDK
+spends about a second of CPU importing it before it answers (docs/benchmarks.md, Test
+suite time). The tests that are not about an upstream's process (its start, its end,
+what outlives what) name the upstream with :func:`upstream`: the configured command is
+then ``python -I -S forkserver.py connect SOCKET --script PATH ARGS``, a small client that
+hands its stdin, stdout and stderr, its environment and directory to the worker's fork
+server, which forks a child that runs ``python PATH ARGS`` on those pipes. So every start
+is still a process of its own on the gateway's real pipes, with no state of another; the
+client passes SIGTERM, SIGINT and SIGHUP on and exits with the child's status, and if the
+client is killed, the fork server kills the child. :func:`toolscout` does the same for a
+``toolscout mcp serve`` of a test about what the gateway does, not about its start.
+
+The fork server starts on first use in each worker and ends when the worker does (its
+stdin is a pipe the worker holds).
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+FORKSERVER = Path(__file__).resolve().parent / "mcp_conformance" / "forkserver.py"
+
+#: what the forked upstreams import, besides the gateway's modules (forkserver.PRELOAD)
+PRELOAD = ("mcp.server.mcpserver", "mcp.server.mcpserver.exceptions", "mcp.types")
+
+_SERVER: dict[str, Any] = {}
+
+
+def _socket() -> str:
+    """The worker's fork server's socket, starting the server if it is not running."""
+    proc = _SERVER.get("proc")
+    if proc is not None and proc.poll() is None:
+        return str(_SERVER["sock"])
+    where = Path(tempfile.mkdtemp(prefix="ts-fork-"))
+    sock = where / "s"
+    log = (where / "log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, str(FORKSERVER), "serve", str(sock), "--while-stdin-open", *PRELOAD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    log.close()
+    deadline = time.monotonic() + 120
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the fork server ended ({proc.returncode}): "
+                               f"{(where / 'log').read_text()}")  # fmt: skip
+        if sock.exists():
+            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
+                if probe.connect_ex(str(sock)) == 0:
+                    break
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("the fork server did not listen within 120 s")
+        time.sleep(0.05)
+    _SERVER.update(proc=proc, sock=sock, where=where)
+    return str(sock)
+
+
+def _stop() -> None:
+    proc = _SERVER.pop("proc", None)
+    if proc is not None:
+        assert proc.stdin is not None
+        proc.stdin.close()  # the server ends at its stdin's end
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        shutil.rmtree(_SERVER.pop("where"), ignore_errors=True)
+
+
+atexit.register(_stop)
+
+
+def command(script: Path, *args: str) -> list[str]:
+    """``python SCRIPT ARGS`` as a process forked from the worker's fork server."""
+    return [sys.executable, "-I", "-S", str(FORKSERVER), "connect", _socket(), "--script",
+            str(script), *args]  # fmt: skip
+
+
+def toolscout(*args: str) -> list[str]:
+    """``python -m toolscout ARGS`` as a process forked from the worker's fork server: a
+    gateway for a test of what it does once started, not of how it starts
+    (``test_mcp_early.py``, ``test_mcp_startup.py`` and ``test_mcp_front.py`` start theirs
+    cold), a CLI command for a test of what it prints and exits with (what a command
+    imports is tested in processes of their own: ``test_cli.py``, ``test_imports.py``)."""
+    return [sys.executable, "-I", "-S", str(FORKSERVER), "connect", _socket(), *args]
+
+
+def upstream(script: Path, *args: str, **fields: Any) -> dict[str, Any]:
+    """An ``mcpServers`` entry that starts ``python SCRIPT ARGS`` forked (other fields as
+    given: ``env``, ``toolscout``...)."""
+    cmd = command(script, *args)
+    return {"command": cmd[0], "args": cmd[1:], **fields}
