@@ -148,9 +148,14 @@ def features(
         cos[at] = dense.scores
         ranked = at[:POOL]
         x[ranked, 7] = 1.0 / np.arange(1, len(ranked) + 1, dtype=np.float64)
-    if np.isfinite(cos).any():
-        lo, hi = float(np.nanmin(cos)), float(np.nanmax(cos))
-        cos = np.where(np.isfinite(cos), cos, lo)
+    finite = np.isfinite(cos)
+    some, every = bool(finite.any()), bool(finite.all())
+    if some:
+        if every:  # every candidate has a cosine (the usual pool): nanmin's value, no gap
+            lo, hi = float(cos.min()), float(cos.max())
+        else:
+            lo, hi = float(np.nanmin(cos)), float(np.nanmax(cos))
+            cos = np.where(finite, cos, lo)
         x[:, 2] = cos
         x[:, 3] = (cos - lo) / (hi - lo) if hi > lo else 1.0
         x[:, 4] = cos - hi

@@ -127,8 +127,10 @@ def _spaced_words(chunk: str) -> list[str]:
 def _ascii_words(text: str) -> list[str]:
     out: list[str] = []
     for chunk in _WORD_RE.findall(text):
-        parts = _CAMEL_RE.findall(chunk) if not chunk.islower() else [chunk]
-        out.extend(p.lower() for p in parts)
+        if chunk.islower():  # no capital in it: one word, already lower-case
+            out.append(chunk)
+        else:
+            out += [p.lower() for p in _CAMEL_RE.findall(chunk)]
     return out
 
 
@@ -138,10 +140,20 @@ def _ascii_only_words(text: str) -> bool:
     return text.isascii() or not any(ch.isalnum() for ch in text if not ch.isascii())
 
 
+#: texts whose words and terms are kept (least recently used out): one request's text is
+#: read by several steps (its terms, its parts, its exact mentions, the encoder's text)
+TEXT_CACHE = 1024
+
+
+@lru_cache(maxsize=TEXT_CACHE)
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(_ascii_words(text) if _ascii_only_words(text) else _unicode_words(text))
+
+
 def words(text: str) -> list[str]:
     """Lower-cased words, identifiers split (``findOrder`` -> ``find order``), accents
     folded, CJK as character bigrams; no stemming."""
-    return _ascii_words(text) if _ascii_only_words(text) else _unicode_words(text)
+    return list(_words(text))
 
 
 def _keep(word: str) -> bool:
@@ -150,10 +162,15 @@ def _keep(word: str) -> bool:
     return len(word) > 1 or word.isdigit() or not word.isascii()
 
 
+@lru_cache(maxsize=TEXT_CACHE)
+def _terms(text: str) -> tuple[str, ...]:
+    return tuple(stem(w) if w.isascii() else w for w in _words(text) if _keep(w))
+
+
 def terms(text: str) -> list[str]:
     """Index/query terms: :func:`words` minus stop words, stemmed (English stemming is
     applied to ASCII words only: it has nothing to say about other scripts)."""
-    return [stem(w) if w.isascii() else w for w in words(text) if _keep(w)]
+    return list(_terms(text))
 
 
 def identifiers(text: str) -> list[str]:
@@ -163,7 +180,7 @@ def identifiers(text: str) -> list[str]:
 
 def phrase_key(text: str) -> str:
     """The canonical form under which names and aliases are matched exactly."""
-    return " ".join(words(text))
+    return " ".join(_words(text))
 
 
 def encoder_text(text: str, max_words: int | None = None) -> str:
@@ -177,7 +194,7 @@ def encoder_text(text: str, max_words: int | None = None) -> str:
     "" when the text has no word at all.
     """
     if _ascii_only_words(text):
-        return " ".join(_ascii_words(text)[:max_words])
+        return " ".join(_words(text)[:max_words])  # the ASCII reading (as words() gives)
     kept = " ".join(text.split()[:max_words])
     if max_words is not None and _UNSPACED_RE.search(kept):
         kept = kept[: max_words * 4]

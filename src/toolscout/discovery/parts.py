@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from toolscout.discovery.lexical import sentences, terms
 
@@ -62,8 +63,13 @@ _CLAUSES = re.compile(
 def request_parts(text: str) -> list[str]:
     """The parts of a long request (its sentences and clauses, in order), or ``[]`` when
     the request is short or of one part."""
+    return list(_request_parts(text))
+
+
+@lru_cache(maxsize=256)  # a request's parts are asked for by its gates and its retrieval
+def _request_parts(text: str) -> tuple[str, ...]:
     if len(set(terms(text))) < MIN_TERMS:
-        return []
+        return ()
     pieces = [
         clause.strip(" ,;")
         for sentence in sentences(text)
@@ -80,10 +86,10 @@ def request_parts(text: str) -> list[str]:
         tail = parts.pop()
         parts[-1] = f"{parts[-1]} {tail}"
     if len(parts) < 2:
-        return []
+        return ()
     if len(parts) > MAX_PARTS:
         parts = [*parts[: MAX_PARTS - 1], " ".join(parts[MAX_PARTS - 1 :])]
-    return parts
+    return tuple(parts)
 
 
 @dataclass(frozen=True, slots=True)

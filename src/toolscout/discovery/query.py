@@ -114,7 +114,8 @@ class PhraseIndex:
         for token in identifiers(text):
             take(self.identifiers.get(phrase_key(token), ()))
         tokens = words(text)
-        starts = [i for i, w in enumerate(tokens) if w in self.starts]
+        begin = {w for w in set(tokens) if w in self.starts}  # each word looked up once
+        starts = [i for i, w in enumerate(tokens) if w in begin]
         for n in range(1, MAX_PHRASE_WORDS + 1):  # shortest first: the order mentions are found in
             for i in starts:
                 if i + n <= len(tokens):

@@ -415,7 +415,7 @@ class Retriever:
         ranker = self.learned_ranker()
         if ranker is not None:
             ranked, conf = ranker.rank(query_terms, lex, dense, parts)
-            cands = [Candidate(t, lexical=lx, dense=d, fused=f) for t, f, lx, d in ranked]
+            cands = [Candidate(t, lx, d, f) for t, f, lx, d in ranked]  # id, lexical, dense, fused
         else:
             cands = _fuse(lex, dense, weight, self.settings)
             conf = _confidence(cands, self.settings.dense)

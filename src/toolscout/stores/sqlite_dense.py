@@ -74,7 +74,7 @@ class _PerAllowed(Generic[_T]):
 class _Subset:
     """The rows of one allowed set (and kinds), grouped by tool for ``np.maximum.reduceat``."""
 
-    __slots__ = ("local", "needed", "one_row", "rows_u", "starts", "tools")
+    __slots__ = ("identity", "local", "needed", "one_row", "rows_u", "starts", "tools")
 
     def __init__(
         self,
@@ -93,6 +93,13 @@ class _Subset:
         few = len(needed) < n_unique // 2
         self.needed = needed if few else None
         self.local = local.astype(np.int64) if few else rows_u
+        #: the rows are the distinct vectors, in order (one tool a vector, no aliases, all
+        #: allowed): the cosines need no gathering
+        self.identity = (
+            not few
+            and len(rows_u) == n_unique
+            and bool(np.array_equal(rows_u, np.arange(n_unique)))
+        )
 
 
 class _DenseIndex:
@@ -116,6 +123,8 @@ class _DenseIndex:
         self.ids = ids
         self.position = {tid: i for i, tid in enumerate(ids)}
         self.matrix = matrix  # one row per distinct vector (memory-mapped when kept)
+        #: the same rows as a plain array (slicing a memmap builds a memmap each time)
+        self.plain: npt.NDArray[np.float32] = matrix.view(np.ndarray)
         self.row_u = row_u  # each (tool, text) row's distinct vector
         self.owner_of = owner_of  # each row's tool (position in ``ids``), ascending
         self.kind = kind  # each row's kind as a small integer (one learned kind per tenant)
@@ -168,11 +177,12 @@ class _DenseIndex:
     def row_cosines(self, sub: _Subset, vector: Vector) -> npt.NDArray[np.float32]:
         """The cosine of ``vector`` to each of the subset's rows, each distinct vector
         scored once (only those the subset uses, when they are few)."""
-        matrix = self.matrix[sub.needed] if sub.needed is not None else self.matrix
-        return _cosines(matrix, vector)[sub.local]
+        matrix = self.plain[sub.needed] if sub.needed is not None else self.plain
+        cosines = _cosines(matrix, vector)
+        return cosines if sub.identity else cosines[sub.local]
 
     def vector_of_row(self, row: int) -> Vector:
-        vec: Vector = self.matrix[self.row_u[row]]
+        vec: Vector = self.plain[self.row_u[row]]
         return vec
 
     def subset(self, allowed: Set[str], kinds: Set[str]) -> _Subset:
@@ -201,8 +211,9 @@ class _DenseIndex:
         take = min(limit, len(per_tool))
         if take <= 0:
             return Hits()
-        top = np.argpartition(-per_tool, take - 1)[:take]
-        top = top[np.argsort(-per_tool[top], kind="stable")]
+        negated = -per_tool
+        top = np.argpartition(negated, take - 1)[:take]
+        top = top[np.argsort(negated[top], kind="stable")]
         ids = self.ids
         hits = Hits([ids[i] for i in sub.tools[top].tolist()], per_tool[top].tolist())
         self._add_also(hits, sub, per_tool, also)
