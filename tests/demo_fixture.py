@@ -23,11 +23,12 @@ import fcntl
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from fork_kit import toolscout as fork_toolscout
 
 
 def _run_root(factory: pytest.TempPathFactory) -> Path:
@@ -42,7 +43,7 @@ STDOUT = "demo-stdout.txt"
 
 def _build(db: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "toolscout", "demo", "--db", str(db)],
+        fork_toolscout("demo", "--db", str(db)),  # forked with the imports done (fork_kit)
         capture_output=True,
         text=True,
         env={**os.environ, "COLUMNS": "200"},

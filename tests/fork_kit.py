@@ -32,8 +32,18 @@ from typing import Any
 
 FORKSERVER = Path(__file__).resolve().parent / "mcp_conformance" / "forkserver.py"
 
-#: what the forked upstreams import, besides the gateway's modules (forkserver.PRELOAD)
-PRELOAD = ("mcp.server.mcpserver", "mcp.server.mcpserver.exceptions", "mcp.types")
+#: what the forked upstreams import, besides the gateway's modules (forkserver.PRELOAD), and
+#: what ``toolscout serve`` imports before its application (the web framework and the
+#: server; not ``toolscout.http``, whose ``prometheus_client`` reads its environment at
+#: import: a forked ``serve`` imports that itself, as a cold one does)
+PRELOAD = (
+    "mcp.server.mcpserver",
+    "mcp.server.mcpserver.exceptions",
+    "mcp.types",
+    "toolscout.cli.serve",
+    "uvicorn",
+    "fastapi",
+)
 
 _SERVER: dict[str, Any] = {}
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from fork_kit import toolscout as fork_toolscout
 from support import FIXTURES, made_once_per_run
 
 MINI = FIXTURES / "mini_tools.jsonl"
@@ -20,7 +20,7 @@ MINI = FIXTURES / "mini_tools.jsonl"
 
 def _build(where: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "toolscout", "index", str(MINI), "--db", str(where / "mini.db")],
+        fork_toolscout("index", str(MINI), "--db", str(where / "mini.db")),  # forked (fork_kit)
         capture_output=True,
         text=True,
         env={**os.environ, "COLUMNS": "200"},

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+import fork_kit
 from toolscout.gateway.auth import issue_token
 
 KEY = "test-http-key-0123456789abcdef0123456789"
@@ -43,14 +44,21 @@ def free_port() -> int:
 
 
 def start_server(
-    *args: str, env: dict[str, str] | None = None
+    *args: str, env: dict[str, str] | None = None, cold: bool = False
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``toolscout serve *args`` on a free port, its secrets in the environment (never
     argv): ``$TOOLSCOUT_TOKEN_KEY`` = :data:`KEY`, ``$TOOLSCOUT_AUDIT_KEY`` = :data:`AUDIT_KEY`
-    unless ``env`` says otherwise. Ready when ``/readyz`` answers 200."""
+    unless ``env`` says otherwise. Ready when ``/readyz`` answers 200.
+
+    The process is forked from the worker's fork server (``fork_kit``: the same command
+    line, environment and pipes, a process of its own, with the HTTP stack imported ahead)
+    unless ``cold`` or ``--workers`` is given: a test of how the server starts gets a
+    fresh interpreter, and ``--workers`` spawns its workers (each a fresh interpreter that
+    reads ``$PROMETHEUS_MULTIPROC_DIR`` when it imports ``prometheus_client``)."""
+    cold = cold or "--workers" in args
     for attempt in range(3):
         try:
-            return _start_server(args, env)
+            return _start_server(args, env, cold)
         except PortTaken:
             # another process (a parallel test worker) bound the free port first
             if attempt == 2:
@@ -63,10 +71,11 @@ class PortTaken(RuntimeError):
 
 
 def _start_server(
-    args: tuple[str, ...], env: dict[str, str] | None
+    args: tuple[str, ...], env: dict[str, str] | None, cold: bool
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "toolscout", "serve", "--port", str(port), *args]
+    serve = ("serve", "--port", str(port), *args)
+    cmd = [sys.executable, "-m", "toolscout", *serve] if cold else fork_kit.toolscout(*serve)
     log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
     secrets = {"TOOLSCOUT_TOKEN_KEY": KEY, "TOOLSCOUT_AUDIT_KEY": AUDIT_KEY}
     proc = subprocess.Popen(

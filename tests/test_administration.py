@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fork_kit import toolscout as fork_toolscout
 from serve_fixture import KEY, auth, token
 from support import card_embedder, embedder, spec
 from toolscout import Principal, Settings, Toolscout
@@ -267,7 +267,8 @@ def test_cli_index_with_a_token_is_bounded_and_audited(tmp_path: Path) -> None:
     policy.write_text(json.dumps(CFG.to_dict()))
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "toolscout", "index", str(tools), "--db", str(db), *args]
+        # forked with the imports done (fork_kit): what the command does, not how it starts
+        cmd = fork_toolscout("index", str(tools), "--db", str(db), *args)
         env = {"TOOLSCOUT_TOKEN_KEY": KEY, "PATH": "/usr/bin:/bin"}
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from fork_kit import toolscout as fork_toolscout
 from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from support import embedder
 from test_audit import entry
@@ -142,7 +143,6 @@ def test_the_cli_reads_and_verifies_the_log_in_the_database(pg_dsn: str) -> None
     """`toolscout audit --db DSN` reads and verifies in a read-only session."""
     import json
     import subprocess
-    import sys
 
     with PostgresAuditLog(pg_dsn, key=KEY) as log:
         log.append(**entry(subject="alice"))
@@ -151,7 +151,7 @@ def test_the_cli_reads_and_verifies_the_log_in_the_database(pg_dsn: str) -> None
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "TOOLSCOUT_AUDIT_KEY": KEY}
-        cmd = [sys.executable, "-m", "toolscout", "audit", *args]
+        cmd = fork_toolscout("audit", *args)  # forked with the imports done (fork_kit)
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
 
     shown = cli("--db", pg_dsn, "--json")

@@ -15,7 +15,10 @@ from fork_kit import toolscout as fork_toolscout
 from mini_fixture import mini_indexed  # noqa: F401  (fixture)
 from pg_fixture import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from support import BENCH, FIXTURES, copy_catalog
+from toolscout.cards import ToolSpec, check_unique
+from toolscout.discovery.indexing import embedding_texts, lexical_fields, source_hash
 from toolscout.loader import read_catalog
+from toolscout.stores.base import KIND_CARD
 
 MINI = FIXTURES / "mini_tools.jsonl"
 
@@ -178,30 +181,56 @@ BFCL = BENCH / "bfcl" / "tools.jsonl"
 
 
 def bfcl_sample(lines: list[str]) -> list[str]:
-    """A part of bfcl's catalog, as its lines: every eighth tool (the file runs through its
-    source files in order, so each of them is in it), the 40 longest (the card texts the
-    encoder truncates) and every tool a factorial request could be mistaken for (``math``'s
-    group, any name with "factorial"). Indexing all 1,853 tools embeds 7,392 card views
-    with the real model (150-250 s of CPU, most of the suite's longest unit); this part is
-    a sixth of that. The whole file is still read by ``test_bfcl_whole_catalog_reads``."""
-    longest = set(sorted(range(len(lines)), key=lambda i: len(lines[i]))[-40:])
+    """A part of bfcl's catalog, as its lines: every 32nd tool (the file runs through its
+    source files in order, so the sample spans them), the 5 longest (card texts the encoder
+    truncates) and every tool a factorial request could be mistaken for (``math``'s group,
+    any name with "factorial"). Indexing all 1,853 tools embeds 7,392 card views with the
+    real model (150-250 s of CPU, most of the suite's longest unit); this part is about a
+    twenty-fourth of that. What indexing derives from a tool before the encoder (its card
+    views, lexical fields and digest) is derived for every one of the 1,853 by
+    ``test_every_bfcl_tool_derives_its_index_entry``, in-process."""
+    longest = set(sorted(range(len(lines)), key=lambda i: len(lines[i]))[-5:])
     return [
         line
         for i, line in enumerate(lines)
-        if i % 8 == 0
+        if i % 32 == 0
         or i in longest
         or json.loads(line)["group"] == "math"
         or "factorial" in json.loads(line)["name"]
     ]
 
 
-def test_bfcl_whole_catalog_reads() -> None:
+@pytest.fixture(scope="module")
+def bfcl_specs() -> list[ToolSpec]:
+    assert BFCL.is_file(), f"the dev set is expected beside the repo at {BFCL}"
+    return read_catalog([BFCL])
+
+
+def test_bfcl_whole_catalog_reads(bfcl_specs: list[ToolSpec]) -> None:
     """Every one of bfcl's 1,853 tools (a real third-party catalog, messy) is read as a
     tool of its own, with its namespace: what indexing reads before it embeds."""
-    assert BFCL.is_file(), f"the dev set is expected beside the repo at {BFCL}"
-    specs = read_catalog([BFCL])
+    specs = bfcl_specs
     assert len({s.id for s in specs}) == len(specs) == 1853
     assert all(s.id.startswith("bfcl:") for s in specs)
+
+
+def test_every_bfcl_tool_derives_its_index_entry(bfcl_specs: list[ToolSpec]) -> None:
+    """What ``toolscout index`` derives from each of bfcl's 1,853 tools before it embeds
+    (``Indexing._indexed``: the texts embedded for it, its lexical fields, the digest of its
+    inputs) derives without error and is not empty: the part of indexing the whole catalog
+    that ``test_bfcl_index_then_search`` leaves to its sample."""
+    specs = check_unique(bfcl_specs)
+    digests = set()
+    for spec in specs:
+        texts = embedding_texts(spec)
+        assert texts[0][0] == KIND_CARD, spec.id
+        assert all(views and all(isinstance(v, str) and v.strip() for v in views)
+                   for _, views in texts), spec.id  # fmt: skip
+        fields = lexical_fields(spec)
+        assert set(fields) == {"name", "aliases", "tags", "summary", "params", "learned"}
+        assert fields["name"].strip() and all(isinstance(v, str) for v in fields.values())
+        digests.add(source_hash(spec, (), "model"))
+    assert len(digests) == len(specs)
 
 
 def test_bfcl_index_then_search(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from fork_kit import toolscout as fork_toolscout
 from serve_fixture import AUDIT_KEY, KEY, auth, start_server, stop, token
 from toolscout.gateway.auth import issue_token
 from toolscout.loader import demo_catalog_dir, read_catalog, read_policy
@@ -264,7 +265,7 @@ def test_served_over_a_socket_with_a_token_and_refused_without(server: str) -> N
 
 def test_serve_refuses_bad_options_in_one_line(tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "toolscout", "serve", "--db", str(tmp_path / "none.db")],
+        fork_toolscout("serve", "--db", str(tmp_path / "none.db")),  # forked (fork_kit)
         capture_output=True, text=True, timeout=60, env={**os.environ, "TOOLSCOUT_TOKEN_KEY": KEY},
     )  # fmt: skip
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from fork_kit import toolscout as fork_toolscout
 from support import FIXTURES
 from toolscout.cards import make_spec
 from toolscout.lint import LintReport, lint_paths
@@ -133,7 +133,7 @@ def test_a_missing_risk_is_reported_where_it_matters(tmp_path: Path) -> None:
 
 def test_the_planted_pair_is_a_finding_from_the_command_line() -> None:
     env = {**os.environ, "COLUMNS": "200"}
-    argv = [sys.executable, "-m", "toolscout", "lint", str(PLANTED), "--json", "--no-overlap"]
+    argv = fork_toolscout("lint", str(PLANTED), "--json", "--no-overlap")  # forked (fork_kit)
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
     data = json.loads(proc.stdout)
     found = {f["code"]: f["tools"] for f in data["findings"]}

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from _mcp_kit import APP
+from fork_kit import toolscout as fork_toolscout
 from fork_kit import upstream as forked
 from toolscout.mcp.config import load_config, local_principal
 from toolscout.mcp.server import MCPGateway
@@ -34,7 +35,7 @@ def _plain(tmp_path: Path) -> Path:
 def test_config_snippet_names_absolute_paths(tmp_path: Path, client: str) -> None:
     config = _plain(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "toolscout", "mcp", "config", "-c", str(config), "--client", client],
+        fork_toolscout("mcp", "config", "-c", str(config), "--client", client),
         capture_output=True, text=True, timeout=60, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -52,8 +53,7 @@ def test_config_snippet_names_absolute_paths(tmp_path: Path, client: str) -> Non
 
 def test_unknown_client_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "toolscout", "mcp", "config", "-c", str(_plain(tmp_path)),
-         "--client", "emacs"],
+        fork_toolscout("mcp", "config", "-c", str(_plain(tmp_path)), "--client", "emacs"),
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2 and "claude-desktop" in done.stderr
@@ -65,7 +65,7 @@ def test_snippet_starts_the_gateway_from_a_bare_environment(tmp_path: Path) -> N
 
     config = _plain(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "toolscout", "mcp", "config", "-c", str(config)],
+        fork_toolscout("mcp", "config", "-c", str(config)),  # the snippet; its gateway cold
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     entry = json.loads(done.stdout)["mcpServers"]["toolscout"]

@@ -39,6 +39,7 @@ from _mcp_kit import (
     stop,
     wait_port,
 )
+from fork_kit import toolscout as fork_toolscout
 from toolscout.gateway.auth import issue_token
 from toolscout.mcp.wire import raw_request
 
@@ -126,8 +127,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     port = free_port()
     log = (tmp / "gateway.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolscout", "mcp", "serve", "--config", str(config),
-         "--transport", "http", "--port", str(port)],
+        fork_toolscout("mcp", "serve", "--config", str(config), "--transport", "http",
+                       "--port", str(port)),  # forked (fork_kit): what it passes, not its start
         stderr=log, stdout=log, env={**os.environ, "XDG_DATA_HOME": str(tmp / "xdg")},
     )  # fmt: skip
     try:

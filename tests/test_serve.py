@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from fork_kit import toolscout as fork_toolscout
 from serve_fixture import AUDIT_KEY, KEY, LOGS, auth, start_server, stop, token
 from toolscout.errors import ConfigError
 from toolscout.gateway.audit import AuditLog
@@ -36,11 +36,14 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def serve_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``toolscout serve ARGS`` refusing its options: what it prints and exits with (a
+    process forked with the imports done, ``fork_kit``; the start of a server that serves
+    is tested cold by ``test_each_worker_prints_its_start_up_line...``)."""
     import os
 
     base = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSCOUT_")}
     return subprocess.run(
-        [sys.executable, "-m", "toolscout", "serve", *args],
+        fork_toolscout("serve", *args),
         capture_output=True, text=True, timeout=120, env={**base, **(env or {})},
     )  # fmt: skip
 

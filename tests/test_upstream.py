@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import fork_kit
 from _gateway_kit import gateway, spec, token
 from toolscout.cards import Risk, ToolSpec
 from toolscout.errors import ConfigError, ExecutorError, ExecutorTimeout
@@ -22,7 +23,15 @@ from toolscout.executors.mcp import MCPExecutor
 from toolscout.gateway.core import ExecutionResult
 
 SERVER = Path(__file__).parent / "fixtures" / "upstream_mcp_server.py"
+#: the upstream started cold, for the test of its process's death and the executor's respawn
 STDIO = [sys.executable, str(SERVER)]
+
+
+def forked(script: Path = SERVER, *args: str) -> list[str]:
+    """``python SCRIPT ARGS`` forked from the worker's fork server (``fork_kit``: a process
+    of its own on the executor's pipes, with the MCP SDK imported ahead), for the tests of
+    what the executor does with a running upstream, not of the upstream's process."""
+    return fork_kit.command(script, *args)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +46,7 @@ def http_url() -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [*STDIO, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        forked(SERVER, "http", str(port)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         deadline = time.monotonic() + 30
@@ -61,7 +70,7 @@ def up(name: str, **fields: Any) -> ToolSpec:
 
 
 def test_stdio_calls_results_errors_and_reuse(devnull: Any) -> None:
-    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull)
+    ex = MCPExecutor(forked(), prefix="up/", errlog=devnull)
     assert isinstance(ex, Executor)
 
     async def go() -> None:
@@ -87,7 +96,7 @@ def test_stdio_calls_results_errors_and_reuse(devnull: Any) -> None:
 
 
 def test_list_specs_maps_tools_and_risk(devnull: Any) -> None:
-    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull)
+    ex = MCPExecutor(forked(), prefix="up/", errlog=devnull)
 
     async def go() -> list[ToolSpec]:
         try:
@@ -107,7 +116,7 @@ def test_list_specs_maps_tools_and_risk(devnull: Any) -> None:
 
 
 def test_gateway_over_mcp_timeout_does_not_block_a_fast_call(tmp_path: Path, devnull: Any) -> None:
-    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull)
+    ex = MCPExecutor(forked(), prefix="up/", errlog=devnull)
     schema = {"type": "object", "additionalProperties": True}
     specs = [up("slow", parameters=schema), up("add", parameters=schema)]
     gw, _, audit = gateway(tmp_path, specs, ex, timeout_s=1.0)
@@ -130,7 +139,7 @@ def test_gateway_over_mcp_timeout_does_not_block_a_fast_call(tmp_path: Path, dev
 
 
 def test_sync_gateway_keeps_one_upstream_connection(tmp_path: Path, devnull: Any) -> None:
-    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull)
+    ex = MCPExecutor(forked(), prefix="up/", errlog=devnull)
     gw, _, _ = gateway(tmp_path, [up("pid")], ex)
     try:
         first = gw.execute_sync(token(), "up/pid", {}).value
@@ -222,7 +231,7 @@ def test_a_killed_upstream_is_reported_unavailable_and_reconnected_after_back_of
 
 
 def test_upstream_results_are_capped_and_errors_are_generic(devnull: Any) -> None:
-    ex = MCPExecutor(STDIO, prefix="up/", errlog=devnull, max_result_bytes=1000)
+    ex = MCPExecutor(forked(), prefix="up/", errlog=devnull, max_result_bytes=1000)
 
     async def go() -> None:
         try:
@@ -245,7 +254,7 @@ def test_an_upstream_schema_with_a_remote_ref_is_refused_at_import(devnull: Any)
     from toolscout.errors import CardError
 
     server = Path(__file__).parent / "fixtures" / "upstream_remote_ref_server.py"
-    ex = MCPExecutor([sys.executable, str(server)], prefix="r/", errlog=devnull)
+    ex = MCPExecutor(forked(server), prefix="r/", errlog=devnull)
 
     async def go() -> None:
         try:
