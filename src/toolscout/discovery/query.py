@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from toolscout.cards import ToolSpec
 from toolscout.discovery.calibrate import Calibration, FieldTerms, idf_of
 from toolscout.discovery.focus import focus
+from toolscout.discovery.kept import read_ahead
 from toolscout.discovery.lexical import STOPWORDS, identifiers, phrase_key, stem, terms, words
 from toolscout.errors import QueryError
 from toolscout.settings import SearchSettings
@@ -111,15 +112,26 @@ class PhraseIndex:
                 if tool_id in allowed and tool_id not in found:
                     found[tool_id] = why
 
-        for token in identifiers(text):
-            take(self.identifiers.get(phrase_key(token), ()))
+        # a kept index is read per key: each table's keys of this request in one read
+        idents = [phrase_key(token) for token in identifiers(text)]
+        read_ahead(self.identifiers, idents)
+        for key in idents:
+            take(self.identifiers.get(key, ()))
         tokens = words(text)
-        begin = {w for w in set(tokens) if w in self.starts}  # each word looked up once
+        distinct = set(tokens)
+        read_ahead(self.starts, distinct)
+        begin = {w for w in distinct if w in self.starts}  # each word looked up once
         starts = [i for i, w in enumerate(tokens) if w in begin]
-        for n in range(1, MAX_PHRASE_WORDS + 1):  # shortest first: the order mentions are found in
-            for i in starts:
-                if i + n <= len(tokens):
-                    take(self.phrases.get(" ".join(tokens[i : i + n]), ()))
+        # shortest first: the order mentions are found in
+        keys = [
+            " ".join(tokens[i : i + n])
+            for n in range(1, MAX_PHRASE_WORDS + 1)
+            for i in starts
+            if i + n <= len(tokens)
+        ]
+        read_ahead(self.phrases, keys)
+        for key in keys:
+            take(self.phrases.get(key, ()))
         return found
 
 
