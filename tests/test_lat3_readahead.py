@@ -1,6 +1,7 @@
-"""A request's keys of a kept map read in one store read (discovery/kept.py ``read_ahead``):
-its exact mentions (discovery/query.py) and the ranker's overlap features
-(discovery/search.py ``read_features_ahead``) no longer ask the store once per key."""
+"""A request's keys of a map read per key from the store, read in one store read
+(discovery/kept.py ``read_ahead``): its exact mentions (discovery/query.py), the ranker's
+overlap features (discovery/search.py ``read_features_ahead``) and its terms' document
+counts (the SQLite vocabulary) no longer ask the store once per key."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from toolscout.discovery.kept import (
     read_maps,
 )
 from toolscout.discovery.lexical import terms
-from toolscout.discovery.search import PhraseIndex, read_features_ahead
+from toolscout.discovery.search import PhraseIndex, parse_query, read_features_ahead
+from toolscout.settings import SearchSettings
 from toolscout.stores.base import Hits
 from toolscout.stores.sqlite import SQLiteStore
 
@@ -159,3 +161,27 @@ def test_the_rankers_overlap_features_read_ahead_then_nothing_more(tmp_path: Pat
         assert reads == {"in_name": 1, "in_summary": 1, "name": 1}
         assert got_ids == want_ids and np.array_equal(got, want)
         assert got[:, 5].any() and got[:, 6].any()  # the overlap columns were read
+
+
+def test_a_requests_terms_are_counted_in_one_read_of_the_vocabulary(tmp_path: Path) -> None:
+    db = tmp_path / "v.db"
+    with Catalog.open(db, embedder=embedder()) as first:
+        first.add(_tools())
+    text = "find the order kind number 4 by lookup, zebra quokka"
+    plain = SQLiteStore(db)  # one statement a term
+    df, n_docs = plain.document_frequency()
+    want = parse_query(text, df, n_docs, SearchSettings())
+    counts = {t: df.get(t, 0) for t in terms(text)}
+    plain.close()
+    store = SQLiteStore(db)
+    df, n_docs = store.document_frequency()
+    asked: list[str] = []
+    store._db.set_trace_callback(asked.append)
+    got = parse_query(text, df, n_docs, SearchSettings())
+    vocab = [sql for sql in asked if "tool_vocab" in sql]
+    assert len(vocab) == 1 and " IN (" in vocab[0]
+    assert got == want
+    assert {t: df.get(t, 0) for t in terms(text)} == counts
+    assert counts["order"] == 12 and counts["quokka"] == 0
+    assert len([sql for sql in asked if "tool_vocab" in sql]) == 1  # all held
+    store.close()

@@ -335,10 +335,12 @@ class KeptSet(AbstractSet[str]):
 
 
 def read_ahead(m: object, keys: Iterable[str]) -> None:
-    """Have a kept map (or set) hold ``keys`` in one store read before they are looked up
-    one by one; any other mapping holds everything already, and nothing is done."""
-    if isinstance(m, KeptMap | KeptSet):
-        m.read_ahead(keys)
+    """Have a map read from the store per key (a kept map or set, the SQLite store's
+    vocabulary) hold ``keys`` in one store read before they are looked up one by one; a
+    mapping without ``read_ahead`` holds everything already, and nothing is done."""
+    hook = getattr(m, "read_ahead", None)
+    if callable(hook):
+        hook(keys)
 
 
 def keep_maps(

@@ -49,7 +49,9 @@ def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchS
         )
     # a lone surrogate (a JSON "\ud800" escape) cannot be encoded, stored or embedded
     text = focus(text.encode("utf-8", "replace").decode("utf-8"), settings.max_query_chars)
-    kept, dropped = prune_frequent(list(dict.fromkeys(terms(text))), df, n_docs)
+    all_terms = list(dict.fromkeys(terms(text)))
+    read_ahead(df, all_terms)  # a store's vocabulary read per term: this request's in one read
+    kept, dropped = prune_frequent(all_terms, df, n_docs)
     return Query(text.strip(), kept, dropped, tuple(identifiers(text)))
 
 
