@@ -27,6 +27,7 @@ __all__ = [
     "KeptSet",
     "keep_maps",
     "no_gc",
+    "read_ahead",
     "read_maps",
     "row_store",
     "stale_maps",
@@ -266,6 +267,22 @@ class KeptMap(Mapping[str, V]):
             self._held[key] = hit
         return default if hit is None else hit
 
+    def read_ahead(self, keys: Iterable[str]) -> None:
+        """Hold the values of ``keys`` not held yet, read in one store read (what
+        :meth:`get` would read one key at a time: a request's few dozen new keys)."""
+        if self._whole is not None or not (self._checked or self._check()):
+            return
+        new = [k for k in dict.fromkeys(keys) if k not in self._held]
+        if not new:
+            return
+        try:
+            raw = self._store.derived_rows(self._token, self._part, new)
+            got = {k: None if k not in raw else _decode(self._kind, raw[k]) for k in new}
+        except Exception:  # damaged or unreadable: the whole map is rebuilt
+            self._fallback()
+            return
+        self._held.update(got)
+
     def __getitem__(self, key: str) -> V:
         hit = self.get(key, _MISSING)
         if hit is _MISSING:
@@ -306,11 +323,24 @@ class KeptSet(AbstractSet[str]):
     def __contains__(self, item: object) -> bool:
         return item in self._flags
 
+    def read_ahead(self, items: Iterable[str]) -> None:
+        """Hold the membership of ``items`` (:meth:`KeptMap.read_ahead`)."""
+        self._flags.read_ahead(items)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._flags)
 
     def __len__(self) -> int:
         return len(self._flags)
+
+
+def read_ahead(m: object, keys: Iterable[str]) -> None:
+    """Have a map read from the store per key (a kept map or set, the SQLite store's
+    vocabulary) hold ``keys`` in one store read before they are looked up one by one; a
+    mapping without ``read_ahead`` holds everything already, and nothing is done."""
+    hook = getattr(m, "read_ahead", None)
+    if callable(hook):
+        hook(keys)
 
 
 def keep_maps(

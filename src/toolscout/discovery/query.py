@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from toolscout.cards import ToolSpec
 from toolscout.discovery.calibrate import Calibration, FieldTerms, idf_of
 from toolscout.discovery.focus import focus
+from toolscout.discovery.kept import read_ahead
 from toolscout.discovery.lexical import STOPWORDS, identifiers, phrase_key, stem, terms, words
 from toolscout.errors import QueryError
 from toolscout.settings import SearchSettings
@@ -48,7 +49,9 @@ def parse_query(text: str, df: Mapping[str, int], n_docs: int, settings: SearchS
         )
     # a lone surrogate (a JSON "\ud800" escape) cannot be encoded, stored or embedded
     text = focus(text.encode("utf-8", "replace").decode("utf-8"), settings.max_query_chars)
-    kept, dropped = prune_frequent(list(dict.fromkeys(terms(text))), df, n_docs)
+    all_terms = list(dict.fromkeys(terms(text)))
+    read_ahead(df, all_terms)  # a store's vocabulary read per term: this request's in one read
+    kept, dropped = prune_frequent(all_terms, df, n_docs)
     return Query(text.strip(), kept, dropped, tuple(identifiers(text)))
 
 
@@ -111,15 +114,26 @@ class PhraseIndex:
                 if tool_id in allowed and tool_id not in found:
                     found[tool_id] = why
 
-        for token in identifiers(text):
-            take(self.identifiers.get(phrase_key(token), ()))
+        # a kept index is read per key: each table's keys of this request in one read
+        idents = [phrase_key(token) for token in identifiers(text)]
+        read_ahead(self.identifiers, idents)
+        for key in idents:
+            take(self.identifiers.get(key, ()))
         tokens = words(text)
-        begin = {w for w in set(tokens) if w in self.starts}  # each word looked up once
+        distinct = set(tokens)
+        read_ahead(self.starts, distinct)
+        begin = {w for w in distinct if w in self.starts}  # each word looked up once
         starts = [i for i, w in enumerate(tokens) if w in begin]
-        for n in range(1, MAX_PHRASE_WORDS + 1):  # shortest first: the order mentions are found in
-            for i in starts:
-                if i + n <= len(tokens):
-                    take(self.phrases.get(" ".join(tokens[i : i + n]), ()))
+        # shortest first: the order mentions are found in
+        keys = [
+            " ".join(tokens[i : i + n])
+            for n in range(1, MAX_PHRASE_WORDS + 1)
+            for i in starts
+            if i + n <= len(tokens)
+        ]
+        read_ahead(self.phrases, keys)
+        for key in keys:
+            take(self.phrases.get(key, ()))
         return found
 
 

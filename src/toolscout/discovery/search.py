@@ -30,6 +30,7 @@ from toolscout.discovery.calibrate import (
     Ranker,
     calibrate,
 )
+from toolscout.discovery.features import FieldTerms
 from toolscout.discovery.fusion import ADAPT_SHIFT as ADAPT_SHIFT
 from toolscout.discovery.fusion import DEDUPE_YIELD as DEDUPE_YIELD
 from toolscout.discovery.fusion import LEARNED_WEIGHT as LEARNED_WEIGHT
@@ -47,6 +48,7 @@ from toolscout.discovery.fusion import vote as vote
 from toolscout.discovery.fusion import within_budget as within_budget
 from toolscout.discovery.gates import step_on
 from toolscout.discovery.intents import IntentSplitter, interleave, split_intents
+from toolscout.discovery.kept import read_ahead
 from toolscout.discovery.languagespace import without_language
 from toolscout.discovery.lexical import (
     terms,
@@ -121,6 +123,17 @@ def chosen_orders(cal: Calibration, settings: SearchSettings) -> tuple[str, str]
         return None
     single, multi = (choose(cal.orders, shape, margin) for shape in SHAPES)
     return single, multi
+
+
+def read_features_ahead(fields: FieldTerms, query_terms: Sequence[str], ids: Sequence[str]) -> None:
+    """What the ranker's overlap features read of a kept catalog (discovery/kept.py: one
+    store read a key) for ``query_terms`` and the tools ``ids`` among whose names they
+    are, read in one store read a table instead."""
+    read_ahead(fields.in_name, query_terms)
+    read_ahead(fields.in_summary, query_terms)
+    pool = frozenset(ids)
+    named = {t for term in query_terms for t in fields.in_name.get(term, frozenset()) & pool}
+    read_ahead(fields.name, named)
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -414,6 +427,7 @@ class Retriever:
             weight = _dense_weight(query, lex, self.settings)
         ranker = self.learned_ranker()
         if ranker is not None:
+            read_features_ahead(ranker.fields, query_terms, (*lex.ids, *dense.ids))
             ranked, conf = ranker.rank(query_terms, lex, dense, parts)
             cands = [Candidate(t, lx, d, f) for t, f, lx, d in ranked]  # id, lexical, dense, fused
         else:

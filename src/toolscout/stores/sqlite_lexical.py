@@ -97,6 +97,26 @@ class _Vocabulary(Mapping[str, int]):
             self._held[term] = n
         return n if n else default
 
+    def read_ahead(self, terms: Iterable[str]) -> None:
+        """Hold the counts of ``terms`` not held yet, read in one statement (a request's
+        new terms: what :meth:`get` would read one statement a term)."""
+        if self._whole is not None:
+            return
+        new = [t for t in dict.fromkeys(terms) if t not in self._held]
+        got = dict.fromkeys(new, 0)
+        ask = [t for t in new if not t.startswith(SCOPE_PREFIX)]
+        with self._lock:
+            for start in range(0, len(ask), 500):
+                chunk = ask[start : start + 500]
+                got.update(
+                    self._db.execute(
+                        "SELECT term, doc FROM tool_vocab WHERE term IN"
+                        f" ({','.join('?' * len(chunk))})",
+                        chunk,
+                    ).fetchall()
+                )
+        self._held.update((t, int(n)) for t, n in got.items())
+
     def __getitem__(self, term: str) -> int:
         n = self.get(term, 0)
         if not n:
