@@ -182,12 +182,12 @@ def variants(rows: Mapping[str, Any]) -> list[str]:
     return [BEFORE, *mixes, AFTER]
 
 
-def choose(sets: Mapping[str, Any], held: str | None) -> str:
+def choose(sets: Mapping[str, Any], held: str | None, among: Sequence[str] = ()) -> str:
     """The variant with the largest worst margin over the best part on every set but
     ``held`` (the smaller of the recall@5 and complete@5 margins), then the largest mean
     margin, then the one nearer the default before (as ``steps.choose_gate`` chooses)."""
     names = [n for n in sets if n != held]
-    order = variants(sets[names[0]]["rows"])
+    order = list(among) or variants(sets[names[0]]["rows"])
 
     def key(v: str) -> tuple[float, float, int]:
         m = []
@@ -225,9 +225,74 @@ def choice_report(sets: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def shapes(bench: Path, workdir: Path) -> dict[str, dict[str, list[float]]]:
+    """Per set, each scored query's shape, in the run's order: the parts it reads in
+    (``parts.request_parts``) and its distinct content terms."""
+    from toolscout.discovery.lexical import terms
+    from toolscout.discovery.parts import request_parts
+    from toolscout.embed import make_embedder
+
+    out: dict[str, dict[str, list[float]]] = {}
+    for d in bench_sets(bench):
+        with opened_set(d, workdir, None, make_embedder()) as (_, scored):
+            out[d.name] = {
+                "parts": [float(len(request_parts(q.query))) for q in scored],
+                "terms": [float(len(set(terms(q.query)))) for q in scored],
+            }
+    return out
+
+
+#: a gate: (feature, threshold): the order's own weights where the feature is >= it
+GATES = [("parts", 2.0), *(("terms", float(t)) for t in (6, 10, 14, 18, 24, 32))]
+
+
+def gate_report(sets: Mapping[str, Any], shape: Mapping[str, Any]) -> list[str]:
+    """The order's own weights only where one feature of the request is at or above a
+    threshold, the default's row elsewhere (a per-request mixture of the two rows: the
+    product would gate the whole request's ranking, its parts' too), chosen leave-one-set-out
+    as :func:`choose` chooses (the default on a tie)."""
+    from toolscout.evaluate.fitting import paired_interval
+
+    mixed: dict[str, Any] = {}
+    for name, got in sets.items():
+        rows = dict(got["rows"])
+        for feature, at in GATES:
+            on = [v >= at for v in shape[name][feature]]
+            before, after = rows[BEFORE], rows[AFTER]
+            rows[f"gate {feature}>={at:g}"] = {
+                k: [a if o else b for o, a, b in zip(on, after[k], before[k], strict=True)]
+                for k in ("recall", "complete")
+            }
+        mixed[name] = {"rows": rows}
+    among = [BEFORE, *(f"gate {f}>={at:g}" for f, at in GATES), AFTER]
+    lines = [
+        "| set | gate chosen without the set | share gated | held out "
+        "| − before, recall@5 (95% CI) / complete@5 |",
+        "|---|---|---|---|---|",
+    ]
+    for name in SETS:
+        if name not in mixed:
+            continue
+        pick = choose(mixed, name, among)
+        rows = mixed[name]["rows"]
+        share = "–"
+        if pick.startswith("gate "):
+            feature, at = pick[5:].split(">=")
+            share = f"{mean([v >= float(at) for v in shape[name][feature]]):.0%}"
+        d, lo, hi = paired_interval(rows[pick]["recall"], rows[BEFORE]["recall"])
+        dc = mean(rows[pick]["complete"]) - mean(rows[BEFORE]["complete"])
+        r, c = mean(rows[pick]["recall"]), mean(rows[pick]["complete"])
+        lines.append(
+            f"| {name} | {pick} | {share} | {r:.3f} / {c:.3f} "
+            f"| {d:+.3f} [{lo:+.3f}, {hi:+.3f}] / {dc:+.3f} |"
+        )
+    lines.append(f"\nchosen on all six: {choose(mixed, None, among)}")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("fit", "run", "report"))
+    parser.add_argument("step", choices=("fit", "run", "report", "gates"))
     parser.add_argument("--bench", type=Path, default=DEFAULT_BENCH)
     parser.add_argument("--cache", type=Path)
     parser.add_argument("--fits", type=Path, default=ROOT / "benchmarks/results/quality.json")
@@ -235,6 +300,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--sets", default="")
+    parser.add_argument(
+        "--no-adjust",
+        action="store_true",
+        help="the order's own weights without the catalog's adjustment of the prior",
+    )
     parser.add_argument(
         "--mixes",
         default="",
@@ -245,6 +315,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     fits = json.loads(args.fits.read_text())["fits"]
     if args.step == "fit":
         args.out.write_text(json.dumps(fit_orders(args.cache, fits), indent=1))
+        return 0
+    if args.step == "gates":
+        doc = json.loads(args.json.read_text())
+        print("\n".join(gate_report(doc["sets"], shapes(args.bench, args.cache))))
         return 0
     if args.step == "report":
         doc = json.loads(args.json.read_text())
@@ -261,6 +335,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from toolscout.embed import make_embedder
 
+    if args.no_adjust:  # the whole process: the default before reads no order weights
+        from toolscout.discovery.calibrate import Calibration
+
+        setattr(Calibration, "order_weights_over", lambda self, prior: tuple(prior))  # noqa: B010
     orders = json.loads(args.fits_order.read_text())
     doc = json.loads(args.json.read_text()) if args.json.exists() else {"sets": {}}
     wanted = [s for s in args.sets.split(",") if s] or list(SETS)

@@ -41,7 +41,10 @@ BLEND = 4.0
 #: fixed offset (``logit.fit(offset=)``), so that it learns what the order needs on top of
 #: the fixed fusion; the probability keeps :data:`logit.PRIOR`'s weights. A catalog's
 #: calibration moves it as it moves the prior (``Calibration.order_weights_over``).
-#: None: the order adds the probability's weights (the rule before round thirteen)
+#: **None, not used by default**: held out on the full dev sets it raised toolbench
+#: (+0.011 recall@5) and cost bfcl 0.020 and toolalpaca 0.015, and no share of it chosen
+#: leave-one-set-out won (benchmarks/rank8_default.py, docs/benchmarks.md round thirteen);
+#: the order adds the probability's weights. ``SearchSettings.ranker_order_prior`` sets one
 ORDER_PRIOR: tuple[float, ...] | None = None
 #: the lexical lead: when a catalog's own pseudo-queries show the fitted ranker's recall@5
 #: below BM25's by more than LEAD_MARGIN, the order adds LEAD × each candidate's BM25
