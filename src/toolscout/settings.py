@@ -103,6 +103,9 @@ class SearchSettings:
     #: the learned ranker's prior: one weight per feature, then the none option's bias
     #: (None: the shipped one); evaluation passes the one fitted with the evaluated set held out
     ranker_prior: tuple[float, ...] | None = None
+    #: the learned order's own prior (ranker.ORDER_PRIOR: one weight per feature; None: the
+    #: shipped one; an empty tuple: none, the order adds the probability's weights)
+    ranker_order_prior: tuple[float, ...] | None = None
     #: Platt scaling (a, b) of the learned confidence (None: the shipped one)
     confidence_platt: tuple[float, float] | None = None
     #: how much of the fixed fusion's score the learned ranker adds to its own (None: the

@@ -72,6 +72,7 @@ from toolscout.discovery.ranker import (
     FIXED_MIX,
     LEAD,
     LEAD_MARGIN,
+    ORDER_PRIOR,
     ORDER_SCALE,
     PLATT,
     Ranker,
@@ -101,6 +102,7 @@ __all__ = [
     "MAX_SHIFT",
     "MIN_TOOLS",
     "Matrix",
+    "ORDER_PRIOR",
     "ORDER_SCALE",
     "PLATT",
     "POOL",
@@ -242,6 +244,19 @@ class Calibration:
         pw, pb = prior[: len(FEATURES)], prior[len(FEATURES)]
         w = tuple(p + (a - b) for p, a, b in zip(pw, self.weights, self.prior, strict=True))
         return w, pb + (self.none_bias - self.prior_none)
+
+    def order_weights_over(self, order_prior: Sequence[float]) -> tuple[float, ...]:
+        """The order's own weights (:data:`ranker.ORDER_PRIOR`, or another fit of it) with
+        this catalog's adjustment of the prior added, as :meth:`weights_over` adds it."""
+        if len(order_prior) != len(FEATURES):
+            raise ValueError(
+                f"the order's prior holds {len(order_prior)} weights; expected one per "
+                f"feature ({len(FEATURES)}: {', '.join(FEATURES)})"
+            )
+        return tuple(
+            float(o) + (a - b)
+            for o, a, b in zip(order_prior, self.weights, self.prior, strict=True)
+        )
 
     def lean(self) -> str:
         w = dict(zip(FEATURES, self.weights, strict=True))

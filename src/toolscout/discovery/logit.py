@@ -43,9 +43,12 @@ def fit(
     prior_none: float = PRIOR_NONE,
     start: Sequence[float] | None = None,
     start_none: float | None = None,
+    offset: Sequence[float] | None = None,
 ) -> tuple[tuple[float, ...], float]:
     """Conditional logit over each pool plus a none option, by Adam on the mean log-loss,
-    shrunk towards ``prior`` (L2 on the difference)."""
+    shrunk towards ``prior`` (L2 on the difference). ``offset``: weights of a fixed score
+    added to every candidate's and not fitted (the order's weights are fitted over the
+    fixed fusion times the blend: they learn what the order needs on top of it)."""
     w = np.asarray(prior if start is None else start, dtype=np.float64).copy()
     centre = np.asarray(prior, dtype=np.float64)
     b = float(prior_none if start_none is None else start_none)
@@ -60,6 +63,11 @@ def fit(
     tgt = np.array(targets)
     has = tgt >= 0
     tgt_rows = offsets[has] + tgt[has]
+    fixed = (
+        stacked[:, : len(offset)] @ np.asarray(offset, dtype=np.float64)
+        if offset is not None
+        else np.zeros(len(stacked))
+    )
     params = np.concatenate([w, [b]])
     m = np.zeros_like(params)
     v = np.zeros_like(params)
@@ -67,7 +75,7 @@ def fit(
     n = len(xs)
     for step in range(1, steps + 1):
         w, b = params[:-1], params[-1]
-        s = stacked @ w
+        s = stacked @ w + fixed
         mx = np.maximum(np.maximum.reduceat(s, offsets), b)
         e = np.exp(s - mx[owner])
         e_none = np.exp(b - mx)

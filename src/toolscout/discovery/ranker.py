@@ -36,6 +36,16 @@ FIXED_MIX: tuple[float, ...] = tuple(
 #: below the plain fusion at recall@5 on two dev sets; chosen on data (the largest worst
 #: margin over the parts, leave-one-set-out, by benchmarks/quality.py)
 BLEND = 4.0
+#: the learned part of the order, its own prior weights over :data:`FEATURES`: the
+#: conditional logit fitted on the dev sets with :data:`BLEND` times the fixed fusion as a
+#: fixed offset (``logit.fit(offset=)``), so that it learns what the order needs on top of
+#: the fixed fusion; the probability keeps :data:`logit.PRIOR`'s weights. A catalog's
+#: calibration moves it as it moves the prior (``Calibration.order_weights_over``).
+#: **None, not used by default**: held out on the full dev sets it raised toolbench
+#: (+0.011 recall@5) and cost bfcl 0.020 and toolalpaca 0.015, and no share of it chosen
+#: leave-one-set-out won (benchmarks/rank8_default.py, docs/benchmarks.md round thirteen);
+#: the order adds the probability's weights. ``SearchSettings.ranker_order_prior`` sets one
+ORDER_PRIOR: tuple[float, ...] | None = None
 #: the lexical lead: when a catalog's own pseudo-queries show the fitted ranker's recall@5
 #: below BM25's by more than LEAD_MARGIN, the order adds LEAD × each candidate's BM25
 #: relative to the query's best (BM25 leads, the ranker breaks its ties and near-ties).
@@ -127,6 +137,9 @@ class Ranker:
     #: the safety floor: below this probability that its first is right, the pool takes
     #: the fixed fusion's order (0: never; :data:`orders.FLOOR`)
     floor: float = 0.0
+    #: the learned part of the order, when it has its own weights (:data:`ORDER_PRIOR`
+    #: with the catalog's adjustment); None: ``weights``, the probability's
+    order_weights: tuple[float, ...] | None = None
 
     def rank(
         self, query_terms: Sequence[str], lex: Hits, dense: Hits, parts: int = 0
@@ -138,7 +151,8 @@ class Ranker:
         if not ids:
             return [], 0.0
         s = scores(x, self.weights)
-        r = ordered(x, self.weights, self.blend, self.orders[1 if parts > 1 else 0])
+        learned = self.weights if self.order_weights is None else self.order_weights
+        r = ordered(x, learned, self.blend, self.orders[1 if parts > 1 else 0])
         if self.lead:
             r = r + self.lead * x[:, 0]
         order = np.argsort(-r, kind="stable")

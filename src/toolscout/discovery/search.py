@@ -25,6 +25,7 @@ from toolscout.discovery import parts as parts_gate
 from toolscout.discovery.calibrate import (
     BLEND,
     LEAD,
+    ORDER_PRIOR,
     PLATT,
     Calibration,
     Ranker,
@@ -220,6 +221,8 @@ class Retriever:
         blend = self.settings.ranker_blend
         chosen = chosen_orders(cal, self.settings)
         lead = chosen is None and cal.leads_lexical(self.settings.lexical_lead_margin)
+        order_prior = self.settings.ranker_order_prior
+        order_prior = ORDER_PRIOR if order_prior is None else order_prior or None
         self.ranker = Ranker(
             weights,
             none_bias,
@@ -230,6 +233,7 @@ class Retriever:
             LEAD if lead else 0.0,
             orders=chosen or ("ranker", "ranker"),
             floor=self.settings.ranker_floor,
+            order_weights=cal.order_weights_over(order_prior) if order_prior else None,
         )
         return self.ranker
 
