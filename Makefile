@@ -36,7 +36,7 @@ $(NODE_STAMP): Makefile
 	npm install --prefix $(NODE) --no-audit --no-fund --loglevel=error $(NPM_PACKAGES)
 	touch $(NODE_STAMP)
 
-# the suite on a worker per core (at most 4; PYTEST_WORKERS=0 runs it in one process)
+# the suite on a worker per core plus one (at most 4, tests/conftest.py; PYTEST_WORKERS=0 runs it in one process)
 PYTEST_WORKERS ?= auto
 
 test: lint $(NODE_STAMP)

@@ -110,8 +110,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 #: most workers ``-n auto`` starts: the suite is mostly real processes (servers, the CLI,
-#: PostgreSQL, Chromium) that use cores of their own, so more workers than cores only queue
+#: PostgreSQL, Chromium) that use cores of their own, so many more workers than cores queue
 MAX_WORKERS = 4
+#: workers beyond one per core: a worker spends much of its time waiting on those processes
+#: (the soak's fixed run, the conformance harness, slow-upstream tests), and with forked
+#: processes (tests/fork_kit.py) one per core left the cores ~65% busy. The whole suite on
+#: 2 cores, round thirteen: 7:05 with 2 workers, 5:50 with 3, 6:09 with 4 (docs/benchmarks.md)
+EXTRA_WORKERS = 1
 
 #: modules (or ``module::test``) that take longest, started first in this order when the
 #: suite runs on several workers; a stale entry only changes the order, never what runs.
@@ -193,13 +198,13 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one worker per core, at most :data:`MAX_WORKERS`
-    (``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides)."""
+    """``-n auto``: one worker per core and :data:`EXTRA_WORKERS` more, at most
+    :data:`MAX_WORKERS` (``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides)."""
     env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
     if env:
         return int(env)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(cores or 1, MAX_WORKERS))
+    return max(1, min((cores or 1) + EXTRA_WORKERS, MAX_WORKERS))
 
 
 def _module_scoped(item: pytest.Item) -> bool:
