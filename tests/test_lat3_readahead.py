@@ -27,6 +27,7 @@ from toolscout.discovery.kept import (
 )
 from toolscout.discovery.lexical import terms
 from toolscout.discovery.search import PhraseIndex, parse_query, read_features_ahead
+from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
 from toolscout.stores.base import Hits
 from toolscout.stores.sqlite import SQLiteStore
@@ -185,3 +186,22 @@ def test_a_requests_terms_are_counted_in_one_read_of_the_vocabulary(tmp_path: Pa
     assert counts["order"] == 12 and counts["quokka"] == 0
     assert len([sql for sql in asked if "tool_vocab" in sql]) == 1  # all held
     store.close()
+
+
+def test_a_discovery_reads_the_overlap_features_keys_ahead(tmp_path: Path) -> None:
+    """Through ``Catalog.discover`` (not only ``read_features_ahead`` called by hand): a
+    new request's ranking reads each overlap table of a kept catalog at most once."""
+    db = tmp_path / "d.db"
+    with Catalog.open(db, embedder=embedder()) as first:
+        first.add(_tools())
+        first.phrases()
+    caller = Principal.of("p", "t1", scopes=[])
+    with Catalog.open(db, embedder=embedder()) as second:
+        index = second.phrases()
+        assert isinstance(index.fields.in_name, KeptMap)
+        reads = _spy(second.store)  # type: ignore[arg-type]
+        ids = second.discover(
+            "find the order of kind 4 by its number", caller, tier="progressive"
+        ).ids
+        assert ids and "svc4.find_order_4" in ids
+        assert reads["in_name"] == 1 and reads["in_summary"] == 1 and reads["name"] <= 1
