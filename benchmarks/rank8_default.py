@@ -90,9 +90,7 @@ def fit_orders(cache: Path, fits: Mapping[str, Any]) -> dict[str, list[float]]:
 
 def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], order: Sequence[float],
             embedder: Any, mixes: Sequence[float] = ()) -> dict[str, Any]:  # fmt: skip
-    from toolscout.errors import QueryError
-    from toolscout.evaluate.harness import STRATEGIES, Outcome, discover_once, eval_principal
-    from toolscout.evaluate.metrics import complete_at, recall_at
+    from toolscout.evaluate.harness import STRATEGIES, discover_and_score, eval_principal
 
     held = held_settings(fit)
     strategies: dict[str, Any] = {
@@ -115,15 +113,7 @@ def run_set(d: Path, workdir: Path, fit: Mapping[str, Any], order: Sequence[floa
         principal = eval_principal(cat)
         for n, q in enumerate(scored):
             for name, settings in strategies.items():
-                try:
-                    out = discover_once(cat, settings, q.query, principal)
-                except QueryError:
-                    out = Outcome((), 0.0)
-                row = rows[name]
-                row["recall"].append(recall_at(out.ranked, q.gold, 5))
-                row["complete"].append(complete_at(out.ranked, q.gold))
-                row["confidence"].append(-1.0 if out.confidence is None else out.confidence)
-                row["right"].append(float(bool(out.ranked) and out.ranked[0] in q.gold))
+                discover_and_score(cat, settings, q.query, q.gold, principal, rows[name])
             if (n + 1) % 500 == 0:
                 print(f"{d.name}: {n + 1}/{len(scored)} {time.perf_counter() - start:.0f}s",
                       file=sys.stderr, flush=True)  # fmt: skip

@@ -126,9 +126,7 @@ def run_set(
 ) -> dict[str, Any]:
     """Per-query rows of every part and every variant on one full set, and the shapes."""
     from toolscout.discovery import pipeline
-    from toolscout.errors import QueryError
-    from toolscout.evaluate.harness import STRATEGIES, Outcome, discover_once, eval_principal
-    from toolscout.evaluate.metrics import complete_at, recall_at
+    from toolscout.evaluate.harness import STRATEGIES, discover_and_score, eval_principal
 
     held = held_settings(fit)
     strategies: dict[str, Any] = {DEFAULT: held}
@@ -154,15 +152,7 @@ def run_set(
             for f, v in shape(q.query, groups, names, exact).items():
                 shapes[f].append(v)
             for name, settings in strategies.items():
-                try:
-                    out = discover_once(cat, settings, q.query, principal)
-                except QueryError:
-                    out = Outcome((), 0.0)
-                row = rows[name]
-                row["recall"].append(recall_at(out.ranked, q.gold, 5))
-                row["complete"].append(complete_at(out.ranked, q.gold))
-                row["confidence"].append(-1.0 if out.confidence is None else out.confidence)
-                row["right"].append(float(bool(out.ranked) and out.ranked[0] in q.gold))
+                out = discover_and_score(cat, settings, q.query, q.gold, principal, rows[name])
                 spent[name] = spent.get(name, 0.0) + out.ms
             if (n + 1) % 200 == 0:
                 print(f"{d.name}: {n + 1}/{len(scored)} {time.perf_counter() - start:.0f}s",

@@ -23,6 +23,7 @@ from toolscout.evaluate.harness import (
     STRATEGIES,
     Outcome,
     describe_strategy,
+    discover_and_score,
     evaluate_strategy,
     lost_at,
     markdown_table,
@@ -31,6 +32,7 @@ from toolscout.evaluate.harness import (
     run,
     run_warm,
 )
+from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
 from toolscout.stores.sqlite import LearnedAliases, SQLiteStore
 
@@ -242,3 +244,20 @@ def test_warm_split_leaks_nothing(catalog: Catalog, tmp_path: Path) -> None:
     assert not phrases & {" ".join(q.query.split()) for q in test}
     # the catalog under evaluation itself learned nothing
     assert LearnedAliases(catalog.store).of(10_000) == {}
+
+
+def test_discover_and_score_appends_a_querys_figures(catalog: Catalog) -> None:
+    row: dict[str, list[float]] = {"recall": [], "complete": [], "confidence": [], "right": []}
+    who = Principal.of("eval", scopes=["*"])
+    gold = ["fx:orders.track_shipment"]
+    out = discover_and_score(
+        catalog, SearchSettings(), "where is my package right now?", gold, who, row
+    )
+    assert out.ranked[0] == gold[0]
+    assert row["recall"] == [1.0] and row["complete"] == [1.0] and row["right"] == [1.0]
+    assert 0.0 <= row["confidence"][0] <= 1.0
+    # a query discovery refuses (empty) counts as nothing found, not an error
+    refused = discover_and_score(catalog, SearchSettings(), "   ", gold, who, row)
+    assert refused.ranked == ()
+    assert row["recall"][1] == row["complete"][1] == row["right"][1] == 0.0
+    assert row["confidence"][1] == -1.0

@@ -18,7 +18,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from contextlib import ExitStack
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -39,9 +39,11 @@ from toolscout.evaluate.evalset import (
     split_history,
 )
 from toolscout.evaluate.metrics import (
+    complete_at,
     latency_summary,
     mean_scores,
     peak_rss_mb,
+    recall_at,
     reliability,
     score_query,
 )
@@ -159,6 +161,28 @@ def discover_once(
         shortlist.trace,
         confidence=shortlist.confidence,
     )
+
+
+def discover_and_score(
+    catalog: Catalog,
+    settings: SearchSettings | None,
+    query: str,
+    gold: Collection[str],
+    principal: Principal,
+    row: Mapping[str, list[float]],
+) -> Outcome:
+    """:func:`discover_once` (a refused query: nothing found), its recall@5, complete@5,
+    confidence shown (-1: none) and whether the first tool was gold appended to ``row``'s
+    ``recall``, ``complete``, ``confidence`` and ``right`` lists; the outcome returned."""
+    try:
+        out = discover_once(catalog, settings, query, principal)
+    except QueryError:
+        out = Outcome((), 0.0)
+    row["recall"].append(recall_at(out.ranked, gold, 5))
+    row["complete"].append(complete_at(out.ranked, gold))
+    row["confidence"].append(-1.0 if out.confidence is None else out.confidence)
+    row["right"].append(float(bool(out.ranked) and out.ranked[0] in gold))
+    return out
 
 
 def lost_at(gold_id: str, outcome: Outcome, entitled: Set[str], k: int = FAILURE_K) -> str | None:
