@@ -169,7 +169,7 @@ def test_a_requests_terms_are_counted_in_one_read_of_the_vocabulary(tmp_path: Pa
     with Catalog.open(db, embedder=embedder()) as first:
         first.add(_tools())
     text = "find the order kind number 4 by lookup, zebra quokka"
-    plain = SQLiteStore(db)  # one statement a term
+    plain = SQLiteStore(db)  # read term by term (get)
     df, n_docs = plain.document_frequency()
     want = parse_query(text, df, n_docs, SearchSettings())
     counts = {t: df.get(t, 0) for t in terms(text)}

@@ -259,17 +259,15 @@ class KeptMap(Mapping[str, V]):
             return cast(Mapping[str, V], self._whole).get(key, default)
         hit = self._held.get(key, _MISSING)
         if hit is _MISSING:
-            try:
-                raw = self._store.derived_rows(self._token, self._part, [key]).get(key)
-                hit = None if raw is None else _decode(self._kind, raw)
-            except Exception:  # damaged or unreadable: the whole map is rebuilt
-                return self._fallback().get(key, default)
-            self._held[key] = hit
+            self.read_ahead((key,))
+            if self._whole is not None:  # damaged or unreadable: the map was rebuilt
+                return self._whole.get(key, default)
+            hit = self._held[key]
         return default if hit is None else hit
 
     def read_ahead(self, keys: Iterable[str]) -> None:
-        """Hold the values of ``keys`` not held yet, read in one store read (what
-        :meth:`get` would read one key at a time: a request's few dozen new keys)."""
+        """Hold the values of ``keys`` not held yet, read in one store read (:meth:`get`
+        reads its one key through it; a request's few dozen new keys read at once)."""
         if self._whole is not None or not (self._checked or self._check()):
             return
         new = [k for k in dict.fromkeys(keys) if k not in self._held]

@@ -87,19 +87,13 @@ class _Vocabulary(Mapping[str, int]):
             return self._whole.get(term, default)
         n = self._held.get(term)
         if n is None:
-            n = 0
-            if not term.startswith(SCOPE_PREFIX):
-                with self._lock:
-                    row = self._db.execute(
-                        "SELECT doc FROM tool_vocab WHERE term = ?", (term,)
-                    ).fetchone()
-                n = int(row[0]) if row else 0
-            self._held[term] = n
+            self.read_ahead((term,))
+            n = self._held[term]
         return n if n else default
 
     def read_ahead(self, terms: Iterable[str]) -> None:
-        """Hold the counts of ``terms`` not held yet, read in one statement (a request's
-        new terms: what :meth:`get` would read one statement a term)."""
+        """Hold the counts of ``terms`` not held yet, read in one statement (:meth:`get`
+        reads its one term through it; a request's new terms read at once)."""
         if self._whole is not None:
             return
         new = [t for t in dict.fromkeys(terms) if t not in self._held]
