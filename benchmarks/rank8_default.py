@@ -125,13 +125,11 @@ def mean(xs: Sequence[float]) -> float:
 
 
 def ece(confidence: Sequence[float], right: Sequence[float]) -> float:
-    bins: dict[int, list[tuple[float, float]]] = {}
-    for c, r in zip(confidence, right, strict=True):
-        if c >= 0:
-            bins.setdefault(min(int(c * 10), 9), []).append((c, r))
-    n = sum(len(b) for b in bins.values()) or 1
-    return sum(len(b) * abs(mean([c for c, _ in b]) - mean([r for _, r in b]))
-               for b in bins.values()) / n  # fmt: skip
+    """The ECE of the queries shown a confidence, as ``metrics.reliability`` reports it."""
+    from toolscout.evaluate.metrics import reliability
+
+    pairs = [(c, bool(r)) for c, r in zip(confidence, right, strict=True) if c >= 0]
+    return float(reliability(pairs)["ece"]) if pairs else 0.0
 
 
 def report(sets: Mapping[str, Any]) -> list[str]:
