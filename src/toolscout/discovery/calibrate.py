@@ -253,10 +253,8 @@ class Calibration:
                 f"the order's prior holds {len(order_prior)} weights; expected one per "
                 f"feature ({len(FEATURES)}: {', '.join(FEATURES)})"
             )
-        return tuple(
-            float(o) + (a - b)
-            for o, a, b in zip(order_prior, self.weights, self.prior, strict=True)
-        )
+        weights, _ = self.weights_over((*map(float, order_prior), self.prior_none))
+        return weights
 
     def lean(self) -> str:
         w = dict(zip(FEATURES, self.weights, strict=True))
