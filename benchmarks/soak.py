@@ -1,6 +1,6 @@
 """Soak: load and faults against two ``toolscout serve`` replicas, with nothing lost.
 
-    python benchmarks/soak.py [--seconds 120] [--agents 64] [--workers 2] [--out FILE]
+    python benchmarks/soak.py [--seconds 120] [--agents 64] [--workers 2] [--out FILE] [--logs DIR]
 
 Starts the test suite's embedded PostgreSQL, builds the bundled demo catalog in a
 fresh database, and starts two replicas — ``toolscout serve --postgres DSN --workers N
@@ -38,6 +38,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -332,11 +333,21 @@ def reconcile(soak: Soak, dsn: str) -> dict[str, Any]:
 
 
 def run(
-    *, seconds: float, agents: int, workers: int, faults: list[str], out: Path | None = None
+    *,
+    seconds: float,
+    agents: int,
+    workers: int,
+    faults: list[str],
+    out: Path | None = None,
+    logs: Path | None = None,
 ) -> dict[str, Any]:
+    """The soak; the replicas' logs (``serve-A.log``, ``serve-B.log``) go to ``logs``, kept,
+    or without it to a temporary directory removed when the soak passes (kept, and named
+    in the result's ``logs``, when it fails or stops with an error)."""
     from pg_fixture import PostgresServer
 
-    work = Path(tempfile.mkdtemp(prefix="soak-"))
+    work = logs if logs is not None else Path(tempfile.mkdtemp(prefix="soak-"))
+    work.mkdir(parents=True, exist_ok=True)
     pg = PostgresServer()
     replicas: list[Replica] = []
     stop = threading.Event()
@@ -387,6 +398,10 @@ def run(
         error["t0"], error["t1"] = round(error["t0"] - start, 2), round(error["t1"] - start, 2)
     failures = check(result)
     result["failures"] = failures
+    if logs is None and not failures:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        result["logs"] = str(work)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
@@ -453,6 +468,11 @@ def main() -> None:
         help="comma-separated, in order: replica_kill, postgres_restart, reimport",
     )  # fmt: skip
     parser.add_argument(
+        "--logs", type=Path, default=None,
+        help="where the replicas' logs go, kept (default: a temporary directory, removed "
+        "when the soak passes)",
+    )  # fmt: skip
+    parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "soak.json",
         help="where the JSON goes",
     )  # fmt: skip
@@ -464,11 +484,12 @@ def main() -> None:
     print(" ".join([Path(sys.executable).name, *sys.argv]), flush=True)
     result = run(
         seconds=args.seconds, agents=args.agents, workers=args.workers, faults=faults,
-        out=args.out,
+        out=args.out, logs=args.logs,
     )  # fmt: skip
     print(table(result))
     if result["failures"]:
         print("FAILED: " + "; ".join(result["failures"]))
+        print(f"the replicas' logs: {result['logs']}")
         raise SystemExit(1)
 
 

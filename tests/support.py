@@ -36,6 +36,20 @@ def card_embedder() -> Embedder:
     return with_vector_cache(embedder())
 
 
+@lru_cache(maxsize=1)
+def e5_embedder() -> Embedder:
+    """The multilingual model (``multilingual-e5-small``), loaded once per test process and
+    answering from the run's vector cache, for the tests of discovery over it
+    (``test_coverage``, ``test_crosslingual`` and the ``test_lang*`` modules): their catalogs'
+    words and requests are encoded again and again (1,295 texts of which 446 distinct, 30 s
+    of CPU in one process), and the model's vector of a text does not depend on the texts
+    beside it (``test_embed_multilingual`` checks it bit for bit), so a cached vector is the
+    one the model gives. The tests of the model itself make their own."""
+    from toolscout.embed.e5 import MultilingualE5Embedder
+
+    return with_vector_cache(MultilingualE5Embedder())
+
+
 class CountingEmbedder(Wrapped):
     """A real embedder (by default :func:`embedder`) that records what it is asked to
     encode: every text (``texts``) and every call (``calls``: ``"embed N"``)."""

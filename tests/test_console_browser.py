@@ -45,9 +45,13 @@ def server(tmp_path_factory: pytest.TempPathFactory, indexed_demo: Path) -> Iter
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+
+    # chromedriver's profile and Chromium's singleton socket directory (which Chromium
+    # leaves behind: an `org.chromium.Chromium.*` in /tmp for every run) in the test's temp
+    temp = tmp_path_factory.mktemp("chromium-tmp")
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -55,7 +59,8 @@ def browser() -> Iterator[Any]:
                 "--window-size=1280,800", "--hide-scrollbars"):  # fmt: skip
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    service = Service(CHROMEDRIVER, env={**os.environ, "TMPDIR": str(temp)})
+    driver = webdriver.Chrome(service=service, options=options)
     driver.set_page_load_timeout(WAIT_S * 2)
     viewport(driver, 1280, 800)
     try:

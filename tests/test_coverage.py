@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from support import spec
+from support import e5_embedder, spec
 from toolscout import Toolscout
 from toolscout.console.access import Level
 from toolscout.console.playground import hidden_for
@@ -51,13 +51,15 @@ def test_coverage_is_the_share_of_terms_the_catalog_has() -> None:
 
 
 @pytest.fixture(scope="module")
-def e5() -> MultilingualE5Embedder:
-    return MultilingualE5Embedder()
+def e5() -> Embedder:
+    """The multilingual model, one per test process, over the run's vector cache (support)."""
+    return e5_embedder()
 
 
 def test_only_an_encoder_that_reads_other_languages_says_so(
     e5: MultilingualE5Embedder,
 ) -> None:
+    assert reads_other_languages(MultilingualE5Embedder())  # the model itself (not loaded)
     assert reads_other_languages(e5)
     assert not reads_other_languages(MiniLMEmbedder())
     assert reads_other_languages(CoalescingEmbedder(e5))  # through any wrapper

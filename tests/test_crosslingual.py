@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from support import retrieved_both_ways, spec
+from support import e5_embedder, retrieved_both_ways, spec
 from toolscout.discovery import crosslingual
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.crosslingual import (
@@ -45,8 +45,9 @@ JA = "San Francisco の明日の天気予報を教えてください"
 
 
 @pytest.fixture(scope="module")
-def e5() -> MultilingualE5Embedder:
-    return MultilingualE5Embedder()
+def e5() -> Embedder:
+    """The multilingual model, one per test process, over the run's vector cache (support)."""
+    return e5_embedder()
 
 
 def test_a_requests_words_are_those_the_catalog_lacks() -> None:

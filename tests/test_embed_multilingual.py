@@ -38,6 +38,19 @@ def test_the_option_is_an_embedder_that_reads_other_languages(e5: MultilingualE5
     assert e5.embed([]).shape == (0, 384)
 
 
+def test_a_texts_vector_is_the_same_bit_for_bit_alone_and_in_any_batch(
+    e5: MultilingualE5Embedder,
+) -> None:
+    """What the discovery tests' shared vector cache rests on (``support.e5_embedder``):
+    a vector stored from one batch is the one the model gives the text in any other."""
+    texts = ["forecast", "Envoyez un courriel à Marie", "東京の天気予報", "a b c d e f g h i j k"]
+    batch = e5.embed(texts)
+    alone = np.vstack([e5.embed([t]) for t in texts])
+    reordered = e5.embed([texts[2], "weather", texts[0], texts[3], texts[1]])
+    assert batch.tobytes() == alone.tobytes()
+    assert reordered[[2, 4, 0, 3]].tobytes() == batch.tobytes()
+
+
 def test_embedders_are_chosen_by_name_or_model_id(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(VECTOR_CACHE_ENV, raising=False)  # the suite's cache wraps them
     assert isinstance(make_embedder(), MiniLMEmbedder)

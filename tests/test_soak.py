@@ -14,9 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_a_short_soak_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
+    # the replicas' logs in the test's own directory: pytest keeps the last runs' (a failed
+    # run's logs to read) and removes older ones
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--seconds", "20",
-         "--agents", "8", "--workers", "1", "--out", str(out)],
+         "--agents", "8", "--workers", "1", "--out", str(out), "--logs", str(tmp_path / "logs")],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -36,3 +38,4 @@ def test_a_short_soak_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     )
     assert result["chain_ok"] and result["catalog_identical_after_reimport"]
     assert all(f["recovery_s"] is not None for f in result["faults"])
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["serve-A.log", "serve-B.log"]
