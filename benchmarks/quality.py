@@ -826,10 +826,13 @@ def shown_args(args: Sequence[str]) -> list[str]:
     return out
 
 
-def reports_from_grid(grid: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def reports_from_grid(
+    grid: Mapping[str, Any], in_set: Mapping[str, Sequence[float]] | None = None
+) -> dict[str, dict[str, Any]]:
     """The held-out figures a --fits-only run holds (each part's and the held-out default's
     recall@5 and complete@5 at its pair, the held-out confidence's reliability), in the
-    shape of the reports the tables read."""
+    shape of the reports the tables read; ``in_set``: each set's in-set default (recall@5,
+    complete@5, as ``quality_ship.py --into`` adds it), when measured."""
 
     def scored(pair: Sequence[float]) -> dict[str, Any]:
         return {"recall@5": pair[0], "complete@5": pair[1]}
@@ -841,6 +844,8 @@ def reports_from_grid(grid: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             **scored(g["held_out"]),
             "reliability": g.get("reliability_held_out") or {},
         }
+        if in_set and name in in_set:
+            strategies["hybrid"] = scored(in_set[name])
         out[name] = {"strategies": strategies}
     return out
 
@@ -850,7 +855,8 @@ def render(results: Path, docs: Path, plot: Path) -> int:
     try:
         doc = json.loads(results.read_text(encoding="utf-8"))
         command, fits = doc["command"], doc["fits"]
-        reports = doc["sets"] if "sets" in doc else reports_from_grid(doc["grid"])
+        in_set = (doc.get("in_set") or {}).get("sets")
+        reports = doc["sets"] if "sets" in doc else reports_from_grid(doc["grid"], in_set)
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"error: {results} is not a quality.py result ({exc})") from exc
     section = markdown(reports, command, os.path.relpath(plot, docs.parent), fits, doc.get("grid"))
