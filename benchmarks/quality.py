@@ -244,7 +244,10 @@ def markdown(
     plot: str | None,
     fits: Mapping[str, Any] | None = None,
     grid: Mapping[str, Any] | None = None,
+    in_set: Mapping[str, Any] | None = None,
 ) -> str:
+    """The docs section (``in_set``: the ship check ``quality_ship.py --into`` added, which
+    measured the in-set column and says whether the fit on all six is what ships)."""
     from toolscout.evaluate.harness import describe_strategy, markdown_table, summary_line
 
     names: list[str] = []
@@ -307,8 +310,8 @@ def markdown(
             "recall@5 / complete@5 on each set. *held-out*: the ranker prior, the confidence "
             "scaling, the blend, the dedupe yield, the lexical lead's margin and the "
             "confidence model fitted on the other five sets only "
-            "(leave-one-set-out); *in-set*: the "
-            "shipped constants, fitted on all six. The goal is judged on held-out figures. "
+            "(leave-one-set-out); " + in_set_line(in_set) + " The goal is judged on held-out "
+            "figures. "
             "The interval is the held-out default's margin over the best part on the blend "
             "grid below (the same queries, the pair the fit without the set chose), with a "
             "95% paired bootstrap interval over the queries (`fitting.paired_interval`): "
@@ -352,6 +355,24 @@ def markdown(
     if plot:
         lines += [f"![recall@k per strategy]({plot})", ""]
     return "\n".join(lines)
+
+
+def in_set_line(in_set: Mapping[str, Any] | None) -> str:
+    """What the in-set column is: the shipped constants, and whether they are this run's fit
+    on all six (the ship check's verdict, ``quality_ship.verdict``)."""
+    if not in_set:
+        return "*in-set*: the shipped constants, fitted on all six."
+    head = f"*in-set*: the shipped constants (`{in_set['command']}`, its shipped arm)."
+    breaks = in_set.get("breaks") or []
+    if not breaks:
+        return head + " They are the fit on all six below (its row *all*)."
+    return (
+        head + " **They are not the fit on all six below**: measured in-set on the full "
+        "sets, that fit loses more than "
+        f"{in_set.get('max_loss', 0.005):g} of recall@5 or complete@5 against them on "
+        + "; ".join(breaks)
+        + ", so by the rule (a constant changes only when no set loses more) it does not ship."
+    )
 
 
 def plot_recall(reports: Mapping[str, Mapping[str, Any]], path: Path) -> None:
@@ -859,7 +880,16 @@ def render(results: Path, docs: Path, plot: Path) -> int:
         reports = doc["sets"] if "sets" in doc else reports_from_grid(doc["grid"], in_set)
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"error: {results} is not a quality.py result ({exc})") from exc
-    section = markdown(reports, command, os.path.relpath(plot, docs.parent), fits, doc.get("grid"))
+    # a --fits-only result draws no plot: the one on disk is another run's
+    shown = os.path.relpath(plot, docs.parent) if "sets" in doc else None
+    section = markdown(
+        reports,
+        command,
+        shown,
+        fits,
+        doc.get("grid"),
+        doc.get("in_set"),
+    )
     existing = docs.read_text(encoding="utf-8") if docs.exists() else ""
     docs.write_text(splice(existing, section), encoding="utf-8")
     print(f"wrote {docs} from {results}")

@@ -172,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc["in_set"] = {
             "command": command,
             "sets": {n: [g[m]["shipped"] for m in METRICS] for n, g in by_set.items()},
+            "breaks": broken,
+            "max_loss": MAX_LOSS,
         }
         args.into.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", "utf-8")
     return 0

@@ -53,3 +53,13 @@ def test_the_in_set_column_of_a_fits_only_result_comes_from_the_ship_check() -> 
     assert "| – | **0.850 / 0.830** |" in "\n".join(quality.goal_table(without))
     withit = quality.reports_from_grid(grid, {"bfcl": [0.859, 0.84]})
     assert "| 0.859 / 0.840 | **0.850 / 0.830** |" in "\n".join(quality.goal_table(withit))
+
+
+def test_the_docs_say_whether_the_shipped_constants_are_the_fit_on_all_six() -> None:
+    assert "fitted on all six" in quality.in_set_line(None)
+    ships = {"command": "quality_ship.py", "sets": {}, "breaks": [], "max_loss": 0.005}
+    assert "They are the fit on all six" in quality.in_set_line(ships)
+    held = {**ships, "breaks": ["toolbench recall@5 -0.0100 (shipped 0.7060, refit 0.6960)"]}
+    line = quality.in_set_line(held)
+    assert "are not the fit on all six" in line and "toolbench recall@5 -0.0100" in line
+    assert "does not ship" in line
