@@ -260,14 +260,24 @@ def markdown(
         f"({time.strftime('%Y-%m-%d')}, {platform.system()} {platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}).",
         "",
-        'Every query goes through `Catalog.discover(k=10, tier="progressive")` with an '
-        "all-scopes principal; recall@k, complete@5 (all gold in the top 5), nDCG@10 and MRR@10 "
-        "come from that ranked shortlist. Latency is the wall time of one discover call; "
-        'tokens@5 is the mean schema tokens of the top 5 (OpenAI format); "lost at" counts '
-        "gold tools missing from the top 5 by the stage that lost them. The sets were "
-        "indexed once (`--cache`), so the index times are those of an unchanged re-index; "
-        "the latency columns were taken with the machine under heavy load (see Discovery "
-        "latency).",
+        (
+            'Every query goes through `Catalog.discover(k=10, tier="progressive")` with an '
+            "all-scopes principal; recall@k, complete@5 (all gold in the top 5), nDCG@10 and "
+            "MRR@10 come from that ranked shortlist. Latency is the wall time of one discover "
+            'call; tokens@5 is the mean schema tokens of the top 5 (OpenAI format); "lost at" '
+            "counts gold tools missing from the top 5 by the stage that lost them. The sets "
+            "were indexed once (`--cache`), so the index times are those of an unchanged "
+            "re-index; the latency columns were taken with the machine under heavy load (see "
+            "Discovery latency)."
+            if any("k" in r for r in reports.values())
+            else "A `--fits-only` run: every query of each set goes through the product's own "
+            "entitlement, retrieval and selection (`fitting.part_scores` for the parts, "
+            "`fitting.recall_grid` for the held-out default: the selection "
+            '`Catalog.discover(k=10, tier="progressive")` makes) with an all-scopes '
+            "principal; recall@5 and complete@5 (all gold in the top 5) come from that "
+            "shortlist. Such a run makes no per-set report (recall@k, latency, tokens, lost "
+            "at) and no plot."
+        ),
         "",
         "| strategy | what it is |",
         "|---|---|",
@@ -840,9 +850,9 @@ def shown_args(args: Sequence[str]) -> list[str]:
     for a in args:
         if skip:
             skip = False
-        elif a in ("--cache", "--stages"):
+        elif a in ("--cache", "--stages", "--refit-cache"):
             skip = True  # its value follows
-        elif a != "--no-progress" and not a.startswith(("--cache=", "--stages=")):
+        elif a != "--no-progress" and not a.startswith(("--cache=", "--stages=", "--refit-")):
             out.append(a)
     return out
 

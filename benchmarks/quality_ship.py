@@ -125,6 +125,53 @@ def run_set(
     return compare(a, b)
 
 
+def held_out_scores(
+    d: Path, cache: Path, limit: int | None, fit: Mapping[str, Any], embedder: Any
+) -> tuple[list[float], list[float]]:
+    """(recall@5, complete@5) of each query of a set, held out: the default with the fit
+    made without the set, at the blend and yield it chose (``fitting.recall_grid``, as
+    ``quality.py``'s grid measures the held-out default)."""
+    from toolscout.evaluate.fitting import recall_grid
+
+    pair = (float(fit["blend"]), float(fit["dedupe_yield"]))
+    complete: dict[Any, list[float]] = {}
+    with quality.opened_set(d, cache, limit, embedder) as (cat, queries):
+        got = recall_grid(
+            cat, queries, quality.held_settings(fit), (pair[0],), (pair[1],), complete=complete
+        )
+    return got[pair], complete[pair]
+
+
+def held_out_against(args: Any, embedder: Any, stages: quality.Stages) -> dict[str, Any]:
+    """Each set held out with an older run's fits (``--held-out-against``) and with this
+    run's (``--fits``): the refit against what the held-out table showed before."""
+    old = json.loads(args.held_out_against.read_text(encoding="utf-8"))["fits"]
+    new = json.loads(args.fits.read_text(encoding="utf-8"))["fits"]
+    out: dict[str, Any] = {}
+    for d in quality.bench_sets(args.bench):
+        a, b = (
+            stages.get(
+                "held-out-scores",
+                d.name,
+                fits[d.name],
+                lambda f=fits[d.name], d=d: held_out_scores(d, args.cache, args.limit, f, embedder),
+            )
+            for fits in (old, new)
+        )
+        out[d.name] = compare(a, b)
+        got = out[d.name]
+        print(
+            f"{d.name} held out, before → refit: "
+            + "; ".join(
+                f"{m} {got[m]['shipped']:.3f} → {got[m]['refit']:.3f} ({got[m]['diff'][0]:+.3f} "
+                f"[{got[m]['diff'][1]:+.3f}, {got[m]['diff'][2]:+.3f}])"
+                for m in METRICS
+            ),
+            flush=True,
+        )
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fits", type=Path, required=True, help="quality.py --fits-only JSON")
@@ -136,6 +183,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--into", type=Path, default=None, help="a quality.py result")
+    parser.add_argument(
+        "--held-out-against",
+        type=Path,
+        default=None,
+        help="an older quality.py result: compare each set held out with its fits and --fits'",
+    )
     args = parser.parse_args(argv)
     try:
         fit = json.loads(args.fits.read_text(encoding="utf-8"))["fits"][args.fit]
@@ -146,6 +199,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     embedder = MiniLMEmbedder()
     stages = quality.Stages(args.stages, args.limit)
+    if args.held_out_against is not None:
+        got = held_out_against(args, embedder, stages)
+        if args.json:
+            command = quality.command_line("benchmarks/quality_ship.py", list(argv or sys.argv[1:]))
+            quality.write_results(args.json, command, held_out=got)
+        return 0
     by_set: dict[str, Any] = {}
     for d in quality.bench_sets(args.bench):
         by_set[d.name] = run_set(d, args, fit, embedder, stages)
