@@ -381,7 +381,9 @@ def in_set_line(in_set: Mapping[str, Any] | None) -> str:
         "sets, that fit loses more than "
         f"{in_set.get('max_loss', 0.005):g} of recall@5 or complete@5 against them on "
         + "; ".join(breaks)
-        + ", so by the rule (a constant changes only when no set loses more) it does not ship."
+        + ", so by the rule (a constant changes only when no set loses more) it does not ship "
+        "as a whole (one of its constants that passes the same check alone may: see the "
+        "rounds of *How the default ranks*)."
     )
 
 
