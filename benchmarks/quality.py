@@ -244,7 +244,10 @@ def markdown(
     plot: str | None,
     fits: Mapping[str, Any] | None = None,
     grid: Mapping[str, Any] | None = None,
+    in_set: Mapping[str, Any] | None = None,
 ) -> str:
+    """The docs section (``in_set``: the ship check ``quality_ship.py --into`` added, which
+    measured the in-set column and says whether the fit on all six is what ships)."""
     from toolscout.evaluate.harness import describe_strategy, markdown_table, summary_line
 
     names: list[str] = []
@@ -257,14 +260,24 @@ def markdown(
         f"({time.strftime('%Y-%m-%d')}, {platform.system()} {platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}).",
         "",
-        'Every query goes through `Catalog.discover(k=10, tier="progressive")` with an '
-        "all-scopes principal; recall@k, complete@5 (all gold in the top 5), nDCG@10 and MRR@10 "
-        "come from that ranked shortlist. Latency is the wall time of one discover call; "
-        'tokens@5 is the mean schema tokens of the top 5 (OpenAI format); "lost at" counts '
-        "gold tools missing from the top 5 by the stage that lost them. The sets were "
-        "indexed once (`--cache`), so the index times are those of an unchanged re-index; "
-        "the latency columns were taken with the machine under heavy load (see Discovery "
-        "latency).",
+        (
+            'Every query goes through `Catalog.discover(k=10, tier="progressive")` with an '
+            "all-scopes principal; recall@k, complete@5 (all gold in the top 5), nDCG@10 and "
+            "MRR@10 come from that ranked shortlist. Latency is the wall time of one discover "
+            'call; tokens@5 is the mean schema tokens of the top 5 (OpenAI format); "lost at" '
+            "counts gold tools missing from the top 5 by the stage that lost them. The sets "
+            "were indexed once (`--cache`), so the index times are those of an unchanged "
+            "re-index; the latency columns were taken with the machine under heavy load (see "
+            "Discovery latency)."
+            if any("k" in r for r in reports.values())
+            else "A `--fits-only` run: every query of each set goes through the product's own "
+            "entitlement, retrieval and selection (`fitting.part_scores` for the parts, "
+            "`fitting.recall_grid` for the held-out default: the selection "
+            '`Catalog.discover(k=10, tier="progressive")` makes) with an all-scopes '
+            "principal; recall@5 and complete@5 (all gold in the top 5) come from that "
+            "shortlist. Such a run makes no per-set report (recall@k, latency, tokens, lost "
+            "at) and no plot."
+        ),
         "",
         "| strategy | what it is |",
         "|---|---|",
@@ -307,8 +320,8 @@ def markdown(
             "recall@5 / complete@5 on each set. *held-out*: the ranker prior, the confidence "
             "scaling, the blend, the dedupe yield, the lexical lead's margin and the "
             "confidence model fitted on the other five sets only "
-            "(leave-one-set-out); *in-set*: the "
-            "shipped constants, fitted on all six. The goal is judged on held-out figures. "
+            "(leave-one-set-out); " + in_set_line(in_set) + " The goal is judged on held-out "
+            "figures. "
             "The interval is the held-out default's margin over the best part on the blend "
             "grid below (the same queries, the pair the fit without the set chose), with a "
             "95% paired bootstrap interval over the queries (`fitting.paired_interval`): "
@@ -352,6 +365,26 @@ def markdown(
     if plot:
         lines += [f"![recall@k per strategy]({plot})", ""]
     return "\n".join(lines)
+
+
+def in_set_line(in_set: Mapping[str, Any] | None) -> str:
+    """What the in-set column is: the shipped constants, and whether they are this run's fit
+    on all six (the ship check's verdict, ``quality_ship.verdict``)."""
+    if not in_set:
+        return "*in-set*: the shipped constants, fitted on all six."
+    head = f"*in-set*: the shipped constants (`{in_set['command']}`, its shipped arm)."
+    breaks = in_set.get("breaks") or []
+    if not breaks:
+        return head + " They are the fit on all six below (its row *all*)."
+    return (
+        head + " **They are not the fit on all six below**: measured in-set on the full "
+        "sets, that fit loses more than "
+        f"{in_set.get('max_loss', 0.005):g} of recall@5 or complete@5 against them on "
+        + "; ".join(breaks)
+        + ", so by the rule (a constant changes only when no set loses more) it does not ship "
+        "as a whole (one of its constants that passes the same check alone may: see the "
+        "rounds of *How the default ranks*)."
+    )
 
 
 def plot_recall(reports: Mapping[str, Mapping[str, Any]], path: Path) -> None:
@@ -819,17 +852,20 @@ def shown_args(args: Sequence[str]) -> list[str]:
     for a in args:
         if skip:
             skip = False
-        elif a in ("--cache", "--stages"):
+        elif a in ("--cache", "--stages", "--refit-cache"):
             skip = True  # its value follows
-        elif a != "--no-progress" and not a.startswith(("--cache=", "--stages=")):
+        elif a != "--no-progress" and not a.startswith(("--cache=", "--stages=", "--refit-")):
             out.append(a)
     return out
 
 
-def reports_from_grid(grid: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def reports_from_grid(
+    grid: Mapping[str, Any], in_set: Mapping[str, Sequence[float]] | None = None
+) -> dict[str, dict[str, Any]]:
     """The held-out figures a --fits-only run holds (each part's and the held-out default's
     recall@5 and complete@5 at its pair, the held-out confidence's reliability), in the
-    shape of the reports the tables read."""
+    shape of the reports the tables read; ``in_set``: each set's in-set default (recall@5,
+    complete@5, as ``quality_ship.py --into`` adds it), when measured."""
 
     def scored(pair: Sequence[float]) -> dict[str, Any]:
         return {"recall@5": pair[0], "complete@5": pair[1]}
@@ -841,6 +877,8 @@ def reports_from_grid(grid: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             **scored(g["held_out"]),
             "reliability": g.get("reliability_held_out") or {},
         }
+        if in_set and name in in_set:
+            strategies["hybrid"] = scored(in_set[name])
         out[name] = {"strategies": strategies}
     return out
 
@@ -850,10 +888,20 @@ def render(results: Path, docs: Path, plot: Path) -> int:
     try:
         doc = json.loads(results.read_text(encoding="utf-8"))
         command, fits = doc["command"], doc["fits"]
-        reports = doc["sets"] if "sets" in doc else reports_from_grid(doc["grid"])
+        in_set = (doc.get("in_set") or {}).get("sets")
+        reports = doc["sets"] if "sets" in doc else reports_from_grid(doc["grid"], in_set)
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"error: {results} is not a quality.py result ({exc})") from exc
-    section = markdown(reports, command, os.path.relpath(plot, docs.parent), fits, doc.get("grid"))
+    # a --fits-only result draws no plot: the one on disk is another run's
+    shown = os.path.relpath(plot, docs.parent) if "sets" in doc else None
+    section = markdown(
+        reports,
+        command,
+        shown,
+        fits,
+        doc.get("grid"),
+        doc.get("in_set"),
+    )
     existing = docs.read_text(encoding="utf-8") if docs.exists() else ""
     docs.write_text(splice(existing, section), encoding="utf-8")
     print(f"wrote {docs} from {results}")
