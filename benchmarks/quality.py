@@ -854,7 +854,7 @@ def shown_args(args: Sequence[str]) -> list[str]:
             skip = False
         elif a in ("--cache", "--stages", "--refit-cache"):
             skip = True  # its value follows
-        elif a != "--no-progress" and not a.startswith(("--cache=", "--stages=", "--refit-")):
+        elif a != "--no-progress" and not a.startswith(("--cache=", "--stages=", "--refit-cache=")):
             out.append(a)
     return out
 

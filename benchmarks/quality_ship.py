@@ -43,22 +43,15 @@ METRICS = ("recall@5", "complete@5")
 
 
 def scores(catalog: Any, queries: Sequence[Any], settings: Any) -> tuple[list[float], ...]:
-    """(recall@5, complete@5) of each query under ``settings`` (refused: nothing found)."""
-    from toolscout.errors import QueryError
-    from toolscout.evaluate.harness import discover_once, eval_principal
-    from toolscout.evaluate.metrics import complete_at, recall_at
+    """(recall@5, complete@5) of each query under ``settings`` (refused: nothing found), as
+    ``harness.discover_and_score`` scores it."""
+    from toolscout.evaluate.harness import discover_and_score, eval_principal
 
     principal = eval_principal(catalog)
-    recall: list[float] = []
-    complete: list[float] = []
+    row: dict[str, list[float]] = {"recall": [], "complete": [], "confidence": [], "right": []}
     for q in queries:
-        try:
-            ranked = discover_once(catalog, settings, q.query, principal).ranked
-        except QueryError:
-            ranked = ()
-        recall.append(recall_at(ranked, q.gold, 5))
-        complete.append(complete_at(ranked, q.gold, 5))
-    return recall, complete
+        discover_and_score(catalog, settings, q.query, q.gold, principal, row)
+    return row["recall"], row["complete"]
 
 
 def compare(shipped: Sequence[Sequence[float]], refit: Sequence[Sequence[float]]) -> dict[str, Any]:
@@ -75,6 +68,15 @@ def compare(shipped: Sequence[Sequence[float]], refit: Sequence[Sequence[float]]
             "diff": [round(diff, 4), round(low, 4), round(high, 4)],
         }
     return out
+
+
+def summary(got: Mapping[str, Any]) -> str:
+    """One set's :func:`compare` as a line: each metric's before → after (difference [95%])."""
+    return "; ".join(
+        f"{m} {got[m]['shipped']:.3f} → {got[m]['refit']:.3f} "
+        f"({got[m]['diff'][0]:+.3f} [{got[m]['diff'][1]:+.3f}, {got[m]['diff'][2]:+.3f}])"
+        for m in METRICS
+    )
 
 
 def verdict(by_set: Mapping[str, Mapping[str, Any]], max_loss: float = MAX_LOSS) -> list[str]:
@@ -159,16 +161,7 @@ def held_out_against(args: Any, embedder: Any, stages: quality.Stages) -> dict[s
             for fits in (old, new)
         )
         out[d.name] = compare(a, b)
-        got = out[d.name]
-        print(
-            f"{d.name} held out, before → refit: "
-            + "; ".join(
-                f"{m} {got[m]['shipped']:.3f} → {got[m]['refit']:.3f} ({got[m]['diff'][0]:+.3f} "
-                f"[{got[m]['diff'][1]:+.3f}, {got[m]['diff'][2]:+.3f}])"
-                for m in METRICS
-            ),
-            flush=True,
-        )
+        print(f"{d.name} held out, before → refit: {summary(out[d.name])}", flush=True)
     return out
 
 
@@ -199,29 +192,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     embedder = MiniLMEmbedder()
     stages = quality.Stages(args.stages, args.limit)
+    argv_list = list(sys.argv[1:] if argv is None else argv)
+    command = quality.command_line("benchmarks/quality_ship.py", argv_list)
     if args.held_out_against is not None:
         got = held_out_against(args, embedder, stages)
         if args.json:
-            command = quality.command_line("benchmarks/quality_ship.py", list(argv or sys.argv[1:]))
             quality.write_results(args.json, command, held_out=got)
         return 0
     by_set: dict[str, Any] = {}
     for d in quality.bench_sets(args.bench):
         by_set[d.name] = run_set(d, args, fit, embedder, stages)
-        got = by_set[d.name]
-        print(
-            f"{d.name}: "
-            + "; ".join(
-                f"{m} {got[m]['shipped']:.3f} → {got[m]['refit']:.3f} "
-                f"({got[m]['diff'][0]:+.3f} [{got[m]['diff'][1]:+.3f}, {got[m]['diff'][2]:+.3f}])"
-                for m in METRICS
-            ),
-            flush=True,
-        )
+        print(f"{d.name}: {summary(by_set[d.name])}", flush=True)
     broken = verdict(by_set)
     print("ships" if not broken else "does not ship: " + "; ".join(broken))
-    argv_list = list(sys.argv[1:] if argv is None else argv)
-    command = quality.command_line("benchmarks/quality_ship.py", argv_list)
     if args.json:
         quality.write_results(
             args.json, command, fit=fit, sets=by_set, breaks=broken, max_loss=MAX_LOSS
