@@ -1,4 +1,4 @@
-"""The fork server of the suite (``fork_kit``, ``mcp_conformance/forkserver.py``): what it
+"""The fork server of the suite (``fork_kit``, ``forkserver.py``): what it
 makes before it forks is what a cold process makes for itself, and nothing else of it."""
 
 from __future__ import annotations
