@@ -44,6 +44,7 @@ PRELOAD = (
     "mcp.server.mcpserver",
     "mcp.server.mcpserver.exceptions",
     "mcp.types",
+    "mcp_server_time",  # the published time server, an upstream of several gateways' tests
     "toolscout.cli.serve",
     "uvicorn",
     "fastapi",
