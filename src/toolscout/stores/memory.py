@@ -40,9 +40,11 @@ class _Doc:
     fields: Mapping[str, tuple[str, ...]]
     texts: tuple[tuple[str, str], ...]
     chash: str
-    #: every field's terms counted, and the document's length (all fields' terms): what
-    #: each lexical search would otherwise count again for every document
+    #: every field's terms counted, every term of any field, and the document's length
+    #: (all fields' terms): what each lexical search would otherwise count again for
+    #: every document
     counts: Mapping[str, Mapping[str, int]]
+    terms: frozenset[str]
     length: int
 
     @classmethod
@@ -51,7 +53,8 @@ class _Doc:
         texts: tuple[tuple[str, str], ...], chash: str,
     ) -> _Doc:  # fmt: skip
         counts = {f: Counter(terms) for f, terms in fields.items()}
-        return cls(spec, fields, texts, chash, counts, sum(len(v) for v in fields.values()))
+        every = frozenset(t for terms in fields.values() for t in terms)
+        return cls(spec, fields, texts, chash, counts, every, sum(len(v) for v in fields.values()))
 
 
 class MemoryStore:
@@ -168,9 +171,12 @@ class MemoryStore:
         # and which of the query's terms each document has there (in the query's order)
         df = {t: 0 for t in uniq}
         found: list[list[str]] = []
+        some_fields = len(used) < len(LEXICAL_FIELDS)
         for doc in docs:
-            counts = [doc.counts[f] for f in used]
-            present = [t for t in uniq if any(t in c for c in counts)]
+            present = [t for t in uniq if t in doc.terms]
+            if present and some_fields:  # only where the searched fields have it
+                counts = [doc.counts[f] for f in used]
+                present = [t for t in present if any(t in c for c in counts)]
             for t in present:
                 df[t] += 1
             found.append(present)
