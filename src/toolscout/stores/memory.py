@@ -68,6 +68,8 @@ class MemoryStore:
         self._learned: dict[tuple[str, str], int] = {}
         self._generation = 0
         self._df: dict[str, int] | None = None
+        #: each (kinds, model) scan's rows, until the next change
+        self._scans: dict[tuple[frozenset[str], str], list[tuple[str, Vector]]] = {}
 
     def close(self) -> None:
         """Nothing to release; the store stays usable."""
@@ -119,6 +121,7 @@ class MemoryStore:
     def _changed(self) -> None:
         self._generation += 1
         self._df = None
+        self._scans = {}
 
     def delete(self, ids: Sequence[str]) -> int:
         with self._lock:
@@ -199,13 +202,17 @@ class MemoryStore:
         return Hits([t for _, t in top], [s for s, _ in top])
 
     def _rows(self, kinds: Set[str], model_id: str) -> list[tuple[str, Vector]]:
+        key = (frozenset(kinds), model_id)
         with self._lock:
-            return [
-                (doc.spec.id, vec)
-                for doc in self._docs.values()
-                for kind, h in doc.texts
-                if kind in kinds and (vec := self._vectors.get((h, model_id))) is not None
-            ]
+            rows = self._scans.get(key)
+            if rows is None:
+                rows = self._scans[key] = [
+                    (doc.spec.id, vec)
+                    for doc in self._docs.values()
+                    for kind, h in doc.texts
+                    if kind in kinds and (vec := self._vectors.get((h, model_id))) is not None
+                ]
+            return rows
 
     def dense(
         self,
