@@ -18,6 +18,10 @@ Every ``toolscout`` process a test starts encodes without ONNX Runtime's spin-wa
 workers, servers and CLI processes side by side on few cores, where a spinning thread
 only takes a core from another process (the vectors are the same; ``index`` of a
 94-tool set took about 22% less CPU). ``tests/test_embed.py`` checks the default spins.
+And on one ONNX Runtime thread (``TOOLSCOUT_EMBED_THREADS=1``, the same rule): with as
+many processes as cores and more, a second thread only splits a run both cores are busy
+with anyway, and each run then took ~20-25% less CPU for the same vectors bit for bit
+(300 single queries and 200 cards, docs/benchmarks.md, Test suite time, round fifteen).
 
 Every embedder of the run answers texts embedded before from one vector cache
 (``$TOOLSCOUT_VECTOR_CACHE``, a temporary directory per run, see :func:`pytest_configure`):
@@ -46,6 +50,7 @@ import pytest
 from toolscout.embed.vectorcache import VECTOR_CACHE_ENV
 
 os.environ.setdefault("TOOLSCOUT_EMBED_SPIN", "0")
+os.environ.setdefault("TOOLSCOUT_EMBED_THREADS", "1")
 
 #: the run's shared vector cache (``toolscout.embed.vectorcache``), made by the controlling
 #: process (the one process of a serial run) and removed when it ends

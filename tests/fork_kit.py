@@ -1,5 +1,5 @@
 """Python MCP servers a test's gateway starts as upstreams, and gateways, forked from one
-process per pytest worker that has imported them (``mcp_conformance/forkserver.py``).
+process per pytest worker that has imported them (``forkserver.py``, beside this module).
 
 A gateway starts each stdio upstream of its configuration as a process (twice for most:
 the SDK's session and its own client), and a Python upstream written with the MCP SDK
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-FORKSERVER = Path(__file__).resolve().parent / "mcp_conformance" / "forkserver.py"
+FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
 
 #: what the forked upstreams import, besides the gateway's modules (forkserver.PRELOAD),
 #: what ``toolscout serve`` imports before its application (the web framework and the
@@ -44,6 +44,7 @@ PRELOAD = (
     "mcp.server.mcpserver",
     "mcp.server.mcpserver.exceptions",
     "mcp.types",
+    "mcp_server_time",  # the published time server, an upstream of several gateways' tests
     "toolscout.cli.serve",
     "uvicorn",
     "fastapi",

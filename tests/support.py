@@ -22,9 +22,10 @@ BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
 @lru_cache(maxsize=1)
 def embedder() -> MiniLMEmbedder:
     """The real default model, loaded once per test process. Without ONNX Runtime's
-    spin-waiting (the same vectors): the suite runs on several workers beside servers and
-    CLI processes, and a spinning thread takes a core from each of them."""
-    return MiniLMEmbedder(spin_wait=False)
+    spin-waiting and on one thread (the same vectors): the suite runs on several workers
+    beside servers and CLI processes, and a spinning thread or a second one takes a core
+    from each of them (``conftest.py`` sets the same for the processes the tests start)."""
+    return MiniLMEmbedder(spin_wait=False, threads=1)
 
 
 @lru_cache(maxsize=1)

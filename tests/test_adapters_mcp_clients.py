@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from _mcp_kit import APP, free_port, node_modules, wait_port
+from fork_kit import toolscout as fork_toolscout
 from fork_kit import upstream as forked
 from test_mcp_clients import _listed
 
@@ -50,17 +51,22 @@ def _toolscout() -> list[str]:
 
 
 def test_inspector_cli_over_stdio_with_separator_or_short_option(tmp_path: Path) -> None:
+    """What the Inspector passes on to the gateway's command: its own options before ``--``
+    or around a ``-c``, and a ``--config`` it takes for its own. The gateways are forked
+    (``fork_kit.toolscout``: each a process of its own on the Inspector's pipes, with the
+    arguments the Inspector gave it); how a gateway starts cold is tested elsewhere."""
     config = str(_config(tmp_path))
     env = _env(tmp_path)
-    after = _inspector("--method", "tools/list", "--", *_toolscout(), "mcp", "serve",
+    gateway = fork_toolscout()
+    after = _inspector("--method", "tools/list", "--", *gateway, "mcp", "serve",
                        "--config", config, env=env)  # fmt: skip
     assert after.returncode == 0, after.stderr
     assert "echo" in {t["name"] for t in json.loads(after.stdout)["tools"]}
-    short = _inspector(*_toolscout(), "mcp", "serve", "-c", config, "--method", "tools/list",
+    short = _inspector(*gateway, "mcp", "serve", "-c", config, "--method", "tools/list",
                        env=env)  # fmt: skip
     assert short.returncode == 0, short.stderr
     assert "echo" in {t["name"] for t in json.loads(short.stdout)["tools"]}
-    clash = _inspector(*_toolscout(), "mcp", "serve", "--config", config, "--method",
+    clash = _inspector(*gateway, "mcp", "serve", "--config", config, "--method",
                        "tools/list", env=env)  # fmt: skip
     assert clash.returncode != 0  # the Inspector took --config as its own
 

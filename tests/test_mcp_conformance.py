@@ -8,7 +8,7 @@ mode. It installs Node 22 and its npm packages itself (npm is needed), into
 the module (``MODES="direct dynamic"``: one install, one baseline, the two modes side by
 side); each mode's test reads that mode's table. Over stdio every session has a
 gateway process of its own, forked from one process that has imported the gateway
-(``STDIO_PYTHON``, ``tests/mcp_conformance/forkserver.py``): the same command line on the
+(``STDIO_PYTHON``, ``tests/forkserver.py``): the same command line on the
 session's pipes, without the ~1 s of imports each of 66 cold starts spent.
 Every scenario the reference server passes alone must pass through the gateway,
 with one exception over stdio: ``dns-rebinding-protection`` POSTs ``initialize`` with

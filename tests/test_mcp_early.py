@@ -24,6 +24,7 @@ import pytest
 
 from _mcp_kit import initialize_request as _initialize
 from _mcp_kit import py_server
+from fork_kit import upstream as forked
 from toolscout.mcp import early as early_mod
 from toolscout.mcp.config import MODES, load_config
 from toolscout.mcp.early import (
@@ -43,7 +44,10 @@ WAIT_S = 120.0
 
 def _config(tmp: Path, **gateway: Any) -> Path:
     path = tmp / "servers.json"
-    servers = {"time": {"command": py_server("mcp-server-time"), "toolscout": {"scopes": ["t"]}}}
+    # the gateway starts cold (what these tests are about); its upstream, the published
+    # time server, is forked (fork_kit): a process of its own on the gateway's pipes
+    time_server = forked(Path(py_server("mcp-server-time")), toolscout={"scopes": ["t"]})
+    servers = {"time": time_server}
     principal = {"subject": "me", "scopes": ["t"]}
     path.write_text(
         json.dumps({"mcpServers": servers, "toolscout": {"principal": principal, **gateway}})

@@ -25,6 +25,7 @@ import pytest
 
 from _mcp_kit import initialize_request as _initialize
 from _mcp_kit import py_server
+from fork_kit import upstream as forked
 from toolscout.cards import make_spec
 from toolscout.mcp.config import MODES, load_config
 from toolscout.mcp.early import HANDSHAKE_VERSIONS, Early
@@ -207,7 +208,10 @@ def test_what_the_sdks_path_would_refuse_or_treat_otherwise_is_left_to_it(
 
 def _config(tmp: Path, mode: str = "meta") -> Path:
     path = tmp / "servers.json"
-    servers = {"time": {"command": py_server("mcp-server-time"), "toolscout": {"scopes": ["t"]}}}
+    # the gateway starts cold (what these tests are about); its upstream, the published
+    # time server, is forked (fork_kit): a process of its own on the gateway's pipes
+    time_server = forked(Path(py_server("mcp-server-time")), toolscout={"scopes": ["t"]})
+    servers = {"time": time_server}
     section = {"mode": mode, "principal": {"subject": "me", "scopes": ["t"]}}
     path.write_text(json.dumps({"mcpServers": servers, "toolscout": section}))
     return path

@@ -34,6 +34,7 @@ from _mcp_kit import (
     wait_port,
 )
 from fork_kit import toolscout as fork_toolscout
+from fork_kit import upstream as forked
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.auth import issue_token
 from toolscout.mcp.config import parse_config
@@ -54,13 +55,15 @@ KEY = "mcp-gateway-test-secret-0123456789abcdef"
 
 
 def _published(tmp_path: Path) -> dict[str, Any]:
-    """Real published upstreams with toolscout sections (and git without one)."""
+    """Real published upstreams with toolscout sections (and git without one); the Python
+    ones forked from the worker's fork server (``fork_kit``: their own processes on the
+    gateway's pipes, the published code run as its script runs it)."""
     (tmp_path / "files").mkdir()
     (tmp_path / "files" / "hello.txt").write_text("hello from disk")
     memory = npm_server("server-memory")
     files = npm_server("server-filesystem")
     return {
-        "time": {"command": py_server("mcp-server-time"), "toolscout": {"scopes": ["time:read"]}},
+        "time": forked(Path(py_server("mcp-server-time")), toolscout={"scopes": ["time:read"]}),
         "memory": {
             "command": memory[0],
             "args": memory[1:],
@@ -72,7 +75,7 @@ def _published(tmp_path: Path) -> dict[str, Any]:
             "args": [*files[1:], str(tmp_path / "files")],
             "toolscout": {"scopes": ["files:read"], "hide": ["read_file"]},
         },
-        "git": {"command": py_server("mcp-server-git")},  # the safe default: needs mcp:git
+        "git": forked(Path(py_server("mcp-server-git"))),  # the safe default: needs mcp:git
     }
 
 

@@ -21,7 +21,7 @@
 #      that has had no request open for that long;
 #      STDIO_PYTHON=PYTHON: a Python that imports toolscout (the one TOOLSCOUT_EXECUTABLE runs):
 #      every stdio session's gateway is then forked from one process of it that has imported
-#      the gateway (forkserver.py), not started cold; each is still a process of its own,
+#      the gateway (tests/forkserver.py), not started cold; each is still a process of its own,
 #      `python -m toolscout mcp serve ...` on the session's pipes (unset: TOOLSCOUT_EXECUTABLE);
 #      CONF_CACHE=DIR: keep the installs (Node 22 when the system's is older, the reference
 #      server's deps, the conformance CLI and supergateway) in DIR, under a key made of what
@@ -167,7 +167,7 @@ BINDLOCAL="--import=file://$WORK/bindlocal.mjs"
 FORK_SOCK="$WORK/forkserver.sock"
 if [ -n "$STDIO_PYTHON" ]; then
   log "starting the stdio gateways' fork server ($STDIO_PYTHON)"
-  start_bg "$OUT/logs/forkserver.log" "$STDIO_PYTHON" "$HERE/forkserver.py" serve "$FORK_SOCK" </dev/null
+  start_bg "$OUT/logs/forkserver.log" "$STDIO_PYTHON" "$HERE/../forkserver.py" serve "$FORK_SOCK" </dev/null
   FORK_PID=$LAST_PID
 fi
 P_SRV=$(free_port)
@@ -314,7 +314,7 @@ gateway_stdio() {  # MODE SUFFIX PORT_BRIDGE
   if [ -n "$STDIO_PYTHON" ]; then
     cat >"$WORK/gateway-stdio$sfx.sh" <<EOF
 #!/usr/bin/env bash
-exec "$STDIO_PYTHON" -I -S "$HERE/forkserver.py" connect "$FORK_SOCK" mcp serve --config "$cfg" --mode "$mode" 2>>"$OUT/logs/gateway-stdio-stderr$sfx.log"
+exec "$STDIO_PYTHON" -I -S "$HERE/../forkserver.py" connect "$FORK_SOCK" mcp serve --config "$cfg" --mode "$mode" 2>>"$OUT/logs/gateway-stdio-stderr$sfx.log"
 EOF
   else
     cat >"$WORK/gateway-stdio$sfx.sh" <<EOF

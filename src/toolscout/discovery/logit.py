@@ -73,6 +73,9 @@ def fit(
     v = np.zeros_like(params)
     lr, beta1, beta2 = 0.05, 0.9, 0.999
     n = len(xs)
+    # the gradient's parts that do not change with the weights, summed once
+    target_sum = stacked[tgt_rows].sum(axis=0)
+    n_none = float((~has).sum())
     for step in range(1, steps + 1):
         w, b = params[:-1], params[-1]
         s = stacked @ w + fixed
@@ -83,8 +86,8 @@ def fit(
         p = e / z[owner]
         p_none = e_none / z
         # gradient of the mean negative log-likelihood
-        grad_w = (p[:, None] * stacked).sum(axis=0) - stacked[tgt_rows].sum(axis=0)
-        grad_b = p_none.sum() - float((~has).sum())
+        grad_w = (p[:, None] * stacked).sum(axis=0) - target_sum
+        grad_b = p_none.sum() - n_none
         grad = np.concatenate([grad_w, [grad_b]]) / n
         grad[:-1] += l2 * (params[:-1] - centre)
         m = beta1 * m + (1 - beta1) * grad

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
@@ -39,10 +40,21 @@ class _Doc:
     fields: Mapping[str, tuple[str, ...]]
     texts: tuple[tuple[str, str], ...]
     chash: str
+    #: every field's terms counted, every term of any field, and the document's length
+    #: (all fields' terms): what each lexical search would otherwise count again for
+    #: every document
+    counts: Mapping[str, Mapping[str, int]]
+    terms: frozenset[str]
+    length: int
 
-    @property
-    def length(self) -> int:
-        return sum(len(v) for v in self.fields.values())
+    @classmethod
+    def of(
+        cls, spec: ToolSpec, fields: Mapping[str, tuple[str, ...]],
+        texts: tuple[tuple[str, str], ...], chash: str,
+    ) -> _Doc:  # fmt: skip
+        counts = {f: Counter(terms) for f, terms in fields.items()}
+        every = frozenset(t for terms in fields.values() for t in terms)
+        return cls(spec, fields, texts, chash, counts, every, sum(len(v) for v in fields.values()))
 
 
 class MemoryStore:
@@ -56,6 +68,8 @@ class MemoryStore:
         self._learned: dict[tuple[str, str], int] = {}
         self._generation = 0
         self._df: dict[str, int] | None = None
+        #: each (kinds, model) scan's rows, until the next change
+        self._scans: dict[tuple[frozenset[str], str], list[tuple[str, Vector]]] = {}
 
     def close(self) -> None:
         """Nothing to release; the store stays usable."""
@@ -84,7 +98,7 @@ class MemoryStore:
                 plan.added, plan.updated, plan.unchanged, len(plan.gone)
             )  # fmt: skip
             for tool, chash in plan.changed:
-                docs[tool.spec.id] = _Doc(
+                docs[tool.spec.id] = _Doc.of(
                     tool.spec,
                     {f: tuple(tool.fields.get(f, "").split()) for f in LEXICAL_FIELDS},
                     tuple(tool.texts),
@@ -107,6 +121,7 @@ class MemoryStore:
     def _changed(self) -> None:
         self._generation += 1
         self._df = None
+        self._scans = {}
 
     def delete(self, ids: Sequence[str]) -> int:
         with self._lock:
@@ -155,22 +170,29 @@ class MemoryStore:
             docs = list(self._docs.values())
         n = len(docs)
         avgdl = (sum(d.length for d in docs) / n) if n else 1.0
-        # document frequency over the fields searched, as FTS5's column filter counts it
+        # document frequency over the fields searched, as FTS5's column filter counts it;
+        # and which of the query's terms each document has there (in the query's order)
         df = {t: 0 for t in uniq}
+        found: list[list[str]] = []
+        some_fields = len(used) < len(LEXICAL_FIELDS)
         for doc in docs:
-            present = {t for f in used for t in doc.fields[f]}
-            for t in uniq:
-                if t in present:
-                    df[t] += 1
+            present = [t for t in uniq if t in doc.terms]
+            if present and some_fields:  # only where the searched fields have it
+                counts = [doc.counts[f] for f in used]
+                present = [t for t in present if any(t in c for c in counts)]
+            for t in present:
+                df[t] += 1
+            found.append(present)
         idf = {t: max(math.log((n - df[t] + 0.5) / (df[t] + 0.5)), 1e-6) for t in uniq}
+        weight = [(f, weights.get(f, 0.0)) for f in used]
         scored: list[tuple[float, str]] = []
-        for doc in docs:
-            if doc.spec.id not in allowed:
-                continue
+        for doc, present in zip(docs, found, strict=True):
+            if not present or doc.spec.id not in allowed:
+                continue  # a term it lacks adds nothing to its score (tf 0)
             norm = K1 * (1 - B + B * doc.length / (avgdl or 1.0))
             score = 0.0
-            for t in uniq:
-                tf = sum(weights.get(f, 0.0) * doc.fields[f].count(t) for f in used)
+            for t in present:
+                tf = sum(w * doc.counts[f].get(t, 0) for f, w in weight)
                 if tf > 0:
                     score += idf[t] * tf * (K1 + 1) / (tf + norm)
             if score > 0:
@@ -180,13 +202,17 @@ class MemoryStore:
         return Hits([t for _, t in top], [s for s, _ in top])
 
     def _rows(self, kinds: Set[str], model_id: str) -> list[tuple[str, Vector]]:
+        key = (frozenset(kinds), model_id)
         with self._lock:
-            return [
-                (doc.spec.id, vec)
-                for doc in self._docs.values()
-                for kind, h in doc.texts
-                if kind in kinds and (vec := self._vectors.get((h, model_id))) is not None
-            ]
+            rows = self._scans.get(key)
+            if rows is None:
+                rows = self._scans[key] = [
+                    (doc.spec.id, vec)
+                    for doc in self._docs.values()
+                    for kind, h in doc.texts
+                    if kind in kinds and (vec := self._vectors.get((h, model_id))) is not None
+                ]
+            return rows
 
     def dense(
         self,

@@ -1,4 +1,6 @@
-"""Stdio gateways for the conformance harness, forked from one process that has imported them.
+"""Processes of the suite forked from one process that has imported them: the conformance
+harness's stdio gateways (``mcp_conformance/run.sh``) and every pytest worker's upstreams,
+gateways and CLI commands (``fork_kit.py``, beside it).
 
 Over stdio the harness's bridge (supergateway ``--stateful``) starts a ``toolscout mcp
 serve`` process for every session, so for every scenario: 33 a listing mode, each
@@ -227,6 +229,9 @@ def become(job: dict[str, Any]) -> None:
         runpy.run_path(script, run_name="__main__")
         return
     sys.argv = ["toolscout", *argv]
+    # as `python -m` puts the working directory first (not this server's own directory,
+    # the suite's test modules)
+    sys.path[0] = os.getcwd()
     runpy.run_module("toolscout", run_name="__main__", alter_sys=True)
 
 
