@@ -11,14 +11,16 @@ flatbuffer format) to the model cache; later processes map that file
 optimisations off, as they are already applied — about a third of the CPU
 (docs/benchmarks.md, cold start, round six).
 
-A kept graph is used only when it gives the shipped graph's vectors bit for bit: the
+A kept graph is used only when it gives the vectors of the graph it was made from (the
+shipped file, or the fused graph made from it: ``embed/fused.py``) bit for bit: the
 process that writes it runs a probe batch through both sessions and keeps the file only
-if every output bit is equal. Its name holds the shipped file's digest, the ONNX Runtime
-version, the machine's architecture and a digest of its CPU features (the optimiser may
-pick kernels by them), and a bump of :data:`KEPT_VERSION`. It is written under a temporary
-name and renamed, with a sidecar holding its size and CRC-32; a reader checks them (beside
-the session being created, on a thread of its own) and throws the session away and
-removes the file when they differ. ``$TOOLSCOUT_KEPT_SESSION=0`` turns keeping off.
+if every output bit is equal. Its name holds the shipped file's digest, the made graph's
+recipe, the ONNX Runtime version, the machine's architecture and a digest of its CPU
+features (the optimiser may pick kernels by them), and a bump of :data:`KEPT_VERSION`. It
+is written under a temporary name and renamed, with a sidecar holding its size and CRC-32;
+a reader checks them (beside the session being created, on a thread of its own) and
+throws the session away and removes the file when they differ.
+``$TOOLSCOUT_KEPT_SESSION=0`` turns keeping off.
 """
 
 from __future__ import annotations
