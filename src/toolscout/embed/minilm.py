@@ -82,7 +82,7 @@ class MiniLMEmbedder:
 
     ``fused`` (default: on unless ``$TOOLSCOUT_FUSED_ATTENTION=0``): run the graph made
     from the shipped file with each layer's attention as one ONNX Runtime ``Attention``
-    node (``embed/fused.py``; kept in ``model_cache`` when sessions are kept): 0.86–0.93
+    node (``embed/fused.py``; kept in ``model_cache`` when sessions are kept): about 0.91
     of the shipped graph's CPU a text, its vectors within ~3e-7 a component of the shipped
     graph's. It encodes cards and requests alike (one session a process); a catalog indexed
     with the shipped graph keeps its vectors. Off, or for a model given by ``model_path``:
