@@ -187,12 +187,11 @@ class MiniLMEmbedder:
         return options
 
     def _kept_path(self, ort: Any) -> Path:
+        from toolscout.embed.fused import RECIPE
         from toolscout.embed.quantise import model_cache_dir
 
         where = self._model_cache if self._model_cache is not None else model_cache_dir()
-        from toolscout.embed.fused import RECIPE
-
-        recipe = RECIPE if self.fused else ""
+        recipe = RECIPE if self.fused else ""  # the shipped graph's kept name as before
         return where / embed_session.kept_name(MODEL_SHA256, ort.__version__, recipe)
 
     def load(self) -> None:
