@@ -1,16 +1,18 @@
-"""The int8 query encoder: what it costs in recall@5 and complete@5 on every dev set, and
-what it saves.
+"""A query encoder other than the shipped graph (the int8 one, the fused one): what it costs
+in recall@5 and complete@5 on every dev set, and what it saves.
 
     PYTHONPATH=src python benchmarks/query_int8.py [--bench DIR] [--cache DIR] [--limit N]
-        [--sets a,b] [--graph NAME=FILE ...] [--out FILE]
+        [--sets a,b] [--graph NAME=FILE | --graph int8 | --graph fused ...] [--out FILE]
 
-Every set is indexed once with the shipped (float) encoder; its cards keep those vectors.
+Every set is indexed once with the shipped (float) graph; its cards keep those vectors.
 Every query then goes through ``Catalog.discover(k=10, tier="progressive")`` with the
 product defaults once with the float query encoder and once with each candidate query
 graph (default: the product's int8 graph, ``embed/quantise.py``, through
 :class:`~toolscout.embed.queries.QuerySide`), in an order that alternates query by query,
 with the query-vector cache cleared before each. ``--graph NAME=FILE`` measures another
-ONNX file of the same model (a recipe being screened) instead. Beside recall@5 and
+ONNX file of the same model (a recipe being screened) instead; ``--graph fused`` the
+product's fused-attention graph (``embed/fused.py``, its own session options), ``--graph
+int8`` the product's int8 one. "float" is always the shipped graph (fused off). Beside recall@5 and
 complete@5 of each, the cosine between the query vectors and the encoders' CPU time (one
 text a call, this thread's CPU). ``--sets`` measures some sets and merges them into
 ``--out``, so that a full run can be made in pieces (each under the heavy lock for a while).
@@ -55,7 +57,7 @@ def graph_embedder(path: Path) -> Any:
         def _make_session(self, ort: Any) -> tuple[Any, str]:
             return embed_session.plain(ort, path, self._options(ort)), "screened"
 
-    return _Graph(threads=1, spin_wait=False, keep_session=False)
+    return _Graph(threads=1, spin_wait=False, keep_session=False, fused=False)
 
 
 def measure_set(
@@ -144,11 +146,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from toolscout.embed.minilm import MiniLMEmbedder
 
     # one thread each, as a `serve --workers 2` worker runs them on 2 cores
-    cards = MiniLMEmbedder(threads=1, spin_wait=False)
+    cards = MiniLMEmbedder(threads=1, spin_wait=False, fused=False)
+    product = {
+        "int8": lambda: MiniLMEmbedder(threads=1, spin_wait=False, quantised=True),
+        "fused": lambda: MiniLMEmbedder(threads=1, spin_wait=False, fused=True),
+    }
     graphs: dict[str, Any] = {}
     for spec in args.graph:
         name, _, file = spec.partition("=")
-        graphs[name] = graph_embedder(Path(file))
+        if not file and name not in product:
+            ap.error(f"--graph {spec}: give NAME=FILE, or one of {', '.join(product)}")
+        graphs[name] = graph_embedder(Path(file)) if file else product[name]()
     if not graphs:
         graphs["int8"] = MiniLMEmbedder(threads=1, spin_wait=False, quantised=True)
     wanted = {s for s in args.sets.split(",") if s}

@@ -59,6 +59,7 @@ def test_a_kept_graph_gives_the_same_vectors_bit_for_bit(
     assert kept.name == embed_session.kept_name(
         "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
         __import__("onnxruntime").__version__,
+        __import__("toolscout.embed.fused").embed.fused.RECIPE,  # the default graph
     )
     assert json.loads(Path(f"{kept}.json").read_text())["check"] == embed_session.file_check(kept)
     second = _embedder(tmp_path)
@@ -114,7 +115,7 @@ def test_a_graph_whose_probe_differs_is_not_kept(tmp_path: Path) -> None:
 
     from toolscout.embed.minilm import default_model_path
 
-    emb = MiniLMEmbedder(spin_wait=False, keep_session=False)
+    emb = MiniLMEmbedder(spin_wait=False, keep_session=False, fused=False)
     emb.load()
     expected = embed_session.probe_outputs(emb._session)
     tmp = tmp_path / ".making-x.ort"

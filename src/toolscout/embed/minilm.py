@@ -80,10 +80,19 @@ class MiniLMEmbedder:
     graph's but not equal, so it is meant for query texts (:class:`~toolscout.embed.queries.
     QuerySide`), never for the cards a catalog stores.
 
-    ``keep_session`` (default: on unless ``$TOOLSCOUT_KEPT_SESSION=0``): the shipped
-    model's optimised graph is kept in ``model_cache`` (default: the user cache) by the
-    first session made on the machine and mapped by the later ones, with the same vectors
-    bit for bit (``embed/session.py``); a model given by ``model_path`` is never kept.
+    ``fused`` (default: on unless ``$TOOLSCOUT_FUSED_ATTENTION=0``): run the graph made
+    from the shipped file with each layer's attention as one ONNX Runtime ``Attention``
+    node (``embed/fused.py``; kept in ``model_cache`` when sessions are kept): about 0.91
+    of the shipped graph's CPU a text, its vectors within ~3e-7 a component of the shipped
+    graph's. It encodes cards and requests alike (one session a process); a catalog indexed
+    with the shipped graph keeps its vectors. Off, or for a model given by ``model_path``:
+    the shipped graph.
+
+    ``keep_session`` (default: on unless ``$TOOLSCOUT_KEPT_SESSION=0``): the model's
+    optimised graph (the fused one, when on) is kept in ``model_cache`` (default: the user
+    cache) by the first session made on the machine and mapped by the later ones, with the
+    same vectors bit for bit (``embed/session.py``); a model given by ``model_path`` is
+    never kept.
     """
 
     model_id = "all-MiniLM-L6-v2-int8"
@@ -100,9 +109,15 @@ class MiniLMEmbedder:
         quantised: bool = False,
         model_cache: Path | None = None,
         keep_session: bool | None = None,
+        fused: bool | None = None,
     ) -> None:
+        from toolscout.embed.fused import fused_enabled
+
         self._model_path = model_path
         self.quantised = quantised
+        use_fused = fused_enabled() if fused is None else fused
+        #: whether the fused-attention graph (``embed/fused.py``) encodes the texts
+        self.fused = use_fused and not quantised and model_path is None
         self._model_cache = model_cache
         keep = embed_session.keeping_enabled() if keep_session is None else keep_session
         self._keep = keep and not quantised and model_path is None
@@ -138,14 +153,25 @@ class MiniLMEmbedder:
             from toolscout.embed.quantise import quantised_model
 
             model = quantised_model(model, MODEL_SHA256, self._model_cache)
-        elif self._keep:
+            return embed_session.plain(ort, model, options), "shipped"
+        graph: Path | bytes = model
+        if self.fused:  # in the cache beside the kept graph; keeping off: this process's
+            from toolscout.embed.fused import fused_model, make_fused
+
+            if self._keep:
+                graph = fused_model(model, MODEL_SHA256, self._model_cache)
+            else:
+                graph = make_fused(model.read_bytes())
+        if self._keep:
             session, kept_now = embed_session.make_and_keep(
-                ort, model, self._kept_path(ort), options
+                ort, graph, self._kept_path(ort), options
             )
             return session, "shipped, kept" if kept_now else "shipped"
-        return embed_session.plain(ort, model, options), "shipped"
+        return embed_session.plain(ort, graph, options), "shipped"
 
     def _options(self, ort: Any) -> Callable[[], Any]:
+        from toolscout.embed.fused import SESSION_CONFIG as fused_config
+
         def options() -> Any:
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = self._threads or 0
@@ -154,15 +180,19 @@ class MiniLMEmbedder:
             opts.add_session_config_entry(
                 "session.intra_op.allow_spinning", "1" if self.spin_wait else "0"
             )
+            for key, value in (fused_config if self.fused else {}).items():
+                opts.add_session_config_entry(key, value)
             return opts
 
         return options
 
     def _kept_path(self, ort: Any) -> Path:
+        from toolscout.embed.fused import RECIPE
         from toolscout.embed.quantise import model_cache_dir
 
         where = self._model_cache if self._model_cache is not None else model_cache_dir()
-        return where / embed_session.kept_name(MODEL_SHA256, ort.__version__)
+        recipe = RECIPE if self.fused else ""  # the shipped graph's kept name as before
+        return where / embed_session.kept_name(MODEL_SHA256, ort.__version__, recipe)
 
     def load(self) -> None:
         """Load the model and tokenizer now (otherwise on the first ``embed``)."""

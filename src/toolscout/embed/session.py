@@ -11,14 +11,16 @@ flatbuffer format) to the model cache; later processes map that file
 optimisations off, as they are already applied — about a third of the CPU
 (docs/benchmarks.md, cold start, round six).
 
-A kept graph is used only when it gives the shipped graph's vectors bit for bit: the
+A kept graph is used only when it gives the vectors of the graph it was made from (the
+shipped file, or the fused graph made from it: ``embed/fused.py``) bit for bit: the
 process that writes it runs a probe batch through both sessions and keeps the file only
-if every output bit is equal. Its name holds the shipped file's digest, the ONNX Runtime
-version, the machine's architecture and a digest of its CPU features (the optimiser may
-pick kernels by them), and a bump of :data:`KEPT_VERSION`. It is written under a temporary
-name and renamed, with a sidecar holding its size and CRC-32; a reader checks them (beside
-the session being created, on a thread of its own) and throws the session away and
-removes the file when they differ. ``$TOOLSCOUT_KEPT_SESSION=0`` turns keeping off.
+if every output bit is equal. Its name holds the shipped file's digest, the made graph's
+recipe, the ONNX Runtime version, the machine's architecture and a digest of its CPU
+features (the optimiser may pick kernels by them), and a bump of :data:`KEPT_VERSION`. It
+is written under a temporary name and renamed, with a sidecar holding its size and CRC-32;
+a reader checks them (beside the session being created, on a thread of its own) and
+throws the session away and removes the file when they differ.
+``$TOOLSCOUT_KEPT_SESSION=0`` turns keeping off.
 """
 
 from __future__ import annotations
@@ -69,11 +71,13 @@ def _cpu_digest() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def kept_name(source_sha256: str, ort_version: str) -> str:
-    """The kept graph's file name for a shipped file's digest and an ONNX Runtime version."""
+def kept_name(source_sha256: str, ort_version: str, recipe: str = "") -> str:
+    """The kept graph's file name for a shipped file's digest, an ONNX Runtime version and
+    the recipe of a graph made from the shipped file (``""``: the shipped graph itself)."""
     machine = platform.machine() or "unknown"
+    made = f"-{recipe}" if recipe else ""
     return (
-        f"minilm-{source_sha256[:16]}-opt{KEPT_VERSION}-ort{ort_version}"
+        f"minilm-{source_sha256[:16]}{made}-opt{KEPT_VERSION}-ort{ort_version}"
         f"-{machine}-{_cpu_digest()}.ort"
     )
 
@@ -157,11 +161,13 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
-def make_and_keep(ort: Any, model: Path, target: Path, options: Options) -> tuple[Any, bool]:
-    """A session over the shipped ``model``, writing its optimised graph to ``target`` on
-    the way, and whether it was kept: only if a session over it gives this session's probe
-    outputs bit for bit (renamed into place, then its sidecar). A failure to keep leaves no
-    file."""
+def make_and_keep(
+    ort: Any, model: Path | bytes, target: Path, options: Options
+) -> tuple[Any, bool]:
+    """A session over ``model`` (the shipped file, or a graph made from it: a path or its
+    bytes), writing its optimised graph to ``target`` on the way, and whether it was kept:
+    only if a session over it gives this session's probe outputs bit for bit (renamed into
+    place, then its sidecar). A failure to keep leaves no file."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=".making-", suffix=".ort", dir=target.parent)
@@ -174,7 +180,7 @@ def make_and_keep(ort: Any, model: Path, target: Path, options: Options) -> tupl
         opts.optimized_model_filepath = str(tmp)
         opts.add_session_config_entry("session.save_model_format", "ORT")
         session = ort.InferenceSession(
-            str(model), sess_options=opts, providers=["CPUExecutionProvider"]
+            _source(model), sess_options=opts, providers=["CPUExecutionProvider"]
         )
         kept = False
         with suppress(Exception):
@@ -200,11 +206,16 @@ def _publish(ort: Any, tmp: Path, target: Path, options: Options, expected: np.n
     return True
 
 
-def plain(ort: Any, model: Path, options: Options) -> Any:
-    """A session over the shipped ``model`` with ONNX Runtime's default optimisations."""
+def plain(ort: Any, model: Path | bytes, options: Options) -> Any:
+    """A session over ``model`` (a path or the graph's bytes) with ONNX Runtime's default
+    optimisations."""
     return ort.InferenceSession(
-        str(model), sess_options=options(), providers=["CPUExecutionProvider"]
+        _source(model), sess_options=options(), providers=["CPUExecutionProvider"]
     )
+
+
+def _source(model: Path | bytes) -> str | bytes:
+    return model if isinstance(model, bytes) else str(model)
 
 
 __all__ = [
