@@ -1,14 +1,18 @@
-"""Where files made locally from shipped model data are kept: the query encoder's graphs
-(:mod:`toolscout.embed.quantise`, :mod:`toolscout.embed.minilm`) and the decoded token
-ranks (:mod:`toolscout.discovery.tokencount`). Nothing in it is downloaded.
+"""Where files made locally from shipped model data are kept: the encoder's graphs
+(:mod:`toolscout.embed.fused`, :mod:`toolscout.embed.session`, :mod:`toolscout.embed.quantise`)
+and the decoded token ranks (:mod:`toolscout.discovery.tokencount`), with the check a
+made file's sidecar holds (:func:`file_check`). Nothing in it is downloaded.
 
 A module of its own, importing only the standard library, so the token counter finds it
 without importing the embedders (and numpy)."""
 
 from __future__ import annotations
 
+import json
+import mmap
 import os
 import tempfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,3 +46,26 @@ def made_in_cache(target: Path) -> Iterator[Path]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def file_check(path: Path) -> str:
+    """A made file's check: its size and CRC-32, read through a map of the file (the pages
+    ONNX Runtime maps next). A check against damage (a cut-short or changed file), at a
+    third of sha256's CPU; whoever can write the user's cache could as well change the
+    settings or the environment the process runs with."""
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        return f"{len(view)}:{zlib.crc32(view):08x}"
+
+
+def sidecar(path: Path) -> Path:
+    """The JSON file beside a made file that holds its check (``{"check": ...}``)."""
+    return path.with_name(path.name + ".json")
+
+
+def sidecar_holds(path: Path) -> bool:
+    """Whether ``path`` exists and its check equals the one its sidecar holds."""
+    try:
+        expected = json.loads(sidecar(path).read_text())["check"]
+        return bool(file_check(path) == expected)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False

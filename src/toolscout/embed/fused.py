@@ -31,9 +31,8 @@ import numpy as np
 
 from toolscout.embed import onnxwire as wire
 from toolscout.embed.onnxwire import Node, Tensor
-from toolscout.embed.session import file_check
 from toolscout.errors import ModelError
-from toolscout.modelcache import made_in_cache, model_cache_dir
+from toolscout.modelcache import file_check, made_in_cache, model_cache_dir, sidecar, sidecar_holds
 
 #: ``0`` turns the fused graph off (the shipped graph encodes every text)
 FUSED_ENV = "TOOLSCOUT_FUSED_ATTENTION"
@@ -56,25 +55,13 @@ def fused_name(source_sha256: str) -> str:
     return f"minilm-{source_sha256[:16]}-{RECIPE}.onnx"
 
 
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
-
-
-def _is_whole(path: Path) -> bool:
-    try:
-        expected = json.loads(_sidecar(path).read_text())["check"]
-        return bool(file_check(path) == expected)
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-
-
 def fused_model(source: Path, source_sha256: str, cache_dir: Path | None = None) -> Path | bytes:
     """The fused graph of ``source`` (whose digest the caller checked): the cached file
     when its check holds, else made and kept there; its bytes when the cache cannot be
     written (this process only)."""
     where = cache_dir if cache_dir is not None else model_cache_dir()
     target = where / fused_name(source_sha256)
-    if _is_whole(target):
+    if sidecar_holds(target):
         return target
     made = make_fused(source.read_bytes())
     try:
@@ -82,12 +69,12 @@ def fused_model(source: Path, source_sha256: str, cache_dir: Path | None = None)
         with made_in_cache(target) as tmp:
             tmp.write_bytes(made)
             check = file_check(tmp)
-        side = _sidecar(target)
+        side = sidecar(target)
         with made_in_cache(side) as tmp_side:
             tmp_side.write_text(json.dumps({"check": check, "recipe": RECIPE}))
     except OSError:
         with suppress(OSError):
-            _sidecar(target).unlink()
+            sidecar(target).unlink()
         return made
     return target
 

@@ -27,18 +27,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 import platform
 import tempfile
 import threading
-import zlib
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from toolscout.modelcache import file_check, sidecar
 
 #: ``0`` turns the kept optimised graph off (every session is made from the shipped file)
 KEPT_SESSION_ENV = "TOOLSCOUT_KEPT_SESSION"
@@ -82,24 +82,11 @@ def kept_name(source_sha256: str, ort_version: str, recipe: str = "") -> str:
     )
 
 
-def file_check(path: Path) -> str:
-    """The kept graph's check: its size and CRC-32, read through a map of the file (the
-    pages ONNX Runtime maps next). A check against damage (a cut-short or changed file),
-    at a third of sha256's CPU; whoever can write the user's cache could as well change
-    the settings or the environment the process runs with."""
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-        return f"{len(view)}:{zlib.crc32(view):08x}"
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
-
-
 def from_kept(ort: Any, path: Path, options: Options) -> Any | None:
     """A session over the kept graph at ``path`` whose check matches its sidecar, else
     None (nothing kept, or a file that is not what was written: then it is removed)."""
     try:
-        expected = json.loads(_sidecar(path).read_text())["check"]
+        expected = json.loads(sidecar(path).read_text())["check"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     try:  # a cut-short file never reaches ONNX Runtime's parser (the CRC comes after)
@@ -138,7 +125,7 @@ def _mapped(ort: Any, path: Path, options: Options) -> Any:
 
 
 def _remove(path: Path) -> None:
-    for each in (_sidecar(path), path):
+    for each in (sidecar(path), path):
         with suppress(OSError):
             each.unlink()
 
@@ -202,7 +189,7 @@ def _publish(ort: Any, tmp: Path, target: Path, options: Options, expected: np.n
     # the graph first, then its sidecar: a reader never finds a sidecar naming another file
     # (one naming an older file of the same name fails the digest check and is made again)
     os.replace(tmp, target)
-    os.replace(side, _sidecar(target))
+    os.replace(side, sidecar(target))
     return True
 
 
