@@ -187,9 +187,8 @@ def _projections(
     biases: list[str] = []
     for kind in ("query", "key", "value"):
         bias = f"{prefix}.self.{kind}.bias"
-        add = next((n for n in consumers.get(bias, []) if n.op_type == "Add"), None)
-        matmul = producer.get(add.inputs[0]) if add is not None else None
-        if matmul is None or matmul.op_type != "MatMul" or bias not in inits:
+        matmul = _biased_matmul(bias, producer, consumers)
+        if matmul is None or bias not in inits:
             raise ModelError(f"ONNX file: unexpected layout of {prefix}.self.{kind}")
         inputs.add(matmul.inputs[0])
         weights.append(matmul.inputs[1])
@@ -221,12 +220,19 @@ def _array(tensor: Tensor) -> np.ndarray:
 
 def _context(prefix: str, producer: dict[str, Node], consumers: dict[str, list[Node]]) -> str:
     """The attention's output: what the layer's output projection multiplies."""
-    bias = f"{prefix}.output.dense.bias"
-    add = next((n for n in consumers.get(bias, []) if n.op_type == "Add"), None)
-    matmul = producer.get(add.inputs[0]) if add is not None else None
-    if matmul is None or matmul.op_type != "MatMul" or matmul.inputs[0] not in producer:
+    matmul = _biased_matmul(f"{prefix}.output.dense.bias", producer, consumers)
+    if matmul is None or matmul.inputs[0] not in producer:
         raise ModelError(f"ONNX file: unexpected layout of {prefix}.output")
     return matmul.inputs[0]
+
+
+def _biased_matmul(
+    bias: str, producer: dict[str, Node], consumers: dict[str, list[Node]]
+) -> Node | None:
+    """The ``MatMul`` whose output the ``Add`` of ``bias`` reads (a projection), if any."""
+    add = next((n for n in consumers.get(bias, []) if n.op_type == "Add"), None)
+    matmul = producer.get(add.inputs[0]) if add is not None else None
+    return matmul if matmul is not None and matmul.op_type == "MatMul" else None
 
 
 def _live(nodes: list[Node], outputs: list[str]) -> list[Node]:

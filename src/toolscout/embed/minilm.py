@@ -188,7 +188,7 @@ class MiniLMEmbedder:
 
     def _kept_path(self, ort: Any) -> Path:
         from toolscout.embed.fused import RECIPE
-        from toolscout.embed.quantise import model_cache_dir
+        from toolscout.modelcache import model_cache_dir
 
         where = self._model_cache if self._model_cache is not None else model_cache_dir()
         recipe = RECIPE if self.fused else ""  # the shipped graph's kept name as before

@@ -149,7 +149,7 @@ class MemoryStore:
             if self._df is None:
                 df: dict[str, int] = {}
                 for doc in self._docs.values():
-                    for term in {t for v in doc.fields.values() for t in v}:
+                    for term in doc.terms:
                         df[term] = df.get(term, 0) + 1
                 self._df = df
             return self._df, len(self._docs)
