@@ -51,8 +51,9 @@ def _make(tmp_path: Path, **rcs: str) -> subprocess.CompletedProcess[str]:
     (venv / ".installed-stamp").touch()  # newer than pyproject.toml and the Makefile
     (node / ".installed-stamp").touch()
     env = {**os.environ, "MARKS": str(marks), **rcs}
-    env.pop("MAKEFLAGS", None)
-    env.pop("MFLAGS", None)
+    # the Makefile's own defaults, whoever runs the test
+    for name in ("MAKEFLAGS", "MFLAGS", "PYTEST_WORKERS"):
+        env.pop(name, None)
     return subprocess.run(
         ["make", "--no-print-directory", "-C", str(ROOT), "test", f"VENV={venv}", f"NODE={node}"],
         capture_output=True, text=True, env=env, timeout=300,
