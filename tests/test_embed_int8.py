@@ -18,6 +18,7 @@ from toolscout.embed.minilm import MODEL_SHA256, MiniLMEmbedder, default_model_p
 from toolscout.embed.quantise import CACHE_ENV, model_cache_dir, quantised_model
 from toolscout.embed.queries import QuerySide, query_embedder
 from toolscout.errors import ConfigError, MissingExtraError
+from toolscout.modelcache import sidecar, sidecar_holds
 from toolscout.policy import Principal
 
 REQUESTS = [
@@ -49,6 +50,23 @@ def test_the_int8_graph_is_made_once_from_the_shipped_file(
     stamp = made[0].stat().st_mtime_ns
     again = quantised_model(default_model_path(), MODEL_SHA256, int8_cache)
     assert again == made[0] and again.stat().st_mtime_ns == stamp
+
+
+def test_a_damaged_int8_graph_in_the_cache_is_made_again(
+    int8: MiniLMEmbedder, int8_cache: Path
+) -> None:
+    int8.load()
+    (made,) = int8_cache.glob("*.onnx")
+    whole = made.read_bytes()
+    assert sidecar(made).is_file() and sidecar_holds(made)
+    made.write_bytes(whole[: len(whole) // 2])  # cut short, as a full disk leaves it
+    assert not sidecar_holds(made)
+    again = quantised_model(default_model_path(), MODEL_SHA256, int8_cache)
+    assert again == made and again.read_bytes() == whole and sidecar_holds(again)
+    sidecar(made).unlink()  # a file without its check is not trusted either
+    stamp = made.stat().st_mtime_ns
+    quantised_model(default_model_path(), MODEL_SHA256, int8_cache)
+    assert made.stat().st_mtime_ns != stamp and sidecar_holds(made)
 
 
 def test_int8_vectors_are_close_to_the_float_graphs_but_not_equal(int8: MiniLMEmbedder) -> None:

@@ -13,7 +13,7 @@ import mmap
 import os
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -60,6 +60,19 @@ def file_check(path: Path) -> str:
 def sidecar(path: Path) -> Path:
     """The JSON file beside a made file that holds its check (``{"check": ...}``)."""
     return path.with_name(path.name + ".json")
+
+
+def keep_made(target: Path, write: Callable[[Path], None], **meta: str) -> None:
+    """Make ``target`` in the cache: ``write`` fills a temporary file beside it, which
+    replaces ``target`` atomically; then its sidecar (its :func:`file_check` and ``meta``)
+    is written the same way. The graph comes first: a sidecar never names a file other
+    than the one in place, and a file without a matching sidecar is made again."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with made_in_cache(target) as tmp:
+        write(tmp)
+        check = file_check(tmp)
+    with made_in_cache(sidecar(target)) as tmp_side:
+        tmp_side.write_text(json.dumps({"check": check, **meta}))
 
 
 def sidecar_holds(path: Path) -> bool:

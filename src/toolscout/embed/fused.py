@@ -22,7 +22,6 @@ a reader checks them and makes the file again when they differ.
 
 from __future__ import annotations
 
-import json
 import os
 from contextlib import suppress
 from pathlib import Path
@@ -32,7 +31,7 @@ import numpy as np
 from toolscout.embed import onnxwire as wire
 from toolscout.embed.onnxwire import Node, Tensor
 from toolscout.errors import ModelError
-from toolscout.modelcache import file_check, made_in_cache, model_cache_dir, sidecar, sidecar_holds
+from toolscout.modelcache import keep_made, model_cache_dir, sidecar, sidecar_holds
 
 #: ``0`` turns the fused graph off (the shipped graph encodes every text)
 FUSED_ENV = "TOOLSCOUT_FUSED_ATTENTION"
@@ -65,13 +64,7 @@ def fused_model(source: Path, source_sha256: str, cache_dir: Path | None = None)
         return target
     made = make_fused(source.read_bytes())
     try:
-        where.mkdir(parents=True, exist_ok=True)
-        with made_in_cache(target) as tmp:
-            tmp.write_bytes(made)
-            check = file_check(tmp)
-        side = sidecar(target)
-        with made_in_cache(side) as tmp_side:
-            tmp_side.write_text(json.dumps({"check": check, "recipe": RECIPE}))
+        keep_made(target, lambda tmp: tmp.write_bytes(made), recipe=RECIPE)
     except OSError:
         with suppress(OSError):
             sidecar(target).unlink()

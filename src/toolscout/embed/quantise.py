@@ -13,7 +13,9 @@ indexed with, and the catalog's model id does not change.
 
 Nothing is downloaded: the graph is made from the file the PyPI package installed, once,
 and kept in the user cache directory (``$TOOLSCOUT_MODEL_CACHE`` overrides it) under a
-name holding the source file's digest and the ONNX Runtime version, written atomically.
+name holding the source file's digest and the ONNX Runtime version, written atomically
+with a sidecar holding its size and CRC-32 (:func:`toolscout.modelcache.keep_made`): a
+cut-short or changed file is made again.
 Making it needs the ``onnx`` package (a dependency of the ``int8`` extra).
 """
 
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from toolscout.errors import MissingExtraError, ModelError
-from toolscout.modelcache import CACHE_ENV, made_in_cache, model_cache_dir
+from toolscout.modelcache import CACHE_ENV, keep_made, model_cache_dir, sidecar_holds
 
 #: bumped whenever the recipe below changes, so an old file is never reused
 RECIPE = "dq-s8-perchannel-ffnout-float-2"
@@ -40,14 +42,14 @@ def quantised_model(source: Path, source_sha256: str, cache_dir: Path | None = N
     """The int8 query graph of ``source`` (whose digest the caller checked), made once."""
     where = cache_dir if cache_dir is not None else model_cache_dir()
     target = where / quantised_name(source_sha256)
-    if target.is_file():
+    if sidecar_holds(target):
         return target
     try:
-        where.mkdir(parents=True, exist_ok=True)
+        keep_made(target, lambda tmp: _make(source, tmp), recipe=RECIPE)
     except OSError as exc:
-        raise ModelError(f"cannot create the model cache {where}: {exc}") from exc
-    with made_in_cache(target) as tmp:
-        _make(source, tmp)
+        raise ModelError(
+            f"cannot keep the int8 query graph in the model cache {where}: {exc}"
+        ) from exc
     return target
 
 
