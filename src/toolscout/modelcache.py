@@ -62,7 +62,7 @@ def sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".json")
 
 
-def keep_made(target: Path, write: Callable[[Path], None], **meta: str) -> None:
+def keep_made(target: Path, write: Callable[[Path], object], **meta: str) -> None:
     """Make ``target`` in the cache: ``write`` fills a temporary file beside it, which
     replaces ``target`` atomically; then its sidecar (its :func:`file_check` and ``meta``)
     is written the same way. The graph comes first: a sidecar never names a file other
