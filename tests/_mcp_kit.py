@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fork_kit
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 APP = Path(__file__).resolve().parent / "mcp_upstream_app.py"
@@ -63,6 +65,14 @@ def py_server(name: str) -> str:
     return str(path)
 
 
+def forked_py_server(name: str, **fields: Any) -> dict[str, Any]:
+    """An ``mcpServers`` entry that runs the dev extra's published server ``name`` (its
+    console script, as the script runs it) forked from the worker's fork server
+    (``fork_kit.upstream``: a process of its own on the gateway's pipes); other fields as
+    given. For a test of what the gateway does with the server, not of the server's start."""
+    return fork_kit.upstream(Path(py_server(name)), **fields)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -80,9 +90,13 @@ def wait_port(port: int, timeout: float = 15.0) -> None:
 
 
 def start_app(port: int, *args: str) -> subprocess.Popen[bytes]:
-    """The SDK-written test upstream over streamable HTTP on 127.0.0.1:port."""
+    """The SDK-written test upstream over streamable HTTP on 127.0.0.1:port, forked from the
+    worker's fork server (``fork_kit.command``: a process of its own; :func:`stop`'s SIGTERM
+    reaches it through the client, which exits with its status once it has ended, so its
+    port is free again when ``stop`` returns). Its tests are about what a gateway does when
+    it answers, fails, changes and goes away, not about its start."""
     proc = subprocess.Popen(
-        [sys.executable, str(APP), "--port", str(port), *args],
+        fork_kit.command(APP, "--port", str(port), *args),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

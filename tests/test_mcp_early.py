@@ -22,9 +22,8 @@ from typing import Any
 import anyio
 import pytest
 
+from _mcp_kit import forked_py_server
 from _mcp_kit import initialize_request as _initialize
-from _mcp_kit import py_server
-from fork_kit import upstream as forked
 from toolscout.mcp import early as early_mod
 from toolscout.mcp.config import MODES, load_config
 from toolscout.mcp.early import (
@@ -46,7 +45,7 @@ def _config(tmp: Path, **gateway: Any) -> Path:
     path = tmp / "servers.json"
     # the gateway starts cold (what these tests are about); its upstream, the published
     # time server, is forked (fork_kit): a process of its own on the gateway's pipes
-    time_server = forked(Path(py_server("mcp-server-time")), toolscout={"scopes": ["t"]})
+    time_server = forked_py_server("mcp-server-time", toolscout={"scopes": ["t"]})
     servers = {"time": time_server}
     principal = {"subject": "me", "scopes": ["t"]}
     path.write_text(

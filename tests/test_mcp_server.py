@@ -25,16 +25,15 @@ import pytest
 
 from _mcp_kit import (
     ROOT,
+    forked_py_server,
     free_port,
     inspector_cli,
     npm_server,
-    py_server,
     start_app,
     stop,
     wait_port,
 )
 from fork_kit import toolscout as fork_toolscout
-from fork_kit import upstream as forked
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.auth import issue_token
 from toolscout.mcp.config import parse_config
@@ -63,7 +62,7 @@ def _published(tmp_path: Path) -> dict[str, Any]:
     memory = npm_server("server-memory")
     files = npm_server("server-filesystem")
     return {
-        "time": forked(Path(py_server("mcp-server-time")), toolscout={"scopes": ["time:read"]}),
+        "time": forked_py_server("mcp-server-time", toolscout={"scopes": ["time:read"]}),
         "memory": {
             "command": memory[0],
             "args": memory[1:],
@@ -75,7 +74,7 @@ def _published(tmp_path: Path) -> dict[str, Any]:
             "args": [*files[1:], str(tmp_path / "files")],
             "toolscout": {"scopes": ["files:read"], "hide": ["read_file"]},
         },
-        "git": forked(Path(py_server("mcp-server-git"))),  # the safe default: needs mcp:git
+        "git": forked_py_server("mcp-server-git"),  # the safe default: needs mcp:git
     }
 
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from _mcp_kit import free_port, npm_server, py_server, start_app, stop
-from fork_kit import upstream as forked
+from _mcp_kit import forked_py_server, free_port, npm_server, start_app, stop
 from toolscout.cards import Risk
 from toolscout.errors import ExecutorError
 from toolscout.mcp.config import parse_config
@@ -28,13 +27,13 @@ def test_published_servers_over_stdio(tmp_path: Path) -> None:
     cfg = parse_config(
         {
             "mcpServers": {
-                "time": forked(Path(py_server("mcp-server-time"))),
+                "time": forked_py_server("mcp-server-time"),
                 "memory": _stdio(
                     npm_server("server-memory"),
                     env={"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")},
                 ),
                 "files": _stdio([*npm_server("server-filesystem"), str(tmp_path)]),
-                "git": forked(Path(py_server("mcp-server-git"))),
+                "git": forked_py_server("mcp-server-git"),
             },
             "toolscout": {"connect_timeout_s": 20},
         }
@@ -74,7 +73,7 @@ def test_dead_server_does_not_hold_up_startup() -> None:
             "mcpServers": {
                 "gone": {"url": f"http://127.0.0.1:{port}/mcp"},
                 "crash": {"command": "false"},
-                "time": forked(Path(py_server("mcp-server-time"))),
+                "time": forked_py_server("mcp-server-time"),
             },
             "toolscout": {"connect_timeout_s": 120},
         }
