@@ -11,7 +11,9 @@
    query-vector cache cleared before each, with the share of queries the default answered
    without the encoder (discovery/skip.py) and the times of those and of the others; and
    the encoder-run discovery's times split by whether the request is read in parts.
-2. The query embedding alone (texts new to the process: no cache hits).
+2. The query embedding alone (texts new to the process: no cache hits); and what a
+   request read in parts has encoded (the request and its parts, in the retriever's one
+   call), and its parts alone.
 3. With ``--processes N``: N processes discovering at once on the same catalog, each
    over its own new queries (a loaded server). ``--no-spin-wait`` runs everything with
    the encoder as ``toolscout serve`` configures it (no ONNX Runtime spin-waiting).
@@ -44,6 +46,7 @@ from toolscout.discovery.gates import step_on
 from toolscout.discovery.lexical import terms, words
 from toolscout.discovery.parts import request_parts
 from toolscout.discovery.pipeline import discover
+from toolscout.discovery.queryvectors import embed_keys
 from toolscout.discovery.search import (
     FIELD_WEIGHTS,
     QUERY_EMBED_WORDS,
@@ -147,6 +150,12 @@ def end_to_end(
     emb = cat.embedder
     fresh = [f"{q} ({i})" for i, q in enumerate(queries[:200])]  # not in the vector cache
     t_emb = timed(lambda q: emb.embed([" ".join(words(q)[:QUERY_EMBED_WORDS])]), fresh)
+    # what a request read in parts encodes, as the retriever asks for it (one call: the
+    # request and its parts), and its parts alone (the encoder work reading it in parts adds)
+    texts = [embed_keys([q, *request_parts(q)]) for q, pt in zip(queries, in_parts, strict=True)]
+    texts = [ts for ts, pt in zip(texts, in_parts, strict=True) if pt]
+    t_parts_all = timed(emb.embed, texts)
+    t_parts_only = timed(lambda ts: emb.embed(ts[1:]), texts)
     disc, bm25 = summary(t_disc), summary(t_bm25)
     out = {
         "discover, encoder_skip=True (k=5)": disc,
@@ -165,6 +174,8 @@ def end_to_end(
         ),
         "  BM25 (FTS5), interleaved with it": bm25,
         "  query embedding alone": summary(t_emb),
+        f"  a parts request's texts encoded ({len(texts)})": summary(t_parts_all or [0.0]),
+        "    its parts' texts alone": summary(t_parts_only or [0.0]),
     }
     ratio = {
         "p50": round(out[DEFAULT]["p50"] / max(bm25["p50"], 1e-9), 2),

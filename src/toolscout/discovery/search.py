@@ -11,9 +11,7 @@ the allowed ids, and returns ids with scores. Nothing here reads schemas.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence, Set
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -22,6 +20,7 @@ import numpy as np
 from toolscout.cards import ToolSpec
 from toolscout.discovery import coverage, crosslingual
 from toolscout.discovery import parts as parts_gate
+from toolscout.discovery.beside import searched_beside
 from toolscout.discovery.calibrate import (
     BLEND,
     LEAD,
@@ -108,10 +107,6 @@ class Reformulator(Protocol):
     def rewrite(self, query: str) -> Sequence[str]: ...
 
 
-_POOL: list[ThreadPoolExecutor] = []
-_POOL_LOCK = threading.Lock()
-
-
 def chosen_orders(cal: Calibration, settings: SearchSettings) -> tuple[str, str] | None:
     """The orders (whole, in parts) the learned ranker uses on this catalog: forced by
     ``settings.ranker_order``, else chosen from the calibration (discovery/orders.py) when
@@ -135,15 +130,6 @@ def read_features_ahead(fields: FieldTerms, query_terms: Sequence[str], ids: Seq
     pool = frozenset(ids)
     named = {t for term in query_terms for t in fields.in_name.get(term, frozenset()) & pool}
     read_ahead(fields.name, named)
-
-
-def _pool() -> ThreadPoolExecutor:
-    """The threads BM25 runs on beside the query encoder, created on first use (no side
-    effect on import)."""
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolscout-bm25"))
-        return _POOL[0]
 
 
 @dataclass(slots=True)
@@ -315,16 +301,20 @@ class Retriever:
                     pieces, piece_lex = [], None
         keys = _embed_keys([query.text, *parts, *pieces])
         vectors = self._cached(keys, pooled) if self.settings.dense else None
-        if lex is not None:
-            if self.settings.dense and vectors is None:
-                vectors = self._embed_all(keys, pooled=pooled)
-        elif self.settings.dense and vectors is None:
+        if self.settings.dense and vectors is None:
             # the encoder on this thread (the longer path: no hand-off before it starts) and
-            # BM25 beside it on the pool's (ONNX Runtime and SQLite both release the GIL)
-            pending = _pool().submit(self._lex, query.terms, allowed)
-            vectors = self._embed_all(keys, pooled=pooled)
-            lex = pending.result()
-        else:
+            # BM25 beside it on the pool's, the whole request's and its parts' (beside.py)
+            lexed = [part_terms(p, query.terms) for p in parts or pieces]
+            lexed = lexed if self.settings.lexical and piece_lex is None else []
+            vectors, got, beside = searched_beside(
+                lambda: self._embed_all(keys, pooled=pooled),
+                lambda ts: self._lex(ts, allowed),
+                query.terms if lex is None else None,
+                lexed,
+            )
+            lex = got if lex is None else lex
+            piece_lex = beside if lexed else piece_lex
+        elif lex is None:
             lex = self._lex(query.terms, allowed)
         if other and vectors is not None:  # read as another language: its component out
             vectors = list(without_language(self.embedder, np.stack(vectors), store=self.store))
