@@ -467,28 +467,15 @@ class Upstream:
             raise self.unavailable(what_id, self.last_error or self.state)
         if link is not None:
             self.relay.active.append(link)
-        loop = asyncio.get_running_loop()
         try:
             # run in this task (no task of its own, no wait): a timer checks for progress at
             # the end of each window and expires the scope when there was none
             async with asyncio.timeout(None) as scope:
-                started = time.monotonic()
-                timer = loop.call_later(timeout, lambda: watch())
-
-                def watch() -> None:
-                    nonlocal started, timer
-                    seen = link.last_seen if link is not None else 0.0
-                    if seen <= started:  # no progress within the whole window
-                        scope.reschedule(loop.time())  # cancels the request: TimeoutError
-                        return
-                    started = time.monotonic()
-                    window = max(0.01, seen + self._window(what_id) - started)
-                    timer = loop.call_later(window, watch)
-
+                deadline = _Deadline(scope, link, lambda: self._window(what_id), timeout)
                 try:
                     return await send(client)  # cancelled here, it tells the upstream
                 finally:
-                    timer.cancel()
+                    deadline.cancel()
         except TimeoutError:
             raise ExecutorError(
                 f"upstream {self.label} did not answer {what} within {self._window(what_id):g}s "
@@ -540,3 +527,38 @@ class Upstream:
                 tool_id=what_id,
                 reason=RESPONSE_TOO_LARGE,
             )
+
+
+class _Deadline:
+    """A request's deadline that progress moves: at the end of each window, a window
+    without progress expires ``scope`` (the request is cancelled: ``TimeoutError``);
+    progress starts the next window from the last sign of life (``link.last_seen``).
+
+    An object rather than a closure that re-arms itself: such a closure refers to itself
+    (a reference cycle that kept every call's link, context and session alive until the
+    collector ran); :meth:`cancel` drops the only reference the loop holds."""
+
+    __slots__ = ("_link", "_loop", "_scope", "_started", "_timer", "_window")
+
+    def __init__(
+        self, scope: asyncio.Timeout, link: Link | None, window: Callable[[], float], first: float
+    ) -> None:
+        self._scope, self._link, self._window = scope, link, window
+        self._loop = asyncio.get_running_loop()
+        self._started = time.monotonic()
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(first, self._check)
+
+    def _check(self) -> None:
+        seen = self._link.last_seen if self._link is not None else 0.0
+        if seen <= self._started:  # no progress within the whole window
+            self._timer = None
+            self._scope.reschedule(self._loop.time())  # cancels the request: TimeoutError
+            return
+        self._started = time.monotonic()
+        window = max(0.01, seen + self._window() - self._started)
+        self._timer = self._loop.call_later(window, self._check)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

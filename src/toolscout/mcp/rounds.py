@@ -147,7 +147,8 @@ class Rounds:
         except asyncio.CancelledError:
             current.cancel()  # the caller went away mid-round
             raise
-        if not current.asked:
+        if not current.asked:  # the call ended: the round is over
+            current.link.asker = None  # the link's cycle through this round, broken
             return current.task.result()
         asked = dict(current.asked)
         current.asked.clear()
