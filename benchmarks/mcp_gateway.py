@@ -176,8 +176,11 @@ async def side_by_side(
 
 
 def gateway_config(tmp: Path, servers: dict[str, Any], **extra: Any) -> Path:
+    """A gateway config in ``tmp``, its catalog and audit log beside it (not in the user
+    data directory, where each run would leave a catalog and an audit log behind)."""
     path = tmp / f"servers-{len(list(tmp.iterdir()))}.json"
     gateway = {
+        "db": str(path.with_suffix(".db")),
         "mode": "direct",
         "principal": {"subject": "bench"},
         "connect_timeout_s": 120,
