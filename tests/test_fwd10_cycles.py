@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from toolscout.discovery.kept import no_gc
 from toolscout.errors import ExecutorError
 from toolscout.mcp.config import ServerConfig
 from toolscout.mcp.connection import Upstream
@@ -34,13 +35,8 @@ from toolscout.mcp.rounds import Rounds
 def collector_off() -> Iterator[None]:
     """The cyclic collector off: what is not freed by reference counting stays."""
     gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():
         yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _upstream(timeout_s: float = 30.0) -> Upstream:
