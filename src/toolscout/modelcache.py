@@ -62,23 +62,38 @@ def sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".json")
 
 
-def keep_made(target: Path, write: Callable[[Path], object], **meta: str) -> None:
+def keep_made(target: Path, write: Callable[[Path], object], **meta: object) -> None:
     """Make ``target`` in the cache: ``write`` fills a temporary file beside it, which
-    replaces ``target`` atomically; then its sidecar (its :func:`file_check` and ``meta``)
-    is written the same way. The graph comes first: a sidecar never names a file other
-    than the one in place, and a file without a matching sidecar is made again."""
+    replaces ``target`` atomically; then its sidecar (:func:`write_sidecar`). The graph
+    comes first: a sidecar never names a file other than the one in place, and a file
+    without a matching sidecar is made again."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with made_in_cache(target) as tmp:
         write(tmp)
         check = file_check(tmp)
+    write_sidecar(target, check, **meta)
+
+
+def write_sidecar(target: Path, check: str, **meta: object) -> None:
+    """Write ``target``'s sidecar atomically: its :func:`file_check` and ``meta``."""
     with made_in_cache(sidecar(target)) as tmp_side:
         tmp_side.write_text(json.dumps({"check": check, **meta}))
 
 
+def sidecar_check(path: Path) -> str | None:
+    """The check ``path``'s sidecar holds, or None (no sidecar, or not one this wrote)."""
+    try:
+        return str(json.loads(sidecar(path).read_text())["check"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def sidecar_holds(path: Path) -> bool:
     """Whether ``path`` exists and its check equals the one its sidecar holds."""
+    expected = sidecar_check(path)
+    if expected is None:
+        return False
     try:
-        expected = json.loads(sidecar(path).read_text())["check"]
-        return bool(file_check(path) == expected)
-    except (OSError, ValueError, KeyError, TypeError):
+        return file_check(path) == expected
+    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
         return False

@@ -26,7 +26,6 @@ throws the session away and removes the file when they differ.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import tempfile
@@ -38,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from toolscout.modelcache import file_check, sidecar
+from toolscout.modelcache import file_check, sidecar, sidecar_check, write_sidecar
 
 #: ``0`` turns the kept optimised graph off (every session is made from the shipped file)
 KEPT_SESSION_ENV = "TOOLSCOUT_KEPT_SESSION"
@@ -85,9 +84,8 @@ def kept_name(source_sha256: str, ort_version: str, recipe: str = "") -> str:
 def from_kept(ort: Any, path: Path, options: Options) -> Any | None:
     """A session over the kept graph at ``path`` whose check matches its sidecar, else
     None (nothing kept, or a file that is not what was written: then it is removed)."""
-    try:
-        expected = json.loads(sidecar(path).read_text())["check"]
-    except (OSError, ValueError, KeyError, TypeError):
+    expected = sidecar_check(path)
+    if expected is None:
         return None
     try:  # a cut-short file never reaches ONNX Runtime's parser (the CRC comes after)
         whole = path.stat().st_size == int(str(expected).split(":", 1)[0])
@@ -182,14 +180,11 @@ def _publish(ort: Any, tmp: Path, target: Path, options: Options, expected: np.n
     if not same_bits(probe_outputs(_mapped(ort, tmp, options)), expected):
         return False  # this machine's optimised graph does not reproduce the vectors
     os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep it from other users of a shared cache
-    fd, side = tempfile.mkstemp(prefix=".making-", suffix=".json", dir=target.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"check": file_check(tmp), "version": KEPT_VERSION}, f)
-    os.chmod(side, 0o644)
+    check = file_check(tmp)
     # the graph first, then its sidecar: a reader never finds a sidecar naming another file
     # (one naming an older file of the same name fails the digest check and is made again)
     os.replace(tmp, target)
-    os.replace(side, sidecar(target))
+    write_sidecar(target, check, version=KEPT_VERSION)
     return True
 
 
