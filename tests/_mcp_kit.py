@@ -73,12 +73,6 @@ def forked_py_server(name: str, **fields: Any) -> dict[str, Any]:
     return fork_kit.upstream(Path(py_server(name)), **fields)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_port(port: int, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

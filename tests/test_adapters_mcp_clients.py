@@ -14,9 +14,10 @@ from typing import Any
 
 import httpx
 
-from _mcp_kit import APP, free_port, node_modules, wait_port
+from _mcp_kit import APP, node_modules, wait_port
 from fork_kit import toolscout as fork_toolscout
 from fork_kit import upstream as forked
+from port_kit import free_port
 from test_mcp_clients import _listed
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")

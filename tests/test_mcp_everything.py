@@ -32,7 +32,6 @@ import pytest
 from _mcp_kit import (
     TASKER,
     StatusWatch,
-    free_port,
     node_env,
     node_script,
     npm_server,
@@ -40,6 +39,7 @@ from _mcp_kit import (
     wait_port,
 )
 from fork_kit import toolscout as fork_toolscout
+from port_kit import free_port
 from toolscout.gateway.auth import issue_token
 from toolscout.mcp.wire import raw_request
 

@@ -26,7 +26,6 @@ import pytest
 from _mcp_kit import (
     ROOT,
     forked_py_server,
-    free_port,
     inspector_cli,
     npm_server,
     start_app,
@@ -34,6 +33,7 @@ from _mcp_kit import (
     wait_port,
 )
 from fork_kit import toolscout as fork_toolscout
+from port_kit import free_port
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.auth import issue_token
 from toolscout.mcp.config import parse_config

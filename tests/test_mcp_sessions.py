@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from _mcp_kit import APP, free_port, node_env, node_script, stop, wait_port
+from _mcp_kit import APP, node_env, node_script, stop, wait_port
 from fork_kit import toolscout as fork_toolscout
 from fork_kit import upstream as forked
+from port_kit import free_port
 from toolscout.gateway.auth import issue_token
 
 KEY = "mcp-sessions-test-secret-0123456789abcdef"

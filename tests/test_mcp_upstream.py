@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from _mcp_kit import forked_py_server, free_port, npm_server, start_app, stop
+from _mcp_kit import forked_py_server, npm_server, start_app, stop
+from port_kit import free_port
 from toolscout.cards import Risk
 from toolscout.errors import ExecutorError
 from toolscout.mcp.config import parse_config

@@ -16,6 +16,7 @@ import pytest
 
 import fork_kit
 from _gateway_kit import gateway, spec, token
+from port_kit import free_port
 from toolscout.cards import Risk, ToolSpec
 from toolscout.errors import ConfigError, ExecutorError, ExecutorTimeout
 from toolscout.executors.base import Executor
@@ -42,9 +43,7 @@ def devnull() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         forked(SERVER, "http", str(port)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
