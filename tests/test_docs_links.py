@@ -64,12 +64,30 @@ def anchors(path: Path) -> set[str]:
     return found
 
 
+def paragraphs(text: str) -> list[tuple[int, str]]:
+    """The prose's paragraphs (a link's text may wrap), each joined into one line, with the
+    number of its first line."""
+    out: list[tuple[int, str]] = []
+    last = -1
+    for number, line in prose_lines(text):
+        if not line.strip():
+            last = -1
+            continue
+        if last == number - 1 and out:
+            out[-1] = (out[-1][0], f"{out[-1][1]} {line.strip()}")
+        else:
+            out.append((number, line.strip()))
+        last = number
+    return out
+
+
 def links(path: Path) -> list[tuple[int, str]]:
-    """Each link's line number and target, outside code blocks and inline code."""
+    """Each link's target and the line its paragraph starts on, outside code blocks and
+    inline code."""
     return [
         (number, match.group(1))
-        for number, line in prose_lines(path.read_text(encoding="utf-8"))
-        for match in LINK.finditer(INLINE_CODE.sub("", line))
+        for number, paragraph in paragraphs(path.read_text(encoding="utf-8"))
+        for match in LINK.finditer(INLINE_CODE.sub("", paragraph))
     ]
 
 
@@ -113,9 +131,13 @@ def test_a_missing_file_and_a_missing_anchor_are_found(tmp_path: Path) -> None:
     (tmp_path / "other.md").write_text("# Other\n\n## A part: its figures\n", encoding="utf-8")
     page.write_text(
         "# Page\n\n[ok](other.md#a-part-its-figures) [self](#page)\n"
-        "[gone](missing.md) [no anchor](other.md#a-part)\n"
+        "[gone](missing.md) [no anchor](other.md#a-part) [a wrapped\nlink](other.md#nowhere)\n"
         "```\n[in a fence](missing-too.md)\n```\n",
         encoding="utf-8",
     )
     problems = broken(page, root=tmp_path)
-    assert [p.split(": ")[1] for p in problems] == ["missing.md", "other.md#a-part"]
+    assert [p.split(": ")[1] for p in problems] == [
+        "missing.md",
+        "other.md#a-part",
+        "other.md#nowhere",
+    ]
