@@ -8,7 +8,7 @@ the MCP SDK and whether it had built the token counter (imported tiktoken). A pr
 ended by SIGTERM writes its line first; one killed by SIGKILL, one that ends with
 ``os._exit`` or one started with an environment of its own (without this ``PYTHONPATH``)
 writes none, and nothing else (node, PostgreSQL, shells) is counted: a cgroup around the
-command gives the whole CPU (docs/benchmarks.md, Test suite time).
+command gives the whole CPU (docs/history/test-suite-time.md, h/suite3 and h/suite4).
 Prints the kinds, the most CPU first.
 
     PYTHONPATH=src .venv/bin/python benchmarks/suite_processes.py -- \

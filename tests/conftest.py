@@ -21,7 +21,7 @@ only takes a core from another process (the vectors are the same; ``index`` of a
 And on one ONNX Runtime thread (``TOOLSCOUT_EMBED_THREADS=1``, the same rule): with as
 many processes as cores and more, a second thread only splits a run both cores are busy
 with anyway, and each run then took ~20-25% less CPU for the same vectors bit for bit
-(300 single queries and 200 cards, docs/benchmarks.md, Test suite time, round fifteen).
+(300 single queries and 200 cards, docs/history/test-suite-time.md, round fifteen).
 
 Every embedder of the run answers texts embedded before from one vector cache
 (``$TOOLSCOUT_VECTOR_CACHE``, a temporary directory per run, see :func:`pytest_configure`):
@@ -120,12 +120,13 @@ MAX_WORKERS = 4
 #: workers beyond one per core: a worker spends much of its time waiting on those processes
 #: (the soak's fixed run, the conformance harness, slow-upstream tests), and with forked
 #: processes (tests/fork_kit.py) one per core left the cores ~65% busy. The whole suite on
-#: 2 cores, round thirteen: 7:05 with 2 workers, 5:50 with 3, 6:09 with 4 (docs/benchmarks.md)
+#: 2 cores, round thirteen: 7:05 with 2 workers, 5:50 with 3, 6:09 with 4
+#: (docs/history/issue-24-targets.md, the merged tree of round thirteen)
 EXTRA_WORKERS = 1
 
 #: modules (or ``module::test``) that take longest, started first in this order when the
 #: suite runs on several workers; a stale entry only changes the order, never what runs.
-#: By the wall time of a full run (docs/benchmarks.md, Test suite time): every unit of
+#: By the wall time of a full run (docs/history/test-suite-time.md): every unit of
 #: 40 s or more there, so none starts in the last minutes and leaves a worker idle
 HEAVY = (
     "test_mcp_conformance.py",  # one harness run for both modes: the longest unit

@@ -3,8 +3,8 @@ process per pytest worker that has imported them (``forkserver.py``, beside this
 
 A gateway starts each stdio upstream of its configuration as a process (twice for most:
 the SDK's session and its own client), and a Python upstream written with the MCP SDK
-spends about a second of CPU importing it before it answers (docs/benchmarks.md, Test
-suite time). The tests that are not about an upstream's process (its start, its end,
+spends about a second of CPU importing it before it answers (docs/history/test-suite-time.md,
+h/suite6). The tests that are not about an upstream's process (its start, its end,
 what outlives what) name the upstream with :func:`upstream`: the configured command is
 then ``python -I -S forkserver.py connect SOCKET --script PATH ARGS``, a small client that
 hands its stdin, stdout and stderr, its environment and directory to the worker's fork

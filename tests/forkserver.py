@@ -5,7 +5,7 @@ gateways and CLI commands (``fork_kit.py``, beside it).
 Over stdio the harness's bridge (supergateway ``--stateful``) starts a ``toolscout mcp
 serve`` process for every session, so for every scenario: 33 a listing mode, each
 spending about a second of CPU importing the MCP SDK and the library before it serves
-(docs/benchmarks.md, Test suite time). ``run.sh`` starts this module once as a server::
+(docs/history/test-suite-time.md, h/conf). ``run.sh`` starts this module once as a server::
 
     python forkserver.py serve SOCKET
 

@@ -5,7 +5,7 @@ frequent-term pruning) that occur in at least one card of the catalog. It is a p
 of the request against the catalog, measurable for any language: an English request
 phrased in the catalog's words covers most of it; the same request in French, German or
 Japanese covers only its numbers, names and cognates (a median of 0.00-0.12 on the
-multilingual set against 0.58 in English, docs/benchmarks.md "Other languages"), and so
+multilingual set against 0.58 in English, docs/history/other-languages.md, h/lang), and so
 may an English request in words the catalog never uses.
 
 On such a request BM25 has almost nothing to say, and what it finds (a place name, a
@@ -32,7 +32,7 @@ from toolscout.settings import SearchSettings
 
 #: below this coverage a request is read by the dense path alone (with an encoder that
 #: reads other languages). Chosen on one half of the multilingual set and checked on
-#: the other, both ways (docs/benchmarks.md, "This round (h/lang, round seven)").
+#: the other, both ways (docs/history/other-languages.md, "This round (h/lang, round seven)").
 LOW_COVERAGE = 0.15
 
 

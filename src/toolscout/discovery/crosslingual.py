@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 #: a request word is carried over to its nearest catalog word when their cosine is at
 #: least this (multilingual-e5-small, one word each: a word and its translation ~0.90-0.98,
 #: unrelated words ~0.80-0.88). Chosen on one half of the multilingual set and checked on
-#: the other, both ways (docs/benchmarks.md, "This round (h/lang2, round nine)")
+#: the other, both ways (docs/history/other-languages.md, "This round (h/lang2, round nine)")
 MATCH_COSINE = 0.84
 #: a request word is left out when a stop word is within this of its nearest content word
 STOP_MARGIN = 0.0
@@ -76,7 +76,7 @@ STOP_MARGIN = 0.0
 #: nearest catalog words) at least this. Character pairs cut across two words (``份城``)
 #: sit near many catalog words at once, nearest to "hub" words (``local``, ``one``); a
 #: translation stands out (``天气`` -> ``weather``). Fitted on one half of the multilingual
-#: set and checked on the other, both ways (docs/benchmarks.md, "This round (h/lang3,
+#: set and checked on the other, both ways (docs/history/other-languages.md, "This round (h/lang3,
 #: round ten)"); None: no such test
 MIN_CSLS_UNSPACED: float | None = 0.04
 #: the same floor for words of other scripts (Latin: French, German, Spanish, Portuguese);
@@ -91,7 +91,7 @@ MERGE = True
 #: other (0: the better alone, as before; 1: their sum, so a tool both readings find gains
 #: over one that only one finds); a score is relative to its reading's best, in (0, 1].
 #: 1: chosen leave-one-language-out with :data:`languagespace.REMOVE` (every one of the six
-#: folds; docs/benchmarks.md, "This round (h/lang5, round twelve)")
+#: folds; docs/history/other-languages.md, "This round (h/lang5, round twelve)")
 MERGE_AGREE = 1.0
 #: the most catalog words a lexicon holds (the most frequent first): bounds its one-off
 #: encoding (about 10-20 ms a word at one thread) on large catalogs
@@ -106,13 +106,13 @@ WORD_VECTOR_CACHE = 8192
 #: is not carried over: short words are mostly articles and prepositions (``la``, ``der``,
 #: ``une``), which the encoder places by their spelling near crowded catalog words
 #: (``labs``, ``tier``, ``one``) rather than by their sense. 4: chosen leave-one-language-out
-#: (every one of the six folds chose it over 2; docs/benchmarks.md, "This round (h/lang4,
-#: round eleven)")
+#: (every one of the six folds chose it over 2; docs/history/other-languages.md,
+#: "This round (h/lang4, round eleven)")
 MIN_WORD_LETTERS = 4
 #: what the encoder reads in the carried-over reading: 0, the request as written; 1, the
 #: request followed by the catalog words carried over (``météo à Lisbonne weather``); 2,
 #: those catalog words alone (the request's own reading is the merge's other one). 0: no
-#: fold chose 1 or 2 (docs/benchmarks.md, "This round (h/lang4, round eleven)")
+#: fold chose 1 or 2 (docs/history/other-languages.md, "This round (h/lang4, round eleven)")
 REENCODE = 0
 
 _HAN_RE = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f\u3005]+")

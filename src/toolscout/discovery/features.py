@@ -40,7 +40,7 @@ FEATURES: tuple[str, ...] = (
 #: the softmax over the pool: each is an interaction with a candidate's signal), appended
 #: after :data:`FEATURES` by ``features(shape=True)``. **Not used by the default**: fitted
 #: leave-one-set-out they did not raise held-out recall@5 on any set beyond noise and cost
-#: bfcl 0.007 (benchmarks/ranker_features.py, docs/benchmarks.md "This round: per-query
+#: bfcl 0.007 (benchmarks/ranker_features.py, docs/history/calibration.md "This round: per-query
 #: features"), so the ranker reads :data:`FEATURES` only unless ``Ranker.shape``
 SHAPE_FEATURES: tuple[str, ...] = (
     "rare",  # distinct rare query terms (RARE_IDF_SHARE) in the name or summary, /RARE_CAP

@@ -8,7 +8,7 @@ than twelve distinct content terms. The shape is read off the request alone
 (:func:`request_shape`): distinct content terms, characters, sentences and the parts
 ``discovery/parts.py`` reads it in. No gate is shipped unless it won leave-one-set-out over
 the six dev sets on full sets, with no set losing (``benchmarks/steps.py``,
-docs/benchmarks.md): one is, :data:`SHIPPED`.
+docs/history/calibration.md, h/rank round six): one is, :data:`SHIPPED`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ STEPS: tuple[str, ...] = ("parts", "reformulate", "exact_hits", "prerequisites",
 #: what a gate may read of the request
 FEATURES: tuple[str, ...] = ("terms", "chars", "sentences", "parts")
 #: the shipped gates, chosen leave-one-set-out on the six full dev sets
-#: (``benchmarks/steps.py``, docs/benchmarks.md "This round (h/rank, round six)"): the
+#: (``benchmarks/steps.py``, docs/history/calibration.md "This round (h/rank, round six)"): the
 #: dedupe only for requests of fewer than ten distinct content terms (held out: apibench
 #: +0.006, bfcl +0.004, toolbench +0.005 recall@5, no set lower)
 SHIPPED: tuple[str, ...] = ("dedupe:terms<10",)

@@ -4,7 +4,7 @@ A multilingual encoder (multilingual-e5-small) places a request and its translat
 each other, but not at the same point: every vector of a French request is moved by about
 the same offset from its English counterpart, a direction that says "French" and nothing
 about the task. Against an English catalog that offset is noise the cards do not share,
-and it costs the translation's dense reading the right tool (docs/benchmarks.md, "This
+and it costs the translation's dense reading the right tool (docs/history/other-languages.md, "This
 round (h/lang5, round twelve)").
 
 The offsets are measured once per model on :data:`PARALLEL`: a few generic requests to
@@ -38,7 +38,7 @@ from toolscout.embed.base import Embedder, Vectors, normalise
 #: the share of a request's component in the language space taken out of its vector (0:
 #: nothing, as before; 1: all of it). 0.75: chosen leave-one-language-out with
 #: :data:`crosslingual.MERGE_AGREE` (every one of the six folds chose it among 0, 0.5,
-#: 0.75, 1 and 1.25; docs/benchmarks.md, "This round (h/lang5, round twelve)")
+#: 0.75, 1 and 1.25; docs/history/other-languages.md, "This round (h/lang5, round twelve)")
 REMOVE = 0.75
 
 #: generic requests to tools, the same in each language (hand-written; no evaluation

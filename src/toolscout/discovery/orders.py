@@ -23,7 +23,7 @@ parts all point at one tool is one task told at length and keeps the one-part or
 leave-one-set-out over the six dev sets (``benchmarks/orders.py``,
 ``benchmarks/orders_gate.py``); ``None`` (the shipped :data:`ORDER_MARGIN`) keeps the
 ranker's order everywhere: held out, the choice did not win (the catalog's pseudo-queries
-cannot tell long multi-tool requests from long single-tool ones; docs/benchmarks.md).
+cannot tell long multi-tool requests from long single-tool ones; docs/history/calibration.md).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ MULTI_QUERIES = 64
 MULTI_TOOLS = (2, 3)
 #: how far another order must beat the ranker's on the catalog's pseudo-queries to be
 #: taken (None: never, the ranker orders every request). Not shipped on: see
-#: docs/benchmarks.md "This round (h/rank)"
+#: docs/history/calibration.md "This round (h/rank)"
 ORDER_MARGIN: float | None = None
 #: the joiners of a multi-tool request's clauses
 _JOINERS = (". Then ", ", and then ", ". Also ", ". After that, ")
@@ -114,7 +114,7 @@ def describe(evidence: Mapping[str, Mapping[str, float]], margin: float | None) 
     return f"order: one-part requests by {chosen['single']}, several-part by {chosen['multi']}"
 
 
-# -- the two guards of the ranker's order (opt-in; docs/benchmarks.md, round five) ---------
+# -- the two guards of the ranker's order (opt-in; docs/history/calibration.md, round five) --
 #: the safety floor's default: never (the ranker's order stands whatever its probability)
 FLOOR = 0.0
 #: the coverage rule's default: off (0); otherwise the places the lists' firsts must be in

@@ -15,7 +15,7 @@ part's best) cost recall on single-tool requests of several sentences
 (toolalpaca) for no gain on the multi-tool ones (toolbench).
 
 The shape decides, not a switch: a short request has one part and is ranked as
-before. The constants below were set on the six dev sets (docs/benchmarks.md:
+before. The constants below were set on the six dev sets (docs/history/calibration.md, h/rank8:
 a lower ``COVER_CONFIDENCE`` gains toolbench more and costs toolalpaca).
 """
 
@@ -43,8 +43,8 @@ COVER_CONFIDENCE = 0.3
 #: request whose parts all agree is read as :data:`AGREEING` says. ``None`` (shipped):
 #: every part is always read. Not shipped: rank 2, chosen on all six dev sets, reads 29% of
 #: bfcl's requests in parts whole with no set losing, but chosen without toolbench (rank
-#: 3) it costs toolbench 0.006 recall@5 and 0.009 complete@5 (docs/benchmarks.md, "This
-#: round (h/parts2, round ten)"; ``benchmarks/parts_pooled.py``)
+#: 3) it costs toolbench 0.006 recall@5 and 0.009 complete@5 (``benchmarks/parts_pooled.py``,
+#: docs/history/discovery-latency.md, "This round (h/parts2, round ten)")
 DISAGREE_RANK: float | None = None
 #: how a request whose parts agree with it is read: "whole" (its parts not read) or
 #: "pooled" (its parts' vectors pooled from its own encoder run, discovery/queryvectors.py)

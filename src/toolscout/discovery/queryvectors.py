@@ -4,7 +4,7 @@ and the parts of a long request pooled from the whole request's one encoder run.
 A request read in parts (discovery/parts.py) needs a vector for the whole request and one
 for each part. Encoding every part on its own takes a second encoder run for most such
 requests (2.16 runs a request on bfcl, 30–48 ms against 8–13 ms for one read whole:
-docs/benchmarks.md, h/hot). When the query encoder can pool spans of one run
+docs/history/discovery-latency.md, h/hot). When the query encoder can pool spans of one run
 (:class:`~toolscout.embed.base.SpanEmbedder`: the default MiniLM), a part's vector can
 instead be the mean of its tokens' vectors in the whole request's run ("late chunking"):
 no run beyond the whole request's. A part the whole request's text does not hold (beyond
@@ -13,7 +13,7 @@ its own, and so is every part with an encoder without the capability (the e5 opt
 custom or wrapped embedder).
 
 Pooled parts are **not** the default reading: on the six dev sets they cost toolbench
-0.015 recall@5 and toolalpaca 0.005 against parts encoded alone (docs/benchmarks.md,
+0.015 recall@5 and toolalpaca 0.005 against parts encoded alone (docs/history/discovery-latency.md,
 "This round (h/parts2, round ten)"); a request is read with its parts pooled only when
 ``parts.AGREEING`` says so. Pooled vectors differ from the parts encoded alone, so they are
 kept in the cache under keys of their own (the request's text with the part's): a part's

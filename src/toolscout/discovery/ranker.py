@@ -43,7 +43,7 @@ BLEND = 4.0
 #: calibration moves it as it moves the prior (``Calibration.order_weights_over``).
 #: **None, not used by default**: held out on the full dev sets it raised toolbench
 #: (+0.011 recall@5) and cost bfcl 0.020 and toolalpaca 0.015, and no share of it chosen
-#: leave-one-set-out won (benchmarks/rank8_default.py, docs/benchmarks.md round thirteen);
+#: leave-one-set-out won (benchmarks/rank8_default.py, docs/history/calibration.md round thirteen);
 #: the order adds the probability's weights. ``SearchSettings.ranker_order_prior`` sets one
 ORDER_PRIOR: tuple[float, ...] | None = None
 #: the lexical lead: when a catalog's own pseudo-queries show the fitted ranker's recall@5
@@ -134,7 +134,7 @@ class Ranker:
     #: the weight of BM25 (relative to the query's best) added to the order (0: no lead)
     lead: float = 0.0
     #: read :data:`SHAPE_FEATURES` too (``weights`` then holds one weight for each); off by
-    #: default: they did not win held out (docs/benchmarks.md)
+    #: default: they did not win held out (docs/history/calibration.md, "per-query features")
     shape: bool = False
     #: the order (:func:`ordered`) of a request read whole, and of one read in several parts
     orders: tuple[str, str] = ("ranker", "ranker")

@@ -31,7 +31,7 @@ SPIN_ENV = "TOOLSCOUT_EMBED_SPIN"
 #: weights, ``embed/quantise.py``) or ``float`` (the cards' own graph)
 QUERY_ENCODER_ENV = "TOOLSCOUT_QUERY_ENCODER"
 QUERY_ENCODERS = ("int8", "float")
-#: the default of :data:`QUERY_ENCODER_ENV` (docs/benchmarks.md, HTTP load, round five)
+#: the default of :data:`QUERY_ENCODER_ENV` (docs/history/http-load.md, rounds five and twelve)
 DEFAULT_QUERY_ENCODER = "float"
 
 

@@ -3,7 +3,7 @@
 A server process answers several discoveries at once on its threads, and each asks the
 encoder for one to a few short texts. An encoder run reads all of the model's weights
 however few rows it has, so one run over eight requests' texts costs far less than
-eight runs (docs/benchmarks.md, HTTP load). :class:`CoalescingEmbedder` wraps an
+eight runs (docs/history/http-load.md). :class:`CoalescingEmbedder` wraps an
 embedder: a caller that finds the encoder idle runs its own texts at once (no waiting,
 so one request alone is as fast as before); callers that arrive while a run is under way
 queue up, and when it ends one of them runs everything queued in one call. At most one
@@ -17,7 +17,7 @@ A wrapped embedder that pools spans (``SpanEmbedder``: the default model) keeps 
 capability through :func:`coalescing`: a request read in parts is then one run of its own
 text with its parts pooled from it, exactly as in a library process, instead of a run over
 the request and each part (1.9 texts a new-text request on ``load.py``'s mix,
-docs/benchmarks.md, HTTP load, round twelve). Such a run takes its turn with the coalesced
+docs/history/http-load.md, round twelve). Such a run takes its turn with the coalesced
 ones: still at most one run under way per wrapper.
 """
 

@@ -10,7 +10,7 @@ the mask the request's ``attention_mask``. The session over it is made with ONNX
 ``SkipLayerNormFusion`` off (:data:`SESSION_CONFIG`): its fused kernel cost more than the
 ``Add`` and ``LayerNormalization`` it replaces on this project's AVX2 machine. Together
 about 0.91 of the shipped graph's CPU a request at one thread; the vectors differ from the
-shipped graph's by at most ~3e-7 a component (docs/benchmarks.md, h/fuse9).
+shipped graph's by at most ~3e-7 a component (docs/history/http-load.md, h/fuse9).
 
 Nothing is downloaded: the graph is made from the file the PyPI package installed (whose
 digest the caller checked) with this package's own protobuf reader (``embed/onnxwire.py``:

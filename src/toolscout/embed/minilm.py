@@ -72,7 +72,7 @@ class MiniLMEmbedder:
     of sleeping. One query alone on idle cores is then encoded faster (at bfcl size about
     1 ms of a 9 ms discovery on 2 cores), but the spinning takes cores from any other
     process or thread encoding at the same time: two processes discovering at once on 2
-    cores were each about half as slow again (docs/benchmarks.md, Discovery latency).
+    cores were each about half as slow again (docs/history/discovery-latency.md).
     On for an agent's own process (the default); ``toolscout serve`` turns it off.
 
     ``quantised``: run the int8 graph made from the same weights (``embed/quantise.py``,

@@ -6,8 +6,8 @@ float. :func:`quantised_model` rewrites the same weights as ONNX Runtime's dynam
 quantisation (``onnxruntime.quantization.quantize_dynamic``: int8 weights per output
 channel, each run's activations quantised to uint8 on the fly; ``MatMulInteger``), except
 each layer's feed-forward output projection, which stays float. It costs about 0.7 of the
-float graph's CPU a text on this project's 2-core AVX2 machine (docs/benchmarks.md, HTTP
-load). Its vectors are close to the float graph's but not equal (cosine 0.989-1.0 over
+float graph's CPU a text on this project's 2-core AVX2 machine (docs/history/http-load.md,
+round five). Its vectors are close to the float graph's but not equal (cosine 0.989-1.0 over
 dev-set requests), so it is used for *query* texts only: cards keep the vectors they were
 indexed with, and the catalog's model id does not change.
 
@@ -81,7 +81,7 @@ def _narrowing_matmuls(model: Any) -> list[str]:
     """The MatMuls whose weight narrows its input (each layer's feed-forward output
     projection, 1,536 → 384): left in float. Quantising them too moved the request
     vectors most (cosine mean 0.9938 against 0.9963) and cost metatool 0.009 recall@5
-    against 0.002 without them (docs/benchmarks.md, HTTP load, round five)."""
+    against 0.002 without them (docs/history/http-load.md, round five)."""
     inits = {i.name: tuple(i.dims) for i in model.graph.initializer}
     return [
         node.name

@@ -9,7 +9,7 @@ also writes that optimised graph (``optimized_model_filepath``, in ONNX Runtime'
 flatbuffer format) to the model cache; later processes map that file
 (``session.use_memory_mapped_ort_model``, its initializers used in place) with the
 optimisations off, as they are already applied — about a third of the CPU
-(docs/benchmarks.md, cold start, round six).
+(docs/history/cold-start.md, round six).
 
 A kept graph is used only when it gives the vectors of the graph it was made from (the
 shipped file, or the fused graph made from it: ``embed/fused.py``) bit for bit: the

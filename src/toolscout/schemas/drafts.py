@@ -3,7 +3,7 @@
 ``$schema`` names the draft (:func:`_draft_class`; 2020-12 when it declares none, or
 one this module does not know). :func:`_meta_errors` is the metaschema's verdict, answered
 cheaply for the plain schemas most tools publish (:func:`_plainly_valid`): the metaschema
-itself costs ~3 ms a schema (docs/benchmarks.md).
+itself costs ~3 ms a schema (docs/history/test-suite-time.md, h/suite round seven).
 """
 
 from __future__ import annotations
