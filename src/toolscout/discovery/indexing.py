@@ -68,7 +68,9 @@ def card_views(spec: ToolSpec) -> tuple[str, ...]:
     Several views of one card (its name in words, its summary, both together, and
     with its parameters) average into a vector that matches paraphrases, bare
     identifiers and argument-heavy requests better than any single view did on
-    the dev sets (docs/benchmarks.md).
+    the dev sets when the views were chosen (round one; that comparison was not
+    recorded in docs/benchmarks.md, only what the views cost to encode:
+    docs/history/calibration.md, h/rank).
     """
     card = spec.card
     head = encoder_text(card.name)
