@@ -44,6 +44,10 @@ KINDS = ("card", "shared", "common")
 #: the seed of the pseudo-queries measured (the calibration fits on pseudo.SEED's)
 SEED_OFFSET = 1
 FORMS = ("a*p+b", "a*p", "p")
+#: the other evidence measured (an input of the confidence model, not a shift): the card
+#: cosines of the shown first tool to the ranker's other first ten, read as their largest,
+#: the log of 1 + how many reach 0.9 or 0.8, or the mean of the three largest
+TWINS = ("max", "n90", "n80", "mean3")
 
 
 def pseudo_requests(cat: Any, kind: str) -> list[Any]:
@@ -145,6 +149,88 @@ def measure(
     return out
 
 
+def twin_cosines(cat: Any, queries: Sequence[Any], settings: Any) -> list[list[float]]:
+    """Per query shown a tool (as ``quality.confidence_rows`` keeps them): the card cosines
+    of the shown first tool to the ranker's other first ten, largest first."""
+    import numpy as np
+
+    from toolscout.discovery import pipeline
+    from toolscout.discovery.search import parse_query
+    from toolscout.errors import QueryError
+    from toolscout.evaluate.harness import DEPTH, eval_principal
+
+    ent = pipeline.entitle(cat, eval_principal(cat))
+    df, n_docs = cat.store.document_frequency()
+    out: list[list[float]] = []
+    for q in queries:
+        try:
+            parsed = parse_query(q.query, df, n_docs, settings)
+        except QueryError:
+            continue
+        sel = pipeline.select(
+            cat, parsed, ent, k=DEPTH, fmt="openai", settings=settings,
+            tier="progressive", token_budget=None,
+        )  # fmt: skip
+        if not sel.chosen or sel.retrieval is None:
+            continue
+        top = sel.chosen[0].id
+        others = [c.id for c in sel.retrieval.candidates[:10] if c.id != top]
+        vec = cat.store.card_vectors([top, *others], cat.embedder.model_id)
+        t = vec.get(top)
+        if t is None:
+            out.append([])
+            continue
+        cos = [
+            float(np.dot(t, vec[o]) / (np.linalg.norm(t) * np.linalg.norm(vec[o]) + 1e-12))
+            for o in others
+            if o in vec
+        ]
+        out.append(sorted(cos, reverse=True))
+    return out
+
+
+def twin_column(cosines: Sequence[Sequence[float]], how: str) -> Any:
+    """One :data:`TWINS` reading of each row's cosines, as a column."""
+    import numpy as np
+
+    def one(c: Sequence[float]) -> float:
+        if how == "max":
+            return max(c, default=0.0)
+        if how in ("n90", "n80"):
+            return float(np.log1p(sum(v >= int(how[1:]) / 100 for v in c)))
+        return float(np.mean([*c, 0.0, 0.0, 0.0][:3]))
+
+    return np.array([one(c) for c in cosines], dtype=np.float64)[:, None]
+
+
+def measure_twins(
+    rows: Mapping[str, tuple[Any, Any]],
+    negatives: Mapping[str, Any],
+    cosines: Mapping[str, tuple[Any, Any]],
+) -> dict[str, Any]:
+    """Each :data:`TWINS` reading added to the confidence inputs, the model refitted
+    leave-one-set-out (``quality.fit_confidence_without``): each set's held-out ECE and max
+    gap, and the new input's weight, against the model without it."""
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    for how in (None, *TWINS):
+        r, neg = {}, {}
+        for n in rows:
+            pos, nos = cosines[n]
+            x, y = rows[n]
+            r[n] = (x if how is None else np.hstack([x, twin_column(pos, how)]), y)
+            neg[n] = (
+                negatives[n] if how is None else np.hstack([negatives[n], twin_column(nos, how)])
+            )
+        for n in sorted(rows):
+            model = quality.fit_confidence_without(r, neg, n)
+            rel = quality.rows_reliability(r[n], model)
+            weight = None if how is None else round(float(model[-1]), 3)
+            out.setdefault(n, {})[how or "none"] = [rel["ece"], rel["max_gap"], weight]
+    return out
+
+
 def table(result: Mapping[str, Any]) -> list[str]:
     """The markdown table of :func:`measure`'s result."""
     names = sorted(result)
@@ -205,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sets, args.cache, args.limit, embedder, console, args.blends, stages
     )
     rows: dict[str, tuple[Any, Any]] = {}
+    negatives: dict[str, Any] = {}
     pseudo: dict[str, dict[str, tuple[Any, Any]]] = {k: {} for k in KINDS}
     for d in sets:
         held = quality.held_settings(fits[d.name])
@@ -216,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     quality.confidence_rows(cat, quality.no_tool_requests(cat), held)[0],
                 )
 
-        rows[d.name] = stages.get("confidence", d.name, fits[d.name], real)[0]
+        rows[d.name], negatives[d.name] = stages.get("confidence", d.name, fits[d.name], real)
         for kind in KINDS:
 
             def run(d: Path = d, held: Any = held, kind: str = kind) -> Any:
@@ -229,9 +316,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     models = {n: fits[n]["confidence"] for n in rows}
     result = measure(rows, pseudo, models)
     print("\n".join(table(result)))
+    cosines: dict[str, tuple[Any, Any]] = {}
+    for d in sets:
+        held = quality.held_settings(fits[d.name])
+
+        def twins(d: Path = d, held: Any = held) -> Any:
+            with quality.opened_set(d, args.cache, args.limit, embedder) as (cat, scored):
+                return (
+                    twin_cosines(cat, scored, held),
+                    twin_cosines(cat, quality.no_tool_requests(cat), held),
+                )
+
+        cosines[d.name] = stages.get("twins", d.name, fits[d.name], twins)
+        console.print(f"{d.name}: twins read")
+    twin = measure_twins(rows, negatives, cosines)
+    print("\n| input added | " + " | ".join(sorted(twin)) + " |")
+    print("|---|" + "---|" * len(twin))
+    for how in ("none", *TWINS):
+        cells = []
+        for n in sorted(twin):
+            ece, gap, w = twin[n][how]
+            cells.append(f"{ece:.3f} / {gap:.2f}" + ("" if w is None else f" (w {w:+.2f})"))
+        print(f"| {how} | " + " | ".join(cells) + " |")
+    split = []
+    for n in sorted(twin):
+        y = rows[n][1]
+        near = twin_column(cosines[n][0], "max")[:, 0] >= 0.9
+        twin[n]["right_with_twin_0.9"] = [
+            round(float(y[near].mean()), 3) if near.any() else None,
+            round(float(y[~near].mean()), 3) if (~near).any() else None,
+            int(near.sum()),
+        ]
+        a, b, k = twin[n]["right_with_twin_0.9"]
+        split.append(f"{n}: {a} with ({k} rows) / {b} without")
+    print(
+        "\nfirst tool right, with a twin >= 0.9 among the ranker's first ten / without: "
+        + "; ".join(split)
+    )
+    corr = {k: result[sorted(result)[0]]["pseudo"][k]["corr_over_sets"] for k in KINDS}
+    print(
+        "pseudo / real shift correlation over the sets: "
+        + ", ".join(f"{k} {v:+.2f}" for k, v in corr.items())
+    )
     if args.json is not None:
         command = quality.command_line("benchmarks/confidence_prior.py", args_list)
-        quality.write_results(args.json, command, sets=result)
+        quality.write_results(args.json, command, sets=result, twins=twin)
     return 0
 
 
