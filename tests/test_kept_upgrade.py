@@ -39,7 +39,8 @@ def _watch_builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 
 def _upgrade(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a new toolscout release is to the kept rows: its modules' digest differs."""
-    monkeypatch.setattr(keptparts, "_DIGESTS", dict.fromkeys(keptparts.BUILDERS, "another-version0"))
+    other = dict.fromkeys(keptparts.BUILDERS, "another-version0")
+    monkeypatch.setattr(keptparts, "_DIGESTS", other)
 
 
 def test_an_upgrade_answers_from_the_older_rows_and_derives_its_own_behind(
