@@ -6,7 +6,7 @@ At 100k tools that is ~9 s of pure-Python work (reading every card, the phrase i
 rows' encoding). On a thread of the serving process it held the interpreter 5 ms at a time
 while every request's SQLite reads, which give it up and take it back row by row, waited
 for it at each row: a request of ~0.3 s took 4-11 s. So from :data:`CHILD_FROM` tools it
-runs in a child process (``python -m toolscout.discovery.rederiving``) over the same file:
+runs in a child process (:func:`main`, from the same toolscout) over the same file:
 the child builds the parts and keeps them under this version's keys; the serving process
 then reads them per key, as a later process would, and puts them in place of the stale
 ones. The child refuses (and the caller derives on its thread, as below that size) when
@@ -50,19 +50,27 @@ def derive_in_child(path: str | Path, generation: int, keys: Mapping[str, str]) 
     """Derive the parts ``keys`` names (part -> this version's key) of the catalog file at
     ``path`` for ``generation`` in a child process, which keeps them under those keys; True
     if it did (each is then kept, or was already)."""
-    package = Path(__file__).resolve().parents[2]  # the directory toolscout is imported from
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(package), os.environ.get("PYTHONPATH", "")) if p
-    )}  # fmt: skip
-    args = [sys.executable, "-m", __name__, str(path), str(generation)]
+    # toolscout from the directory this process imported it from (the child checks that
+    # its code gives the same keys)
+    package = str(Path(__file__).resolve().parents[2])
+    args = [sys.executable, "-c", _CHILD, package, str(path), str(generation)]
     args += [f"{name}={key}" for name, key in keys.items()]
     try:
         done = subprocess.run(
-            args, env=env, capture_output=True, timeout=CHILD_TIMEOUT_S, check=False
-        )
+            args, stdin=subprocess.DEVNULL, capture_output=True, timeout=CHILD_TIMEOUT_S,
+            check=False,
+        )  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == _OK
+
+
+_CHILD = (
+    "import sys\n"
+    "if sys.argv[1] not in sys.path: sys.path.insert(0, sys.argv[1])\n"
+    "from toolscout.discovery.rederiving import main\n"
+    "sys.exit(main(sys.argv[2:]))\n"
+)
 
 
 class _Source:
