@@ -16,7 +16,7 @@ from support import embedder
 from test_kept import PEOPLE, QUERIES, _tools, first_process
 from toolscout.discovery import derived, keptparts, rederiving
 from toolscout.discovery.catalog import Catalog, _kept_key
-from toolscout.discovery.kept import KeptMap
+from toolscout.discovery.kept import KIND_STR, KeptMap, keep_maps
 from toolscout.stores.sqlite import SQLiteStore
 
 PARTS = ("phrase-index", "name-table", "finder-index")
@@ -285,3 +285,33 @@ def test_a_child_of_other_code_refuses_and_the_thread_derives(
     store = SQLiteStore(db)
     assert all(store.derived(key) is None for key in keys.values())
     store.close()
+
+
+def test_a_name_the_stale_table_gave_another_tool_is_resolved_by_neither(
+    tmp_path: Path,
+) -> None:
+    """Served from another version's name table, a shortlist shows that version's names;
+    once this version's is in place, a name the two give different tools is refused (the
+    model may have been shown either meaning), never run as the other tool."""
+    db = tmp_path / "c.db"
+    _, names, _ = first_process(db)
+    a, b = "svc1.find_order_1", "svc2.find_order_2"
+    older = {**names, a: names[b], b: names[a]}  # the older version named the two the other way
+    store = SQLiteStore(db)
+    gen = store.generation()
+    store._db.execute("DELETE FROM derived WHERE key = ?", (_kept_key("name-table"),))
+    assert keep_maps(store, f"name-table:{'0' * 16}", gen, {
+        "names": (KIND_STR, older), "rendered": (KIND_STR, {n: t for t, n in older.items()}),
+    })  # fmt: skip
+    store.close()
+    with Catalog.open(db, embedder=embedder()) as new:
+        assert new.resolve(names[a]) == b  # the stale table: what a shortlist showed
+        assert new.refresh().stale == {"name-table"}
+        new.wait_kept()
+        assert new.refresh().stale == set() and dict(new.names()) == names
+        assert new.resolve(names[a]) is None and new.resolve(names[b]) is None
+        assert new.resolve(a) == a  # the id itself is never ambiguous
+        other = "svc5.find_order_5"
+        assert new.resolve(names[other]) == other
+    with Catalog.open(db, embedder=embedder()) as later:  # this version's names only
+        assert later.resolve(names[a]) == a and later.resolve(names[b]) == b

@@ -152,8 +152,7 @@ class Catalog(Opening, Indexing, DerivedState):
         self.refresh()
 
     def close(self) -> None:
-        self._answered.set()  # stale rows are derived again now, not after a wait
-        self.wait_kept()
+        self.wait_kept()  # stale rows are derived again now, not after a wait
         with suppress(Exception):  # a cache: a store that cannot keep it is no error
             self.keep_token_counts()
         if self.log is not None:
@@ -425,7 +424,8 @@ class Catalog(Opening, Indexing, DerivedState):
                 record=record,
             )
         finally:
-            self._answered.set()  # what was found stale is derived again from now on
+            if not self._answered.is_set():  # what was found stale is derived again now
+                self._answered.set()
 
     def record_call(self, shortlist: Shortlist | None, tool_id: str, *, ok: bool = True) -> None:
         """Tell the discovery log which tool was called after a discovery."""

@@ -102,6 +102,9 @@ class _State:
         #: derived state served from another toolscout version's kept rows, being derived again
         self.stale: set[str] = set()
         self.rederiving = False
+        #: rendered names the stale name table gave another tool than this version's does:
+        #: a model may have been shown either meaning, so neither is resolved
+        self.ambiguous: frozenset[str] = frozenset()
         self.tool_tokens_read = False  # the per-tool counts an earlier process kept, read
         self.tool_tokens_kept = 0  # how many of them there were
         self.lock = threading.Lock()
@@ -216,7 +219,9 @@ class DerivedState:
 
     def wait_kept(self) -> None:
         """Wait until the derived state being derived again or kept in the background is
-        written (a thread deriving again starts the writes of what it derived)."""
+        written (a thread deriving again starts the writes of what it derived; one still
+        waiting for a first answer starts now)."""
+        self._answered.set()
         while True:
             with self._keeping_lock:
                 pending, self._keeping = self._keeping, []
@@ -308,8 +313,14 @@ class DerivedState:
                 state.phrases = index
                 state.stale.discard(name)
         elif name == "name-table":
+            rendered = parts["rendered"]
+            moved: frozenset[str] = frozenset()
+            if name in state.stale and state.rendered is not None:  # served: compare whole
+                now = dict(rendered)
+                moved = frozenset(n for n, t in state.rendered.items() if now.get(n, t) != t)
             with state.lock:
-                state.names, state.rendered = parts["names"], parts["rendered"]
+                state.names, state.rendered = parts["names"], rendered
+                state.ambiguous = state.ambiguous | moved
                 if name in state.stale:  # counted with the stale names: count again
                     state.stale.discard(name)
                     state.tool_tokens.clear()
@@ -341,12 +352,14 @@ class DerivedState:
             return state.names
 
     def resolve(self, name: str) -> str | None:
-        """The tool id a model-facing name stands for: an id, or a rendered name."""
+        """The tool id a model-facing name stands for: an id, or a rendered name (None for
+        a name another version's names, served before this version's, gave another tool:
+        refused rather than run as a tool the model was not shown)."""
         state = self.refresh()
         if name in state.by_id:
             return name
         self.names()
-        return (state.rendered or {}).get(name)
+        return None if name in state.ambiguous else (state.rendered or {}).get(name)
 
     # -- token figures -----------------------------------------------------------
     def _preload_tokens(self) -> None:
