@@ -314,13 +314,14 @@ class DerivedState:
                 state.stale.discard(name)
         elif name == "name-table":
             rendered = parts["rendered"]
-            moved: frozenset[str] = frozenset()
-            if name in state.stale and state.rendered is not None:  # served: compare whole
-                now = dict(rendered)
-                moved = frozenset(n for n, t in state.rendered.items() if now.get(n, t) != t)
+            moved = None  # the served names compared whole, outside the lock when they can be
+            if name in state.stale and state.rendered is not None:
+                moved = _moved(state.rendered, rendered)
             with state.lock:
+                if moved is None and name in state.stale and state.rendered is not None:
+                    moved = _moved(state.rendered, rendered)  # served since: compared here
                 state.names, state.rendered = parts["names"], rendered
-                state.ambiguous = state.ambiguous | moved
+                state.ambiguous = state.ambiguous | (moved or frozenset())
                 if name in state.stale:  # counted with the stale names: count again
                     state.stale.discard(name)
                     state.tool_tokens.clear()
@@ -488,3 +489,9 @@ def _finder_index(parts: Mapping[str, Any]) -> FinderIndex:
 
 def _nothing(part: str) -> Mapping[str, Any]:
     return {}
+
+
+def _moved(served: Mapping[str, str], now: Mapping[str, str]) -> frozenset[str]:
+    """The rendered names ``served`` gave another tool than ``now`` does."""
+    whole = dict(now)
+    return frozenset(n for n, t in served.items() if whole.get(n, t) != t)
