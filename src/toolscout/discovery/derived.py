@@ -25,6 +25,7 @@ from toolscout.discovery.calibrate import ConfidenceShift, FieldTerms, idf_of
 from toolscout.discovery.cardtable import CardTable
 from toolscout.discovery.kept import (
     RowStore,
+    differing,
     keep_maps,
     no_gc,
     read_maps,
@@ -314,12 +315,13 @@ class DerivedState:
                 state.stale.discard(name)
         elif name == "name-table":
             rendered = parts["rendered"]
-            moved = None  # the served names compared whole, outside the lock when they can be
+            side = getattr(self.store, "second_connection", None)
+            moved = None  # the served names compared, outside the lock when they can be
             if name in state.stale and state.rendered is not None:
-                moved = _moved(state.rendered, rendered)
+                moved = differing(state.rendered, rendered, side)
             with state.lock:
                 if moved is None and name in state.stale and state.rendered is not None:
-                    moved = _moved(state.rendered, rendered)  # served since: compared here
+                    moved = differing(state.rendered, rendered, side)  # served since
                 state.names, state.rendered = parts["names"], rendered
                 state.ambiguous = state.ambiguous | (moved or frozenset())
                 if name in state.stale:  # counted with the stale names: count again
@@ -489,9 +491,3 @@ def _finder_index(parts: Mapping[str, Any]) -> FinderIndex:
 
 def _nothing(part: str) -> Mapping[str, Any]:
     return {}
-
-
-def _moved(served: Mapping[str, str], now: Mapping[str, str]) -> frozenset[str]:
-    """The rendered names ``served`` gave another tool than ``now`` does."""
-    whole = dict(now)
-    return frozenset(n for n, t in served.items() if whole.get(n, t) != t)
