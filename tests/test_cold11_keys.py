@@ -346,3 +346,14 @@ def test_names_are_compared_inside_the_store_as_they_are_whole(tmp_path: Path) -
 
 def _never(part: str) -> Any:
     raise AssertionError(part)
+
+
+def test_no_child_from_an_interpreter_that_is_not_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedding server's ``sys.executable`` is its own binary: never run with ``-c``."""
+    monkeypatch.setattr(sys, "executable", "/usr/bin/uwsgi")
+    ran: list[Any] = []
+    monkeypatch.setattr(rederiving.subprocess, "run", lambda *a, **k: ran.append(a))
+    assert not rederiving.derive_in_child(tmp_path / "c.db", 1, {"name-table": "name-table:x"})
+    assert ran == []

@@ -50,6 +50,8 @@ def derive_in_child(path: str | Path, generation: int, keys: Mapping[str, str]) 
     """Derive the parts ``keys`` names (part -> this version's key) of the catalog file at
     ``path`` for ``generation`` in a child process, which keeps them under those keys; True
     if it did (each is then kept, or was already)."""
+    if not Path(sys.executable or "-").name.lower().startswith(("python", "pypy")):
+        return False  # embedded (a server binary's own interpreter): not started as one
     # toolscout from the directory this process imported it from (the child checks that
     # its code gives the same keys)
     package = str(Path(__file__).resolve().parents[2])
