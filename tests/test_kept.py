@@ -271,10 +271,10 @@ def test_the_kept_key_names_the_code_that_builds_it() -> None:
 def test_the_kept_key_reads_the_builders_and_the_field_terms(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The builders live in ``discovery/derived.py``, the field terms in ``features.py`` and
-    the phrase index in ``query.py`` (split out of catalog.py, calibrate.py and search.py):
-    a change to any of them must change the key."""
-    from toolscout.discovery import derived
+    """The builders live in ``discovery/keptparts.py``, the field terms in ``features.py``
+    and the phrase index in ``query.py`` (split out of catalog.py, calibrate.py and
+    search.py): a change to any of them must change the key; the ranking's modules do not."""
+    from toolscout.discovery import derived, keptparts
 
     read: list[str] = []
     real = Path.read_bytes
@@ -283,11 +283,11 @@ def test_the_kept_key_reads_the_builders_and_the_field_terms(
         read.append(self.name)
         return real(self)
 
-    monkeypatch.setattr(derived, "_CODE_DIGEST", None)
+    monkeypatch.setattr(keptparts, "_DIGESTS", {})
     monkeypatch.setattr(Path, "read_bytes", recording)
     derived._kept_key("phrase-index")
-    assert {"derived.py", "features.py", "search.py", "lexical.py", "kept.py"} <= set(read)
-    assert {"query.py", "fusion.py"} <= set(read)
+    assert {"keptparts.py", "features.py", "lexical.py", "kept.py", "query.py"} <= set(read)
+    assert not {"search.py", "fusion.py", "derived.py"} & set(read)
     assert Path(str(sys.modules[PhraseIndex.__module__].__file__)).name in read
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from support import embedder
 from test_kept import KINDS, MAPS, PEOPLE, QUERIES, _store, _tools, first_process
-from toolscout.discovery import derived
+from toolscout.discovery import derived, keptparts
 from toolscout.discovery.catalog import Catalog, _kept_key
 from toolscout.discovery.kept import KeptMap, keep_maps, read_maps, stale_maps
 from toolscout.stores.sqlite import SQLiteStore
@@ -39,7 +39,8 @@ def _watch_builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 
 def _upgrade(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a new toolscout release is to the kept rows: its modules' digest differs."""
-    monkeypatch.setattr(derived, "_CODE_DIGEST", "another-version0")
+    other = dict.fromkeys(keptparts.BUILDERS, "another-version0")
+    monkeypatch.setattr(keptparts, "_DIGESTS", other)
 
 
 def test_an_upgrade_answers_from_the_older_rows_and_derives_its_own_behind(

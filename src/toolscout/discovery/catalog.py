@@ -146,12 +146,13 @@ class Catalog(Opening, Indexing, DerivedState):
         self._tokens_kept = -1  # texts whose token parts the store holds (-1: not read yet)
         self._keeping: list[threading.Thread] = []  # derived state written in the background
         self._keeping_lock = threading.Lock()
+        self._answered = threading.Event()  # a discovery answered (derive stale rows again)
         if policy is not None and self._stored_policy() != policy:
             self.set_policy(policy)
         self.refresh()
 
     def close(self) -> None:
-        self.wait_kept()
+        self.wait_kept()  # stale rows are derived again now, not after a wait
         with suppress(Exception):  # a cache: a store that cannot keep it is no error
             self.keep_token_counts()
         if self.log is not None:
@@ -408,20 +409,23 @@ class Catalog(Opening, Indexing, DerivedState):
         (``record=False``: not written to the discovery log)."""
         from toolscout.discovery.pipeline import discover
 
-        shortlist = discover(
-            self,
-            query,
-            principal,
-            k=k,
-            fmt=fmt,
-            settings=settings,
-            tier=tier,
-            token_budget=token_budget,
-            grants=grants,
-            conversation=conversation,
-            record=record,
-        )
-        return shortlist
+        try:
+            return discover(
+                self,
+                query,
+                principal,
+                k=k,
+                fmt=fmt,
+                settings=settings,
+                tier=tier,
+                token_budget=token_budget,
+                grants=grants,
+                conversation=conversation,
+                record=record,
+            )
+        finally:
+            if not self._answered.is_set():  # what was found stale is derived again now
+                self._answered.set()
 
     def record_call(self, shortlist: Shortlist | None, tool_id: str, *, ok: bool = True) -> None:
         """Tell the discovery log which tool was called after a discovery."""

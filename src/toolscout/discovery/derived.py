@@ -17,22 +17,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import suppress
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from toolscout.cards import CapabilityCard, ToolSpec
-from toolscout.discovery import inject, tokencount
+from toolscout.discovery import inject, rederiving, tokencount
 from toolscout.discovery.calibrate import ConfidenceShift, FieldTerms, idf_of
 from toolscout.discovery.cardtable import CardTable
-from toolscout.discovery.indexing import INDEX_VERSION
 from toolscout.discovery.kept import (
-    KIND_FLAG,
-    KIND_LIST,
-    KIND_PAIRS,
-    KIND_SET,
-    KIND_STR,
     RowStore,
-    code_digest,
+    differing,
     keep_maps,
     no_gc,
     read_maps,
@@ -45,9 +38,18 @@ from toolscout.discovery.kept import (
     tool_token_key,
     tool_tokens,
 )
+from toolscout.discovery.keptparts import (
+    FINDER_KINDS,
+    NAME_KINDS,
+    PHRASE_KINDS,
+    finder_parts,
+    kept_key,
+    name_parts,
+    phrase_parts,
+)
 from toolscout.discovery.opening import _quietly
 from toolscout.discovery.prerequisites import FinderIndex
-from toolscout.discovery.search import PhraseIndex
+from toolscout.discovery.query import PhraseIndex
 from toolscout.policy import Entitlement, PolicyConfig, Principal, TenantIndex
 from toolscout.stores.base import Store
 
@@ -58,49 +60,25 @@ EXACT_CATALOG_TOKENS = 300
 CATALOG_TOKEN_SAMPLE = 128
 
 
-#: the parts of the kept phrase index (its ranker fields, phrase tables and first words),
-#: of the name table, and of the finder index, with the kind each part's values are
-_PHRASE_KINDS = {"name": KIND_SET, "summary": KIND_SET, "keys": KIND_SET, "in_name": KIND_SET,
-                 "in_summary": KIND_SET, "phrases": KIND_PAIRS, "identifiers": KIND_PAIRS,
-                 "starts": KIND_FLAG}  # fmt: skip
-_NAME_KINDS = {"names": KIND_STR, "rendered": KIND_STR}
-_FINDER_KINDS = {"name_terms": KIND_SET, "by_term": KIND_LIST}
-_CODE_DIGEST: str | None = None
+_PHRASE_KINDS, _NAME_KINDS, _FINDER_KINDS = PHRASE_KINDS, NAME_KINDS, FINDER_KINDS
+_phrase_parts, _name_parts, _finder_parts = phrase_parts, name_parts, finder_parts
+#: the kept parts in the order they are derived again (the finder index from the phrase
+#: index's name terms), with their kinds
+_PARTS = {"phrase-index": PHRASE_KINDS, "name-table": NAME_KINDS, "finder-index": FINDER_KINDS}
 #: derived maps as :func:`~toolscout.discovery.kept.keep_maps` takes them
 _Maps = Mapping[str, tuple[str, Mapping[str, Any] | AbstractSet[str]]]
-
-
-def _code_modules() -> tuple[ModuleType, ...]:
-    """The modules whose source builds derived state: this module's builders, the phrase
-    index (``query``) and the retrieval around it (``search``, ``fusion``: one module
-    until round eleven), the field terms of ``features`` (split out of ``calibrate`` in
-    round eight) and the rest. A module split out of one of these joins this list."""
-    import sys
-
-    from toolscout.discovery import (
-        calibrate,
-        features,
-        fusion,
-        kept,
-        lexical,
-        prerequisites,
-        query,
-        search,
-    )
-
-    here = sys.modules[__name__]
-    return (search, query, fusion, lexical, calibrate, features, inject, prerequisites, kept,
-            here)  # fmt: skip
+#: a version that serves another version's rows derives its own after the process's first
+#: discovery has answered (beside it, its pure-Python build held the interpreter for 5 ms
+#: at a time while the request's SQLite reads took it back row by row: 9-11 s instead of
+#: ~1 s at 100k tools), or after this many seconds when no discovery comes first
+REDERIVE_WAIT_S = 5.0
 
 
 def _kept_key(name: str) -> str:
-    """The key derived state is kept under: its name, the index version and a digest of
-    the source of :func:`_code_modules`, so a changed toolscout never reads old state as
-    its own."""
-    global _CODE_DIGEST
-    if _CODE_DIGEST is None:
-        _CODE_DIGEST = code_digest(*_code_modules(), seed=str(INDEX_VERSION).encode())
-    return f"{name}:{_CODE_DIGEST}"
+    """The key the derived part ``name`` is kept under: its name and a digest of the code
+    that builds it (:func:`toolscout.discovery.keptparts.kept_key`), so a changed toolscout
+    never reads old state as its own, and a change elsewhere keeps what it kept."""
+    return kept_key(name)
 
 
 class _State:
@@ -125,6 +103,9 @@ class _State:
         #: derived state served from another toolscout version's kept rows, being derived again
         self.stale: set[str] = set()
         self.rederiving = False
+        #: rendered names the stale name table gave another tool than this version's does:
+        #: a model may have been shown either meaning, so neither is resolved
+        self.ambiguous: frozenset[str] = frozenset()
         self.tool_tokens_read = False  # the per-tool counts an earlier process kept, read
         self.tool_tokens_kept = 0  # how many of them there were
         self.lock = threading.Lock()
@@ -149,6 +130,7 @@ class DerivedState:
         _tokens_kept: int
         _keeping: list[threading.Thread]
         _keeping_lock: threading.Lock
+        _answered: threading.Event  # set when a discovery has answered, and on close
 
         def refresh(self) -> _State: ...
         def get(self, tool_id: str) -> ToolSpec: ...
@@ -238,7 +220,9 @@ class DerivedState:
 
     def wait_kept(self) -> None:
         """Wait until the derived state being derived again or kept in the background is
-        written (a thread deriving again starts the writes of what it derived)."""
+        written (a thread deriving again starts the writes of what it derived; one still
+        waiting for a first answer starts now)."""
+        self._answered.set()
         while True:
             with self._keeping_lock:
                 pending, self._keeping = self._keeping, []
@@ -251,15 +235,21 @@ class DerivedState:
         """Derive ``state``'s structures served from another version's kept rows again, on
         a background thread (once per state), each replacing the stale one when built and
         kept under this version's key. Requests meanwhile are answered from the stale
-        ones: the same catalog generation, derived by the code of another version."""
+        ones: the same catalog generation, derived by the code of another version. The
+        thread starts deriving once a discovery has answered (or on close, or after
+        :data:`REDERIVE_WAIT_S`): not beside the request that found the rows stale."""
+
+        def later() -> None:
+            self._answered.wait(REDERIVE_WAIT_S)
+            self._rederive_all(state)
+
         with self._keeping_lock:
             if state.rederiving:
                 return
             state.rederiving = True
             thread = threading.Thread(
-                target=_quietly, args=(lambda: self._rederive_all(state),),
-                name="toolscout-rederive", daemon=False,
-            )  # fmt: skip
+                target=_quietly, args=(later,), name="toolscout-rederive", daemon=False
+            )
             self._keeping.append(thread)
             thread.start()
 
@@ -267,38 +257,81 @@ class DerivedState:
         store = row_store(self.store)
         if store is None:
             return
+        path = getattr(self.store, "path", None)
+        keys = {name: _kept_key(name) for name in _PARTS}
+        if (
+            state.size >= rederiving.CHILD_FROM
+            and path is not None
+            and str(path) != ":memory:"
+            and rederiving.derive_in_child(path, state.generation, keys)
+        ):  # kept by the child: read per key, as a later process reads them
+            for name, kinds in _PARTS.items():
+                if name in state.stale:
+                    rebuild = self._rebuilder(state, name)  # a damaged row: built here
+                    found = read_maps(store, keys[name], state.generation, kinds, rebuild)
+                    if found is not None:
+                        self._put(state, name, found[0])
+            if not state.stale:
+                return
 
-        def fresh(
-            name: str, kinds: Mapping[str, str], build: Callable[[_State], Mapping[str, Any]]
-        ) -> Mapping[str, Any] | None:
-            key = _kept_key(name)
-            if read_maps(store, key, state.generation, kinds, lambda p: {}) is not None:
-                return None  # kept for this version already: what it serves is not stale
-            with no_gc():
-                parts = build(state)
-            self._keep(store, key, state.generation, {p: (kinds[p], parts[p]) for p in kinds})
-            return parts
+        for name, kinds in _PARTS.items():  # the finder index last: from the phrase index
+            if read_maps(store, keys[name], state.generation, kinds, _nothing) is not None:
+                continue  # kept for this version already: what it serves is not stale
+            parts = self._built(state, name)
+            self._keep(store, keys[name], state.generation,
+                       {p: (kinds[p], parts[p]) for p in kinds})  # fmt: skip
+            self._put(state, name, parts)
 
-        phrases = fresh("phrase-index", _PHRASE_KINDS, _phrase_parts)
-        if phrases is not None:
-            index = _phrase_index(state, phrases)
+    def _rebuilder(self, state: _State, name: str) -> Callable[[str], Mapping[str, Any]]:
+        """What a kept part of ``name`` found damaged is replaced with: the part built here
+        (once for all its parts)."""
+        built: list[Mapping[str, Any]] = []
+        lock = threading.Lock()
+
+        def part(p: str) -> Mapping[str, Any]:
+            with lock:
+                if not built:
+                    built.append(self._built(state, name))
+            found: Mapping[str, Any] = built[0][p]
+            return found
+
+        return part
+
+    def _built(self, state: _State, name: str) -> Mapping[str, Any]:
+        """The part ``name`` of ``state`` built from its cards, here."""
+        with no_gc():
+            if name == "phrase-index":
+                return _phrase_parts(state)
+            if name == "name-table":
+                return _name_parts(state)
+            return _finder_parts(self._phrases_of(state).fields.name)
+
+    def _put(self, state: _State, name: str, parts: Mapping[str, Any]) -> None:
+        """This version's part ``name`` in place of the one ``state`` serves (whole)."""
+        if name == "phrase-index":
+            index = _phrase_index(state, parts)
             with state.lock:
                 state.phrases = index
-                state.stale.discard("phrase-index")
-        names = fresh("name-table", _NAME_KINDS, _name_parts)
-        if names is not None:
+                state.stale.discard(name)
+        elif name == "name-table":
+            rendered = parts["rendered"]
+            side = getattr(self.store, "second_connection", None)
+            moved = None  # the served names compared, outside the lock when they can be
+            if name in state.stale and state.rendered is not None:
+                moved = differing(state.rendered, rendered, side)
             with state.lock:
-                state.names, state.rendered = names["names"], names["rendered"]
-                if "name-table" in state.stale:  # counted with the stale names: count again
-                    state.stale.discard("name-table")
+                if moved is None and name in state.stale and state.rendered is not None:
+                    moved = differing(state.rendered, rendered, side)  # served since
+                state.names, state.rendered = parts["names"], rendered
+                state.ambiguous = state.ambiguous | (moved or frozenset())
+                if name in state.stale:  # counted with the stale names: count again
+                    state.stale.discard(name)
                     state.tool_tokens.clear()
                     state.catalog_tokens.clear()
-        name_terms = self._phrases_of(state).fields.name
-        finders = fresh("finder-index", _FINDER_KINDS, lambda _: _finder_parts(name_terms))
-        if finders is not None:
+        else:
             with state.lock:
-                state.finders = _finder_index(finders)
-                state.stale.discard("finder-index")
+                state.finders = _finder_index(parts)
+                state.stale.discard(name)
 
     def finders(self) -> FinderIndex:
         """The tools named as finders (search, find, lookup, list), by their name words."""
@@ -322,12 +355,14 @@ class DerivedState:
             return state.names
 
     def resolve(self, name: str) -> str | None:
-        """The tool id a model-facing name stands for: an id, or a rendered name."""
+        """The tool id a model-facing name stands for: an id, or a rendered name (None for
+        a name another version's names, served before this version's, gave another tool:
+        refused rather than run as a tool the model was not shown)."""
         state = self.refresh()
         if name in state.by_id:
             return name
         self.names()
-        return (state.rendered or {}).get(name)
+        return None if name in state.ambiguous else (state.rendered or {}).get(name)
 
     # -- token figures -----------------------------------------------------------
     def _preload_tokens(self) -> None:
@@ -431,23 +466,6 @@ class DerivedState:
         return n
 
 
-def _phrase_parts(state: _State) -> dict[str, Any]:
-    """The kept parts of a phrase index built from ``state``'s cards (cards only: no schema
-    is read or parsed for it; at 100k tools that was most of a first discovery)."""
-    index = PhraseIndex([ToolSpec(c) for c in state.cards], state.df)
-    fields = index.fields
-    return {
-        "name": fields.name,
-        "summary": fields.summary,
-        "keys": fields.keys,
-        "in_name": fields.in_name,
-        "in_summary": fields.in_summary,
-        "phrases": index.phrases,
-        "identifiers": index.identifiers,
-        "starts": index.starts,
-    }
-
-
 def _phrase_index(state: _State, parts: Mapping[str, Any]) -> PhraseIndex:
     """A phrase index over kept (or just built) parts."""
     index = PhraseIndex.__new__(PhraseIndex)
@@ -471,11 +489,5 @@ def _finder_index(parts: Mapping[str, Any]) -> FinderIndex:
     return index
 
 
-def _name_parts(state: _State) -> dict[str, Any]:
-    names = inject.name_table(state.cards)
-    return {"names": names, "rendered": {n: t for t, n in names.items()}}
-
-
-def _finder_parts(name_terms: Mapping[str, frozenset[str]]) -> dict[str, Any]:
-    index = FinderIndex(name_terms)
-    return {"name_terms": index.name_terms, "by_term": vars(index)["_by_term"]}
+def _nothing(part: str) -> Mapping[str, Any]:
+    return {}

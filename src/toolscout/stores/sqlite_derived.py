@@ -302,6 +302,18 @@ class DerivedState:
             ).fetchall()
         return [(str(n), str(v)) for n, v in rows]
 
+    def derived_differ(self, token: str, other: str, part: str) -> list[str]:
+        """The names whose kept values differ between two maps' ``part`` (one query: a name
+        kept in only one of them is left out)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT a.name FROM derived_rows AS a JOIN derived_rows AS b ON b.token = ?"
+                " AND b.part = a.part AND b.name = a.name"
+                " WHERE a.token = ? AND a.part = ? AND a.value != b.value",
+                (other, token, part),
+            ).fetchall()
+        return [str(n) for (n,) in rows]
+
     def derived_count(self, token: str, part: str) -> int:
         with self._lock:
             row = self._db.execute(
