@@ -15,6 +15,7 @@ writes ``DIR/<set>.json``: each query's top 5, recall@5 and complete@5. ``--only
 some sets (a run made in pieces). ``compare`` prints per set both trees' means, the
 difference, how many shortlists' top 5 moved, and a 95% paired bootstrap interval of the
 recall@5 difference (``fitting.paired_interval``'s resampling, done here on the rows).
+``tokens`` (this branch's tree) counts the model's tokens a request read whole and lean.
 """
 
 from __future__ import annotations
@@ -102,6 +103,27 @@ def compare(a_dir: Path, b_dir: Path) -> None:
         print(f"| {name} | {n} | {cells[0]} | {cells[1]} | {moved} |")
 
 
+def tokens(bench: Path) -> None:
+    """The model's tokens a request (the whole request's text the encoder reads, [CLS] and
+    [SEP] counted) read whole and lean, per set: median, mean and the share saved."""
+    from statistics import mean, median
+
+    from toolscout.discovery.queryvectors import embed_keys
+    from toolscout.embed.minilm import load_tokenizer
+    from toolscout.evaluate.evalset import read_queries
+
+    tok = load_tokenizer(256)
+    print("| set | requests | tokens whole (median / mean) | lean (median / mean) | saved |")
+    print("|---|---|---|---|---|")
+    for name in SETS:
+        texts = [q.query for q in read_queries(bench / name / "queries.jsonl")]
+        whole = [len(tok.encode(k).ids) for k in embed_keys(texts, lean=False)]
+        lean = [len(tok.encode(k).ids) for k in embed_keys(texts, lean=True)]
+        print(f"| {name} | {len(texts)} | {median(whole):g} / {mean(whole):.1f} "
+              f"| {median(lean):g} / {mean(lean):.1f} "
+              f"| {1 - sum(lean) / sum(whole):.1%} |")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -114,7 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
+    t = sub.add_parser("tokens")
+    t.add_argument("--bench", type=Path, default=ROOT.parent / "shared" / "bench")
     args = ap.parse_args(argv)
+    if args.cmd == "tokens":
+        tokens(args.bench)
+        return 0
     if args.cmd == "run":
         for name in args.only.split(","):
             run_set(name, args.sets, args.bench, args.limit, args.out)
