@@ -15,6 +15,8 @@ writes ``DIR/<set>.json``: each query's top 5, recall@5 and complete@5. ``--only
 some sets (a run made in pieces). ``compare`` prints per set both trees' means, the
 difference, how many shortlists' top 5 moved, and a 95% paired bootstrap interval of the
 recall@5 difference (``fitting.paired_interval``'s resampling, done here on the rows).
+``--refit whole|lean`` first fits each catalog's ranker again on its pseudo-queries read
+whole or lean (a diagnostic; the DBs' stored calibration is replaced: use copies).
 ``tokens`` (this branch's tree) counts the model's tokens a request read whole and lean.
 """
 
@@ -31,7 +33,9 @@ SETS = ("apibench", "bfcl", "metatool", "restbench", "toolalpaca", "toolbench")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_set(name: str, sets_dir: Path, bench: Path, limit: int | None, out: Path) -> None:
+def run_set(
+    name: str, sets_dir: Path, bench: Path, limit: int | None, out: Path, refit: str | None
+) -> None:
     from toolscout.discovery.catalog import Catalog
     from toolscout.embed.minilm import MiniLMEmbedder
     from toolscout.errors import QueryError
@@ -51,6 +55,8 @@ def run_set(name: str, sets_dir: Path, bench: Path, limit: int | None, out: Path
     rows: list[dict[str, Any]] = []
     with Catalog.open(sets_dir / f"{name}.db", embedder=MiniLMEmbedder(), log=False) as cat:
         cat.add(specs, replace_all=True)
+        if refit is not None:
+            _refit(cat, lean=refit == "lean")
         scored, _ = _scorable(cat, asked, renamed)
         who = eval_principal(cat)
         for q in scored:
@@ -72,6 +78,18 @@ def run_set(name: str, sets_dir: Path, bench: Path, limit: int | None, out: Path
     c = sum(x["complete@5"] for x in rows) / len(rows)
     print(f"{name:11s} n {len(rows)} recall@5 {r:.4f} complete@5 {c:.4f} "
           f"({time.perf_counter() - start:.0f} s)", flush=True)  # fmt: skip
+
+
+def _refit(cat: Any, lean: bool) -> None:
+    """Fit the catalog's ranker again on its pseudo-queries (``--refit``), read whole or,
+    ``lean``, as this branch reads a request (a diagnostic: the product reads them whole,
+    so that a stored calibration is what a fresh index fits)."""
+    if lean:
+        from toolscout.discovery import search
+        from toolscout.discovery.queryvectors import embed_keys
+
+        search._embed_keys = lambda texts, lean=None: embed_keys(texts, lean=True)  # type: ignore[assignment]
+    cat.calibrate()
 
 
 def interval(diffs: list[float], rounds: int = 2000) -> tuple[float, float]:
@@ -133,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--bench", type=Path, default=ROOT.parent / "shared" / "bench")
     r.add_argument("--limit", type=int, default=None)
     r.add_argument("--only", default=",".join(SETS), help="comma-separated set names")
+    r.add_argument(
+        "--refit",
+        choices=("whole", "lean"),
+        default=None,
+        help="fit each catalog's ranker again first, its pseudo-queries read whole or lean",
+    )
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
@@ -144,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "run":
         for name in args.only.split(","):
-            run_set(name, args.sets, args.bench, args.limit, args.out)
+            run_set(name, args.sets, args.bench, args.limit, args.out, args.refit)
         return 0
     compare(args.a, args.b)
     return 0
