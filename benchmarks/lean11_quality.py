@@ -15,9 +15,13 @@ writes ``DIR/<set>.json``: each query's top 5, recall@5 and complete@5. ``--only
 some sets (a run made in pieces). ``compare`` prints per set both trees' means, the
 difference, how many shortlists' top 5 moved, and a 95% paired bootstrap interval of the
 recall@5 difference (``fitting.paired_interval``'s resampling, done here on the rows).
+The lean reading was measured and not shipped (docs/history/discovery-latency.md, h/lean11):
+it is in this branch's commit ``0b34eb5`` only (``lexical.lean_words``,
+``queryvectors.LEAN_REQUESTS``, its tests); ``tokens`` and ``--refit lean`` need that
+tree (``git worktree add DIR 0b34eb5``; ``run``/``compare`` work on any tree).
 ``--refit whole|lean`` first fits each catalog's ranker again on its pseudo-queries read
 whole or lean (a diagnostic; the DBs' stored calibration is replaced: use copies).
-``tokens`` (this branch's tree) counts the model's tokens a request read whole and lean.
+``tokens`` counts the model's tokens a request read whole and lean.
 """
 
 from __future__ import annotations

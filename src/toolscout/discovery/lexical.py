@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Sequence
 from functools import lru_cache
 
 _WORD_RE = re.compile(r"[A-Za-z0-9]+")
@@ -184,68 +183,18 @@ def phrase_key(text: str) -> str:
     return " ".join(_words(text))
 
 
-#: English function words the query encoder need not read (``encoder_text(lean=True)``): a
-#: fixed list by word class, chosen from grammar, not from any evaluation request. In:
-#: articles; personal, possessive and reflexive pronouns; demonstratives and the
-#: complementizer "that"; the auxiliary and copular verbs; the modals. Not the homographs
-#: that are as often content words in a request: "may" (the month), "us" (the country),
-#: "am" (the time of day).
-#: The coordinating and plain subordinating conjunctions; the prepositions that only mark
-#: a case ("of", "for", "with", "at", "by", "about": the noun they attach to carries the
-#: meaning); the existential "there" and the courtesy "please". Out, kept whatever their
-#: frequency: negation ("not", "no", "nor", "never", "without"); quantifiers ("all",
-#: "each", "every", "any", "some", "both", "only", "more", "most", ...: one item or many
-#: decides between a get and a list tool); the prepositions of direction, time, place and
-#: relation ("from", "to", "into", "between", "before", "after", "during", "until",
-#: "since", "over", "under", "above", "below", "within", "against", "per", "via", ...:
-#: "convert from X to Y", "between two dates", "before Friday" lose their sense without
-#: them; "to" is also the infinitive's mark, which cannot be told apart without a parser,
-#: so it is kept); the particles that pair as opposites in verbs ("in"/"out", "on"/"off",
-#: "up"/"down": "log in" against "log out", "turn on" against "turn off"); the question
-#: words ("what", "which", "who", "when", "where", "why", "how": they name what is asked).
-ENCODER_STOPWORDS = frozenset(
-    (
-        "a an the "
-        "i me my mine myself we our ours ourselves you your yours yourself yourselves "
-        "he him his himself she her hers herself it its itself they them their theirs "
-        "themselves "
-        "this that these those "
-        "is are was were be been being do does did doing have has had having "
-        "can could would should shall will might must "
-        "and or but if because as while than whether so "
-        "of for with at by about "
-        "there please"
-    ).split()
-)
-
-
-def lean_words(ascii_words: Sequence[str]) -> list[str]:
-    """``ascii_words`` without :data:`ENCODER_STOPWORDS`, or all of them when they are
-    nothing else. A stop word followed by "t" stays: it is a negated contraction, its
-    apostrophe dropped ("can't" is read as "can t", "won't" as "won t")."""
-    last = len(ascii_words) - 1
-    kept = [
-        w
-        for i, w in enumerate(ascii_words)
-        if w not in ENCODER_STOPWORDS or (i < last and ascii_words[i + 1] == "t")
-    ]
-    return kept or list(ascii_words)
-
-
-def encoder_text(text: str, max_words: int | None = None, *, lean: bool = False) -> str:
+def encoder_text(text: str, max_words: int | None = None) -> str:
     """What the sentence encoder reads of a text: its first ``max_words`` words.
 
     Text whose letters are all ASCII is read as :func:`words` (identifiers split,
-    punctuation dropped: what the English model was measured with), and with ``lean``
-    (a request's reading: discovery/queryvectors.py) without the function words of
-    those first words (:func:`lean_words`); any other text is given as written (only
-    white space collapsed), since the encoder's own tokenizer handles Unicode and
-    folding or splitting it here would only lose meaning. Scripts without spaces are
-    capped by characters instead (four a word). "" when the text has no word at all.
+    punctuation dropped: what the English model was measured with); any other text
+    is given as written (only white space collapsed), since the encoder's own
+    tokenizer handles Unicode and folding or splitting it here would only lose
+    meaning. Scripts without spaces are capped by characters instead (four a word).
+    "" when the text has no word at all.
     """
     if _ascii_only_words(text):
-        read = _words(text)[:max_words]  # the ASCII reading (as words() gives)
-        return " ".join(lean_words(read) if lean else read)
+        return " ".join(_words(text)[:max_words])  # the ASCII reading (as words() gives)
     kept = " ".join(text.split()[:max_words])
     if max_words is not None and _UNSPACED_RE.search(kept):
         kept = kept[: max_words * 4]

@@ -37,11 +37,6 @@ QUERY_EMBED_WORDS = 64
 #: a request read with its parts pooled (``parts.AGREEING``) has them pooled from its own
 #: encoder run when the encoder can; off, each part is encoded alone
 POOLED_PARTS = True
-#: a request in English is read by the encoder without its function words ("the", "of",
-#: "is", ...: ``lexical.ENCODER_STOPWORDS``): fewer tokens, and the encoder's cost is per
-#: token. The pseudo-queries a catalog's ranker is fitted on at index time are read whole
-#: (``lean=False``): a stored calibration stays what a fresh index would fit
-LEAN_REQUESTS = True
 #: the cache's model-id suffix of a part's pooled vector
 _POOLED = "\x00pooled"
 
@@ -81,12 +76,9 @@ def clear_query_cache() -> None:
     QUERY_VECTORS.clear()
 
 
-def embed_keys(texts: Sequence[str], lean: bool | None = None) -> list[str]:
-    """What the encoder reads of each query (its first words; ``lean``, by default
-    :data:`LEAN_REQUESTS`: an English one's without its function words,
-    ``lexical.lean_words``), also the vector cache's key."""
-    lean = LEAN_REQUESTS if lean is None else lean
-    return [encoder_text(t, QUERY_EMBED_WORDS, lean=lean) or t[:QUERY_EMBED_WORDS] for t in texts]
+def embed_keys(texts: Sequence[str]) -> list[str]:
+    """What the encoder reads of each query (its first words), also the vector cache's key."""
+    return [encoder_text(t, QUERY_EMBED_WORDS) or t[:QUERY_EMBED_WORDS] for t in texts]
 
 
 #: the most words of the request skipped before a part's word: the clause words a split

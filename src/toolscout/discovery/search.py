@@ -246,7 +246,7 @@ class Retriever:
             lambda texts, vecs: self.pools(texts, vecs, allowed),
             self.phrases.fields,
             self.phrases.idf,
-            embed=lambda texts: self._embed_all(_embed_keys(texts, lean=False), cache=False),
+            embed=lambda texts: self._embed_all(_embed_keys(texts), cache=False),
             start=self.settings.ranker_prior,
             blend=BLEND if self.settings.ranker_blend is None else self.settings.ranker_blend,
             measure_orders=self.settings.order_margin is not None or ORDER_MARGIN is not None,
