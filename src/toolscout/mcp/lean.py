@@ -347,8 +347,12 @@ class LeanStdio:
         raw: dict[str, Any] = answer["result"]
         sdk.session._clamp_inbound_ttl(raw)
         version = session._negotiated_version or "2025-11-25"
-        with contextlib.suppress(KeyError):
-            sdk.methods.validate_server_result("tools/call", version, raw)
+        with contextlib.suppress(KeyError):  # the SDK's ``validate_server_result``, whose
+            # dump of the validated result (discarded) cannot fail for parsed JSON
+            sdk.methods._check_known_version(version)
+            sdk.methods._adapter(
+                sdk.methods.SERVER_RESULTS[("tools/call", version)]
+            ).validate_python(raw, by_name=False)
         foreign = sdk.session._later_revision_fields("tools/call", version)
         if not foreign.isdisjoint(raw):
             raw = {key: value for key, value in raw.items() if key not in foreign}
@@ -468,31 +472,37 @@ def _fits_output_schema(session: Any, name: str, result: Any) -> bool:
     if schema is None or result.structured_content is None:
         return False
     try:
-        validator = session._output_schema_validator(name, schema)  # the SDK's: compiles?
-        quick = _quick(schema)
+        entry = _quick(schema)
+        if not entry[2]:  # the SDK's validator compiles it (an invalid schema: its error)
+            session._output_schema_validator(name, schema)
+            entry[2] = True
+        quick = entry[1]
         if quick is not None and quick(result.structured_content):
             return True  # certainly valid (any doubt: the SDK's validator decides)
+        validator = session._output_schema_validator(name, schema)
         return bool(validator.is_valid(result.structured_content))
     except Exception:  # an invalid schema, an unresolvable $ref: the SDK's error
         return False
 
 
-#: output schema → its quick check (``toolscout.gateway.quickcheck``), by identity: the
-#: session replaces a tool's schema object when a listing changes it
-_QUICK: dict[int, tuple[Any, Any]] = {}
+#: output schema → [the schema, its quick check (``toolscout.gateway.quickcheck``), whether
+#: the SDK's validator compiled it], by identity: the session replaces a tool's schema
+#: object when a listing changes it, and a schema that compiled once compiles again (the
+#: SDK compiles it per session and tool, and refuses one that does not on every call)
+_QUICK: dict[int, list[Any]] = {}
 
 
-def _quick(schema: Any) -> Any:
+def _quick(schema: Any) -> list[Any]:
     from toolscout.gateway.quickcheck import compile_quick
 
     hit = _QUICK.get(id(schema))
     if hit is not None and hit[0] is schema:
-        return hit[1]
+        return hit
     if len(_QUICK) >= 1024:
         _QUICK.clear()
-    check = compile_quick(schema)
-    _QUICK[id(schema)] = (schema, check)  # the schema kept: its id is not reused meanwhile
-    return check
+    entry = [schema, compile_quick(schema), False]  # the schema kept: its id is not reused
+    _QUICK[id(schema)] = entry
+    return entry
 
 
 def _answer_shape(message: dict[str, Any]) -> bool:
