@@ -87,7 +87,6 @@ class _Sdk:
         from mcp.server.context import ServerRequestContext
         from mcp.server.runner import (
             ServerRunner,
-            _extract_meta,
             aclose_shielded,
             modern_error_data,
         )
@@ -103,7 +102,6 @@ class _Sdk:
         self.NotifyOnlyOutbound: Any = NotifyOnlyOutbound
         self.ServerRequestContext: Any = ServerRequestContext
         self.ServerRunner: Any = ServerRunner
-        self.extract_meta: Any = _extract_meta
         self.aclose_shielded: Any = aclose_shielded
         self.modern_error_data: Any = modern_error_data
         self.ServerSession: Any = ServerSession
@@ -203,6 +201,8 @@ class FastCalls:
         self._inflight: dict[Any, asyncio.Task[None]] = {}
         self._channel = _RequestChannel(self)
         self._serializer: Any = None
+        #: (envelope, connection) of the last call, when it may serve the next
+        self._kept: tuple[tuple[str, Any, Any], Any] | None = None
         #: calls answered here, and calls cancelled here (counts, for a debugger or a profile)
         self.answered = 0
         self.cancelled = 0
@@ -309,13 +309,9 @@ class FastCalls:
         SDK's runner would build, its result shaped by the runner's own serializer."""
         sdk = _sdk()
         version = route.protocol_version
-        connection = sdk.Connection.from_envelope(
-            version,
-            route.client_info,
-            route.client_capabilities,
-            outbound=sdk.NotifyOnlyOutbound(self._channel),
-        )
-        request_meta = sdk.extract_meta(params)
+        envelope = (version, route.client_info, route.client_capabilities)
+        connection = self._connection(envelope)
+        request_meta = typed.meta  # what ``_extract_meta(params)`` validates again
         session = sdk.ServerSession(self._channel, connection, request_meta=request_meta)
         ctx = sdk.ServerRequestContext(
             session=session,
@@ -334,7 +330,23 @@ class FastCalls:
         finally:
             if getattr(connection.exit_stack, "_exit_callbacks", True):  # as serve_one does
                 await sdk.aclose_shielded(connection)
+            elif not connection.state:  # as it was made: the next call may use it
+                self._kept = (envelope, connection)
         return response_line(rid, shaped)
+
+    def _connection(self, envelope: tuple[str, Any, Any]) -> Any:
+        """The connection of a call (what the SDK's ``Connection.from_envelope`` makes for
+        its ``envelope``: version, client info, capabilities). The last call's is used
+        again when its envelope is the same and the call left it as it was made (no
+        state, no exit callbacks); it is handed to one call at a time."""
+        kept, self._kept = self._kept, None
+        if kept is not None and kept[0] == envelope:
+            return kept[1]
+        version, info, capabilities = envelope
+        sdk = _sdk()
+        return sdk.Connection.from_envelope(
+            version, info, capabilities, outbound=sdk.NotifyOnlyOutbound(self._channel)
+        )
 
     def _runner(self) -> Any:
         """The SDK's runner, for its result serializer (``_serialize`` uses the server's
