@@ -120,7 +120,10 @@ class Rounds:
 
         A retry (``params.request_state`` naming this caller's waiting call) resumes that
         call with ``params.input_responses``; else ``start()`` begins a new one (with
-        ``link`` asking through this round)."""
+        ``link`` asking through this round). A caller whose client declared none of the
+        capabilities an upstream may ask for (``link.capabilities``) is never asked (the
+        relay asks only a client that declared the capability, and answers the upstream an
+        error otherwise): its call runs in the request's own task, with no round."""
         self._expire()
         state = getattr(params, "request_state", None)
         if state is not None:
@@ -133,6 +136,8 @@ class Rounds:
             found.link.ctx = link.ctx  # progress and logs now go to this request
             found.answer(dict(getattr(params, "input_responses", None) or {}))
             return await self._wait(found)
+        if not link.capabilities:
+            return await start()
         current = _Round(caller, link)
         link.asker = current.ask
         current.start(start())
