@@ -40,6 +40,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import astuple
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,8 @@ def __getattr__(name: str) -> Any:
 
 #: attempts remembered in memory until their outcome (past this, the oldest is read back)
 MAX_OPEN = 4096
+#: the position of ``hash`` in a row's stored values (``_COLUMNS``' order)
+_HASH = 11
 
 
 class AuditLog:
@@ -136,9 +139,9 @@ class AuditLog:
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the audit log at {path}: {exc}") from None
         self._lock = threading.Lock()
-        #: attempts begun here and not completed yet, by id, so :meth:`complete` chains
-        #: the outcome without reading the attempt back
-        self._open: dict[int, AuditRecord] = {}
+        #: attempts begun here and not completed yet (their stored values), by id, so
+        #: :meth:`complete` chains the outcome without reading the attempt back
+        self._open: dict[int, tuple[Any, ...]] = {}
         #: (id, hash) of the last row this connection wrote, while it may still be the last
         self._head = None
 
@@ -207,8 +210,17 @@ class AuditLog:
     # ------------------------------------------------------------------ writing
 
     def _write(self, fields: tuple[Any, ...], kind: str, ref: int, detail: str = "") -> AuditRecord:
-        (record,) = self._write_many([(fields, kind, ref, detail)])
-        return record
+        return AuditRecord(*self._write_one((fields, kind, ref, detail)))
+
+    def _write_one(self, row: tuple[tuple[Any, ...], str, int, str]) -> tuple[Any, ...]:
+        """:meth:`_write_many` for one row: its stored values (``_COLUMNS``' order)."""
+        with self._lock:
+            if self._head is not None and self._one_statement:
+                values = self._append_after(self._head, row)
+                if values is not None:
+                    return values
+            (record,) = self._write_locked([row])
+        return astuple(record)
 
     def _write_many(self, rows: list[tuple[tuple[Any, ...], str, int, str]]) -> list[AuditRecord]:
         """Chain and insert ``rows`` (fields, kind, ref, detail) in one transaction.
@@ -223,9 +235,9 @@ class AuditLog:
         last rows)."""
         with self._lock:
             if len(rows) == 1 and self._head is not None and self._one_statement:
-                record = self._append_after(self._head, rows[0])
-                if record is not None:
-                    return [record]
+                values = self._append_after(self._head, rows[0])
+                if values is not None:
+                    return [AuditRecord(*values)]
             return self._write_locked(rows)
 
     def _chained(
@@ -240,9 +252,9 @@ class AuditLog:
 
     def _append_after(
         self, head: tuple[int, str], row: tuple[tuple[Any, ...], str, int, str]
-    ) -> AuditRecord | None:
-        """``row`` as the row after ``head`` in one autocommitted ``INSERT``; ``None`` when
-        another writer took that id (nothing was written)."""
+    ) -> tuple[Any, ...] | None:
+        """``row`` as the row after ``head`` in one autocommitted ``INSERT``: its stored
+        values; ``None`` when another writer took that id (nothing was written)."""
         values = self._chained(head, row)
         try:
             self._conn.execute(_INSERT, values)
@@ -251,9 +263,8 @@ class AuditLog:
             return None
         except sqlite3.Error as exc:
             raise StoreError(f"cannot write the audit log at {self.path}: {exc}") from None
-        record = AuditRecord(*values)
-        self._head = (record.id, record.hash)
-        return record
+        self._head = (values[0], values[_HASH])
+        return values
 
     def _write_locked(self, rows: list[tuple[tuple[Any, ...], str, int, str]]) -> list[AuditRecord]:
         written: list[AuditRecord] = []
@@ -407,12 +418,12 @@ class AuditLog:
         fields = self._fields(
             subject, tenant, tool_id, args_digest, "allowed", reason, 0.0, STARTED, ts
         )
-        record = self._write(fields, "attempt", 0)
+        values = self._write_one((fields, "attempt", 0, ""))
         with self._lock:
             if len(self._open) >= MAX_OPEN:  # never completed (a crashed caller): forget one
                 self._open.pop(next(iter(self._open)))
-            self._open[record.id] = record
-        return record.id
+            self._open[values[0]] = values
+        return int(values[0])
 
     def complete(
         self,
@@ -434,20 +445,20 @@ class AuditLog:
         with self._lock:
             attempt = self._open.pop(attempt_id, None)
             if attempt is None:  # begun by another log object or process: read it back
-                row = self._conn.execute(
+                attempt = self._conn.execute(
                     f"SELECT {_COLUMNS} FROM audit_log WHERE id = ? AND kind = 'attempt'",
                     (attempt_id,),
                 ).fetchone()
-                attempt = None if row is None else AuditRecord(*row)
         if attempt is None:
             raise ConfigError(f"no audit attempt with id {attempt_id}")
         if decision is None:
             decision = "allowed" if status == "ok" else "error"
+        _, _, subject, tenant, tool_id, digest = attempt[:6]  # _COLUMNS' order
         fields = self._fields(
-            attempt.subject,
-            attempt.tenant,
-            attempt.tool_id,
-            attempt.args_digest,
+            subject,
+            tenant,
+            tool_id,
+            digest,
             decision,
             reason,
             latency_ms,

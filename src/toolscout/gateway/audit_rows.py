@@ -178,8 +178,8 @@ def _row_hash(prev_hash: str, row: tuple[Any, ...], key: bytes | None) -> str:
     written before attempt/outcome rows existed did.
     """
     legacy = row[10] == "record" and row[11] == 0 and row[12] == ""
-    fields = list(row[:10]) if legacy else list(row)
-    data = (prev_hash + _ROW_JSON(fields)).encode("utf-8", "surrogatepass")
+    # a tuple is the JSON array a list is (the same bytes, no copy to a list first)
+    data = (prev_hash + _ROW_JSON(row[:10] if legacy else row)).encode("utf-8", "surrogatepass")
     if key is None:
         return hashlib.sha256(data).hexdigest()
     return hmac.new(key, data, hashlib.sha256).hexdigest()

@@ -402,7 +402,7 @@ class Upstream:
 
         tool = self.tools.get(spec.id)
         name = tool.name if tool is not None else spec.card.name
-        size = len(json.dumps(dict(arguments), separators=(",", ":")).encode())
+        size = len(_COMPACT(dict(arguments)).encode())
         check_argument_size(size, self.max_argument_bytes, tool_id=spec.id)  # this server's cap
         link = LINK.get()
         timeout = self.timeout_for(name)
@@ -456,10 +456,6 @@ class Upstream:
         link: Link | None,
     ) -> Any:
         """One request upstream: faults as ExecutorErrors; the deadline moves with progress."""
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED
-        from pydantic import ValidationError
-
         if self.state != "up":
             await self.until_up()  # a request right after start-up waits for the server
         client = self._client
@@ -483,8 +479,8 @@ class Upstream:
                 tool_id=what_id,
                 reason=UPSTREAM_TIMEOUT,
             ) from None
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
+        except _errors.MCPError as exc:
+            if exc.code == _errors.CONNECTION_CLOSED:
                 self.last_error = "the connection closed"
                 self._broken.set()
                 raise self.unavailable(what_id, self.last_error) from None
@@ -497,7 +493,9 @@ class Upstream:
             ) from None
         except asyncio.CancelledError:
             raise
-        except ValidationError as exc:  # a malformed answer: that request fails, the link holds
+        except (
+            _errors.ValidationError
+        ) as exc:  # a malformed answer: that request fails, the link holds
             text = redact(describe(exc))
             raise ExecutorError(
                 f"upstream {self.label} answered {what} with a malformed result: {text}",
@@ -519,7 +517,7 @@ class Upstream:
 
     @staticmethod
     def _check_size(what_id: str, what: str, wire: dict[str, Any], cap: int) -> None:
-        size = len(json.dumps(wire, separators=(",", ":")).encode())
+        size = len(_COMPACT(wire).encode())
         if size > cap:
             raise ExecutorError(
                 f"{what} is {size} bytes, over this server's max_result_bytes ({cap}); raise it "
@@ -527,6 +525,25 @@ class Upstream:
                 tool_id=what_id,
                 reason=RESPONSE_TOO_LARGE,
             )
+
+
+class _Errors:
+    """The SDK's and pydantic's exceptions a request tells apart, imported once: the
+    module attribute is filled at the first request (the SDK is loaded by then)."""
+
+    def __getattr__(self, name: str) -> Any:
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+        from pydantic import ValidationError
+
+        self.MCPError, self.CONNECTION_CLOSED = MCPError, CONNECTION_CLOSED
+        self.ValidationError = ValidationError
+        return getattr(self, name)
+
+
+_errors: Any = _Errors()
+#: compact JSON, as ``json.dumps(x, separators=(",", ":"))`` (which builds one per call)
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class _Deadline:

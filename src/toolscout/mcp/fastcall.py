@@ -77,6 +77,77 @@ _MESSAGE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 
 
+class _Sdk:
+    """The SDK's names a call answered here uses, imported once, when the first line is
+    offered (the SDK is serving by then): not at this module's import, which the start-up
+    path makes before it loads the SDK, and not per call (17 imports a call before)."""
+
+    def __init__(self) -> None:
+        from mcp.server.connection import Connection, NotifyOnlyOutbound
+        from mcp.server.context import ServerRequestContext
+        from mcp.server.runner import (
+            ServerRunner,
+            aclose_shielded,
+            modern_error_data,
+        )
+        from mcp.server.session import ServerSession
+        from mcp.shared.dispatcher import as_request_id, coerce_request_id
+        from mcp.shared.exceptions import MCPError
+        from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+        from mcp.types import CallToolRequestParams, ErrorData, JSONRPCError
+        from mcp_types import methods
+        from pydantic_core import to_json
+
+        self.Connection: Any = Connection
+        self.NotifyOnlyOutbound: Any = NotifyOnlyOutbound
+        self.ServerRequestContext: Any = ServerRequestContext
+        self.ServerRunner: Any = ServerRunner
+        self.aclose_shielded: Any = aclose_shielded
+        self.modern_error_data: Any = modern_error_data
+        self.ServerSession: Any = ServerSession
+        self.as_request_id: Any = as_request_id
+        self.coerce_request_id: Any = coerce_request_id
+        self.MCPError: Any = MCPError
+        self.InboundLadderRejection: Any = InboundLadderRejection
+        self.classify_inbound_request: Any = classify_inbound_request
+        self.CallToolRequestParams: Any = CallToolRequestParams
+        self.ErrorData: Any = ErrorData
+        self.JSONRPCError: Any = JSONRPCError
+        self.methods: Any = methods
+        self.to_json: Any = to_json
+
+
+_SDK: _Sdk | None = None
+
+
+def _sdk() -> _Sdk:
+    global _SDK
+    if _SDK is None:
+        _SDK = _Sdk()
+    return _SDK
+
+
+class _Stamp:
+    """What the SDK's result serializer asks of the server (``ServerRunner._serialize``:
+    its cache hints and its ``serverInfo`` stamp), with the stamp not copied per call: the
+    SDK's ``server_info_stamp`` deep-copies it so a caller that keeps and edits a stamped
+    result cannot change later ones; here the result is encoded at once and dropped."""
+
+    def __init__(self, server: Any) -> None:
+        self.cache_hints = server.cache_hints
+        self.server_info_stamp = server._server_info_stamp_source  # never written to
+
+
+def response_line(rid: Any, result: dict[str, Any]) -> str:
+    """The JSON-RPC answer line of ``result`` for request ``rid``: the bytes of the SDK's
+    ``JSONRPCResponse(...).model_dump_json(by_alias=True, exclude_unset=True)`` (the same
+    pydantic serializer, without building and validating the model)."""
+    line: bytes = _sdk().to_json(
+        {"jsonrpc": "2.0", "id": rid, "result": result}, inf_nan_mode="null"
+    )
+    return line.decode("utf-8")
+
+
 def over(gateway: ToolHandlers, lines: PipeLines | None, out: PipeOut | None) -> Any:
     """The stdin lines for the SDK's ``stdio_server``: through :class:`FastCalls` when both
     ends are on the event loop and :data:`ENV` does not turn it off (``lines`` as it was
@@ -129,6 +200,9 @@ class FastCalls:
         self._era: str | None = None
         self._inflight: dict[Any, asyncio.Task[None]] = {}
         self._channel = _RequestChannel(self)
+        self._serializer: Any = None
+        #: (envelope, connection) of the last call, when it may serve the next
+        self._kept: tuple[tuple[str, Any, Any], Any] | None = None
         #: calls answered here, and calls cancelled here (counts, for a debugger or a profile)
         self.answered = 0
         self.cancelled = 0
@@ -168,13 +242,11 @@ class FastCalls:
         return False
 
     def _call(self, line: str) -> bool:
-        from mcp.shared.dispatcher import coerce_request_id
-
         plain = _plain_call(line)
         if plain is None:
             return False
         rid, params, typed, route = plain
-        key = coerce_request_id(rid)
+        key = _sdk().coerce_request_id(rid)
         if key in self._inflight:  # a duplicate id: the SDK's way
             return False
         task = asyncio.get_running_loop().create_task(self._answer(rid, params, typed, route))
@@ -188,8 +260,7 @@ class FastCalls:
         return True
 
     def _cancel(self, line: str) -> bool:
-        from mcp.shared.dispatcher import as_request_id, coerce_request_id
-
+        sdk = _sdk()
         try:
             message = json.loads(line)
         except ValueError:
@@ -197,8 +268,8 @@ class FastCalls:
         if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
             return False
         params = message.get("params")
-        rid = as_request_id(params.get("requestId")) if isinstance(params, dict) else None
-        task = self._inflight.get(coerce_request_id(rid)) if rid is not None else None
+        rid = sdk.as_request_id(params.get("requestId")) if isinstance(params, dict) else None
+        task = self._inflight.get(sdk.coerce_request_id(rid)) if rid is not None else None
         if task is None:
             return False  # not ours: the SDK's
         self.cancelled += 1
@@ -207,9 +278,6 @@ class FastCalls:
 
     # -- answering ------------------------------------------------------------------
     async def _answer(self, rid: Any, params: dict[str, Any], typed: Any, route: Any) -> None:
-        from mcp.server.runner import modern_error_data
-        from mcp.types import JSONRPCError
-
         after = AfterReply()  # the call's audit outcome: written once its answer went
         AFTER_REPLY.set(after)  # this task's own context (and the call's round task's)
         try:
@@ -218,8 +286,9 @@ class FastCalls:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # what the SDK's modern loop answers for it
-                error = modern_error_data(exc)
-                line = JSONRPCError(jsonrpc="2.0", id=rid, error=error).model_dump_json(
+                sdk = _sdk()
+                error = sdk.modern_error_data(exc)
+                line = sdk.JSONRPCError(jsonrpc="2.0", id=rid, error=error).model_dump_json(
                     by_alias=True, exclude_unset=True
                 )
             finally:
@@ -228,7 +297,8 @@ class FastCalls:
                     called.set()  # what the gateway's first-call middleware notes
             await self.send(line, after.run)
             self.answered += 1
-            mark("first tools/call answered below the SDK", once=True)
+            if self.answered == 1:
+                mark("first tools/call answered below the SDK", once=True)
         except asyncio.CancelledError:
             return  # a cancelled request is never answered
         finally:
@@ -237,23 +307,13 @@ class FastCalls:
     async def _result(self, rid: Any, params: dict[str, Any], typed: Any, route: Any) -> str:
         """The answer line: the gateway's handler run with the context and session the
         SDK's runner would build, its result shaped by the runner's own serializer."""
-        from mcp.server.connection import Connection, NotifyOnlyOutbound
-        from mcp.server.context import ServerRequestContext
-        from mcp.server.runner import ServerRunner, _extract_meta, aclose_shielded
-        from mcp.server.session import ServerSession
-        from mcp.shared.exceptions import MCPError
-        from mcp.types import ErrorData, JSONRPCResponse
-
+        sdk = _sdk()
         version = route.protocol_version
-        connection = Connection.from_envelope(
-            version,
-            route.client_info,
-            route.client_capabilities,
-            outbound=NotifyOnlyOutbound(self._channel),  # type: ignore[arg-type]
-        )
-        request_meta = _extract_meta(params)
-        session = ServerSession(self._channel, connection, request_meta=request_meta)  # type: ignore[arg-type]
-        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+        envelope = (version, route.client_info, route.client_capabilities)
+        connection = self._connection(envelope)
+        request_meta = typed.meta  # what ``_extract_meta(params)`` validates again
+        session = sdk.ServerSession(self._channel, connection, request_meta=request_meta)
+        ctx = sdk.ServerRequestContext(
             session=session,
             lifespan_context=None,
             protocol_version=version,
@@ -264,16 +324,38 @@ class FastCalls:
         )
         try:
             result = await self._gateway._call_tool(ctx, typed)
-            if isinstance(result, ErrorData):
-                raise MCPError.from_error_data(result)
-            server = self._gateway.server  # type: ignore[attr-defined]
-            runner = ServerRunner(server, connection, None)
-            shaped = runner._serialize("tools/call", version, result)
+            if isinstance(result, sdk.ErrorData):
+                raise sdk.MCPError.from_error_data(result)
+            shaped = self._runner()._serialize("tools/call", version, result)
         finally:
             if getattr(connection.exit_stack, "_exit_callbacks", True):  # as serve_one does
-                await aclose_shielded(connection)
-        answer = JSONRPCResponse(jsonrpc="2.0", id=rid, result=shaped)
-        return answer.model_dump_json(by_alias=True, exclude_unset=True)
+                await sdk.aclose_shielded(connection)
+            elif not connection.state:  # as it was made: the next call may use it
+                self._kept = (envelope, connection)
+        return response_line(rid, shaped)
+
+    def _connection(self, envelope: tuple[str, Any, Any]) -> Any:
+        """The connection of a call (what the SDK's ``Connection.from_envelope`` makes for
+        its ``envelope``: version, client info, capabilities). The last call's is used
+        again when its envelope is the same and the call left it as it was made (no
+        state, no exit callbacks); it is handed to one call at a time."""
+        kept, self._kept = self._kept, None
+        if kept is not None and kept[0] == envelope:
+            return kept[1]
+        version, info, capabilities = envelope
+        sdk = _sdk()
+        return sdk.Connection.from_envelope(
+            version, info, capabilities, outbound=sdk.NotifyOnlyOutbound(self._channel)
+        )
+
+    def _runner(self) -> Any:
+        """The SDK's runner, for its result serializer (``_serialize`` uses the server's
+        cache hints and stamp only), made once: the same shaping, the stamp not copied."""
+        runner = self._serializer
+        if runner is None:
+            server = self._gateway.server  # type: ignore[attr-defined]
+            runner = self._serializer = _sdk().ServerRunner(_Stamp(server), None, None)
+        return runner
 
     async def send(self, line: str, written: Callable[[], None] | None = None) -> None:
         """One message to the caller (a gone caller: dropped, as the SDK drops it);
@@ -318,10 +400,6 @@ def _era_of(line: str) -> str | None:
 def _plain_call(line: str) -> tuple[Any, dict[str, Any], Any, Any] | None:
     """(id, params, typed params, the SDK's envelope route) of a plain ``tools/call`` the SDK
     would accept on a 2026-07-28 connection; ``None`` for anything else."""
-    from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
-    from mcp.types import CallToolRequestParams
-    from mcp_types import methods
-
     try:
         message = json.loads(line)
     except ValueError:
@@ -340,12 +418,13 @@ def _plain_call(line: str) -> tuple[Any, dict[str, Any], Any, Any] | None:
         return None
     if not isinstance(meta, dict) or "progressToken" in meta:
         return None
-    route = classify_inbound_request(message)
-    if isinstance(route, InboundLadderRejection):
+    sdk = _sdk()
+    route = sdk.classify_inbound_request(message)
+    if isinstance(route, sdk.InboundLadderRejection):
         return None
     try:
-        methods.validate_client_request("tools/call", route.protocol_version, params)
-        typed = CallToolRequestParams.model_validate(params, by_name=False)
+        sdk.methods.validate_client_request("tools/call", route.protocol_version, params)
+        typed = sdk.CallToolRequestParams.model_validate(params, by_name=False)
     except Exception:  # the SDK says what is wrong with it
         return None
     return rid, params, typed, route

@@ -67,6 +67,48 @@ _OFF = frozenset({"0", "off", "no", "false"})
 _Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
+#: the upstream request line's JSON (``json.dumps`` with these options builds one per call)
+_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+class _Sdk:
+    """The SDK's names a call uses, imported once by the first call (the SDK's client is
+    up by then), not per call."""
+
+    def __init__(self) -> None:
+        import anyio
+        from mcp.client import session
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import CallToolResult, ErrorData, InputRequiredResult
+        from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, methods
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        self.pipe_errors: tuple[type[BaseException], ...] = (
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            OSError,
+        )
+        self.session: Any = session
+        self.MCPError: Any = MCPError
+        self.CallToolResult: Any = CallToolResult
+        self.ErrorData: Any = ErrorData
+        self.InputRequiredResult: Any = InputRequiredResult
+        self.CONNECTION_CLOSED: int = CONNECTION_CLOSED
+        self.HEADER_MISMATCH: int = HEADER_MISMATCH
+        self.methods: Any = methods
+        self.MODERN: Any = MODERN_PROTOCOL_VERSIONS
+
+
+_SDK: _Sdk | None = None
+
+
+def _sdk() -> _Sdk:
+    global _SDK
+    if _SDK is None:
+        _SDK = _Sdk()
+    return _SDK
+
+
 def lean_enabled() -> bool:
     """Whether an upstream's stdio is a :class:`LeanStdio` (unless :data:`ENV` or the fast
     path's own switch, ``TOOLSCOUT_FASTCALL``, says ``off``: all through the SDK)."""
@@ -284,12 +326,7 @@ class LeanStdio:
     ) -> Any:
         """``client.call_tool(name, arguments, progress_callback=progress)``'s result (a
         ``CallToolResult``), the request written and its answer read here."""
-        from mcp.client import session as sdk_session
-        from mcp.types import CallToolResult, ErrorData, InputRequiredResult
-        from mcp_types import HEADER_MISMATCH
-        from mcp_types import methods as sdk_methods
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
+        sdk = _sdk()
         session = client.session
         if self._stdin is None or session._active_claims:
             return await client.call_tool(name, arguments, progress_callback=progress)
@@ -300,32 +337,34 @@ class LeanStdio:
         session._stamp(data, {})
         answer = await self._request(data["params"], progress)
         if "error" in answer:
-            from mcp.shared.exceptions import MCPError
-
-            error = ErrorData.model_validate(answer["error"])
-            modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
-            if error.code == HEADER_MISMATCH and modern:
+            error = sdk.ErrorData.model_validate(answer["error"])
+            modern = client.protocol_version in sdk.MODERN
+            if error.code == sdk.HEADER_MISMATCH and modern:
                 # the SDK's recovery: the tool's listing is stale; re-list, resend once
                 await client._relist_tool(name)
                 return await self._finish(client, name, arguments, progress, None)
-            raise MCPError(code=error.code, message=error.message, data=error.data)
+            raise sdk.MCPError(code=error.code, message=error.message, data=error.data)
         raw: dict[str, Any] = answer["result"]
-        sdk_session._clamp_inbound_ttl(raw)
+        sdk.session._clamp_inbound_ttl(raw)
         version = session._negotiated_version or "2025-11-25"
-        with contextlib.suppress(KeyError):
-            sdk_methods.validate_server_result("tools/call", version, raw)
-        foreign = sdk_session._later_revision_fields("tools/call", version)
+        with contextlib.suppress(KeyError):  # the SDK's ``validate_server_result``, whose
+            # dump of the validated result (discarded) cannot fail for parsed JSON
+            sdk.methods._check_known_version(version)
+            sdk.methods._adapter(
+                sdk.methods.SERVER_RESULTS[("tools/call", version)]
+            ).validate_python(raw, by_name=False)
+        foreign = sdk.session._later_revision_fields("tools/call", version)
         if not foreign.isdisjoint(raw):
             raw = {key: value for key, value in raw.items() if key not in foreign}
         result = session._call_tool_adapter.validate_python(raw, by_name=False)
         self.answered += 1
         if self.answered == 1:
             mark(LEAN_MARK, once=True)
-        if isinstance(result, CallToolResult):
+        if isinstance(result, sdk.CallToolResult):
             if not result.is_error and not _fits_output_schema(session, name, result):
                 await session.validate_tool_result(name, result)  # the SDK's check, its error
             return result
-        if isinstance(result, InputRequiredResult):
+        if isinstance(result, sdk.InputRequiredResult):
             return await self._finish(client, name, arguments, progress, result)
         raise RuntimeError(f"tools/call {name!r}: an unexpected result shape")  # pragma: no cover
 
@@ -356,19 +395,12 @@ class LeanStdio:
 
     async def _request(self, params: dict[str, Any], progress: _Progress | None) -> dict[str, Any]:
         """The answer message (``result`` or ``error``) to one ``tools/call`` line."""
-        import anyio
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED
-
+        sdk = _sdk()
         self._n += 1
         rid = f"{PREFIX}{self._n}"
         if progress is not None:  # as the dispatcher does: the request's id is the token
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": rid}
-        line = json.dumps(
-            {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params},
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        line = _LINE({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
         server = self.params
         data = (line + "\n").encode(server.encoding, server.encoding_error_handler)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -377,12 +409,14 @@ class LeanStdio:
         try:
             stdin = self._stdin
             if stdin is None:
-                raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
+                raise sdk.MCPError(code=sdk.CONNECTION_CLOSED, message="Connection closed")
             try:
                 written = True
                 await _send_line(stdin, data)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
+            except sdk.pipe_errors:
+                raise sdk.MCPError(
+                    code=sdk.CONNECTION_CLOSED, message="Connection closed"
+                ) from None
             return await future
         except asyncio.CancelledError:
             if written and (future.cancelled() or not future.done()):  # never answered
@@ -438,31 +472,37 @@ def _fits_output_schema(session: Any, name: str, result: Any) -> bool:
     if schema is None or result.structured_content is None:
         return False
     try:
-        validator = session._output_schema_validator(name, schema)  # the SDK's: compiles?
-        quick = _quick(schema)
+        entry = _quick(schema)
+        if not entry[2]:  # the SDK's validator compiles it (an invalid schema: its error)
+            session._output_schema_validator(name, schema)
+            entry[2] = True
+        quick = entry[1]
         if quick is not None and quick(result.structured_content):
             return True  # certainly valid (any doubt: the SDK's validator decides)
+        validator = session._output_schema_validator(name, schema)
         return bool(validator.is_valid(result.structured_content))
     except Exception:  # an invalid schema, an unresolvable $ref: the SDK's error
         return False
 
 
-#: output schema → its quick check (``toolscout.gateway.quickcheck``), by identity: the
-#: session replaces a tool's schema object when a listing changes it
-_QUICK: dict[int, tuple[Any, Any]] = {}
+#: output schema → [the schema, its quick check (``toolscout.gateway.quickcheck``), whether
+#: the SDK's validator compiled it], by identity: the session replaces a tool's schema
+#: object when a listing changes it, and a schema that compiled once compiles again (the
+#: SDK compiles it per session and tool, and refuses one that does not on every call)
+_QUICK: dict[int, list[Any]] = {}
 
 
-def _quick(schema: Any) -> Any:
+def _quick(schema: Any) -> list[Any]:
     from toolscout.gateway.quickcheck import compile_quick
 
     hit = _QUICK.get(id(schema))
     if hit is not None and hit[0] is schema:
-        return hit[1]
+        return hit
     if len(_QUICK) >= 1024:
         _QUICK.clear()
-    check = compile_quick(schema)
-    _QUICK[id(schema)] = (schema, check)  # the schema kept: its id is not reused meanwhile
-    return check
+    entry = [schema, compile_quick(schema), False]  # the schema kept: its id is not reused
+    _QUICK[id(schema)] = entry
+    return entry
 
 
 def _answer_shape(message: dict[str, Any]) -> bool:

@@ -23,7 +23,6 @@ starts).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -74,10 +73,10 @@ class Link:
         return capabilities_of(getattr(self.ctx, "session", None))
 
     def detached(self) -> Link:
-        """This caller's client, for requests outside this request (no progress, no error)."""
-        return dataclasses.replace(
-            self, error=None, standalone=True, task=None, task_session=None, asker=None
-        )
+        """This caller's client, for requests outside this request (no progress, no error):
+        ``dataclasses.replace(self, error=None, standalone=True, task=None,
+        task_session=None, asker=None)``, built directly (a call's route makes one)."""
+        return Link(self.ctx, self.caller, last_seen=self.last_seen, standalone=True)
 
     def touch(self) -> None:
         self.last_seen = time.monotonic()

@@ -120,27 +120,30 @@ class Rounds:
 
         A retry (``params.request_state`` naming this caller's waiting call) resumes that
         call with ``params.input_responses``; else ``start()`` begins a new one (with
-        ``link`` asking through this round)."""
-        from mcp.shared.exceptions import MCPError
-        from mcp.types import INVALID_PARAMS
-
+        ``link`` asking through this round). A caller whose client declared none of the
+        capabilities an upstream may ask for (``link.capabilities``) is never asked (the
+        relay asks only a client that declared the capability, and answers the upstream an
+        error otherwise): its call runs in the request's own task, with no round."""
         self._expire()
         state = getattr(params, "request_state", None)
         if state is not None:
+            from mcp.shared.exceptions import MCPError
+            from mcp.types import INVALID_PARAMS
+
             found = self._waiting.pop(state, None)
             if found is None or found.caller != caller:
                 raise MCPError(INVALID_PARAMS, "unknown or expired requestState")
             found.link.ctx = link.ctx  # progress and logs now go to this request
             found.answer(dict(getattr(params, "input_responses", None) or {}))
             return await self._wait(found)
+        if not link.capabilities:
+            return await start()
         current = _Round(caller, link)
         link.asker = current.ask
         current.start(start())
         return await self._wait(current)
 
     async def _wait(self, current: _Round) -> Any:
-        from mcp.types import InputRequiredResult
-
         assert current.task is not None
         try:
             await current.settled()
@@ -150,6 +153,8 @@ class Rounds:
         if not current.asked:  # the call ended: the round is over
             current.link.asker = None  # the link's cycle through this round, broken
             return current.task.result()
+        from mcp.types import InputRequiredResult
+
         asked = dict(current.asked)
         current.asked.clear()
         state = secrets.token_urlsafe(24)
