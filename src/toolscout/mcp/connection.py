@@ -61,6 +61,10 @@ TASK_STATUS = "notifications/tasks/status"
 CONNECT_ATTEMPT_S = 600.0
 #: back-off between reconnect attempts: first, factor, ceiling (seconds)
 BACKOFF = (0.2, 2.0, 15.0)
+#: the longest a request waits for the attempt to reconnect it asked for (:meth:`reconnect_now`)
+RECONNECT_WAIT_S = 5.0
+#: the least time between two attempts, however many requests ask for the server
+MIN_RETRY_S = 0.2
 
 
 @asynccontextmanager
@@ -127,6 +131,11 @@ class Upstream:
         self._digest = ""
         self._broken = asyncio.Event()
         self._changed = asyncio.Event()
+        #: a request that found the server down cuts the back-off short (:meth:`reconnect_now`)
+        self._wake = asyncio.Event()
+        #: attempts to connect that have ended, up or not, and the event the next one sets
+        self._settles = 0
+        self._settled = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         #: monotonic time the supervisor started (the start-up window runs from here)
@@ -249,11 +258,46 @@ class Upstream:
                 self.last_error = describe(exc)
                 log.warning("%s: %s", self.label, self.last_error)
             self.state, self._client = "down", None
+            self._settle()
             self.tried.set()
             if time.monotonic() - started > 10 * delay:
                 delay = BACKOFF[0]  # it was up for a while: start the back-off again
-            await asyncio.sleep(delay)
+            await self._back_off(delay)
             delay = min(delay * BACKOFF[1], BACKOFF[2])
+
+    async def _back_off(self, delay: float) -> None:
+        """Wait ``delay`` before the next attempt, or less when a request asks for the server
+        meanwhile (:meth:`reconnect_now`): still :data:`MIN_RETRY_S` after the attempt that
+        failed, so requests to a server that is down cannot make attempts back to back."""
+        ended = time.monotonic()
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
+        rest = ended + MIN_RETRY_S - time.monotonic()
+        if rest > 0:
+            await asyncio.sleep(rest)
+
+    def _settle(self) -> None:
+        """An attempt to connect ended (up, or failed): wake the requests waiting for it."""
+        self._settles += 1
+        done, self._settled = self._settled, asyncio.Event()
+        done.set()
+
+    async def reconnect_now(self, wait_s: float = RECONNECT_WAIT_S) -> None:
+        """A request found this server down after its start-up window: make the next attempt
+        to connect now instead of at the end of the back-off, and wait for it (or for the
+        one under way) at most ``wait_s``. An upstream that came back then serves the
+        request at once rather than failing it until the back-off ends; one still down
+        fails it after one attempt (a refused connection: at once)."""
+        if self._task is None or self._closed or self.state == "up":
+            return
+        seen = self._settles
+        self._wake.set()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                while self.state != "up" and self._settles == seen:
+                    await self._settled.wait()
 
     async def _connected_session(self) -> None:
         mark(f"upstream {self.name!r} connecting")
@@ -275,6 +319,7 @@ class Upstream:
             self.state = "up"
             self.connects += 1
             self.last_error = ""
+            self._settle()
             await self._apply(wires)
             watcher = asyncio.get_running_loop().create_task(self._listen(client))
             stack.callback(watcher.cancel)
@@ -458,6 +503,8 @@ class Upstream:
         """One request upstream: faults as ExecutorErrors; the deadline moves with progress."""
         if self.state != "up":
             await self.until_up()  # a request right after start-up waits for the server
+            if self.state != "up":  # it went down later: try it again now, not at back-off's end
+                await self.reconnect_now(min(RECONNECT_WAIT_S, timeout))
         client = self._client
         if client is None or self.state != "up":
             raise self.unavailable(what_id, self.last_error or self.state)

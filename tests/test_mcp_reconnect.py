@@ -1,0 +1,109 @@
+"""A request for an upstream that went down and came back: the gateway tries it again at
+once instead of failing the request until its back-off ends (mcp/connection.py,
+``Upstream.reconnect_now``)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+
+from _mcp_kit import start_app, stop
+from port_kit import free_port
+from toolscout.errors import ExecutorError
+from toolscout.mcp import connection
+from toolscout.mcp.config import parse_config
+from toolscout.mcp.upstream import Upstreams
+
+
+def _upstreams(port: int) -> Upstreams:
+    cfg = parse_config(
+        {"mcpServers": {"app": {"url": f"http://127.0.0.1:{port}/mcp"}},
+         "toolscout": {"timeout_s": 30.0}}
+    )  # fmt: skip
+    return Upstreams(cfg, poll_s=0.3)
+
+
+async def _until(check: object, what: str) -> None:
+    for _ in range(1200):
+        if callable(check) and check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not {what} after 60 s")
+
+
+def test_a_request_after_the_upstream_came_back_is_served_before_the_back_off_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a back-off far longer than the test: only a request's own wake-up can reconnect
+    monkeypatch.setattr(connection, "BACKOFF", (300.0, 2.0, 300.0))
+    port = free_port()
+    proc = start_app(port)
+
+    async def scenario() -> None:
+        nonlocal proc
+        ups = _upstreams(port)
+        try:
+            await ups.start()
+            app = ups.servers["app/"]
+            echo = ups.tools()["app/echo"].spec
+            assert (await ups.call(echo, {"text": "one"}))["content"][0]["text"] == "one"
+            stop(proc)
+            await _until(lambda: app.state == "down", "noticed down")  # the re-list failed
+            with pytest.raises(ExecutorError, match="'app' is unavailable") as down:
+                await ups.call(echo, {"text": "x"})  # one attempt, refused: fails
+            assert down.value.reason == "upstream_unavailable"
+            connects = app.connects
+            proc = await asyncio.to_thread(start_app, port)
+            back = await ups.call(echo, {"text": "back"})
+            assert back["content"][0]["text"] == "back"
+            assert app.state == "up" and app.connects == connects + 1
+        finally:
+            await ups.aclose()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        stop(proc)
+
+
+def test_requests_to_a_server_still_down_do_not_make_attempts_back_to_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(connection, "BACKOFF", (300.0, 2.0, 300.0))
+    monkeypatch.setattr(connection, "MIN_RETRY_S", 1.0)
+    port = free_port()
+    proc = start_app(port)
+    attempts: list[float] = []
+
+    async def scenario() -> None:
+        ups = _upstreams(port)
+        try:
+            await ups.start()
+            app = ups.servers["app/"]
+            echo = ups.tools()["app/echo"].spec
+            stop(proc)
+            await _until(lambda: app.state == "down", "noticed down")
+            real = app._connected_session
+
+            async def counted() -> None:
+                attempts.append(asyncio.get_running_loop().time())
+                await real()
+
+            monkeypatch.setattr(app, "_connected_session", counted)
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            while loop.time() - start < 2.5:  # a burst of requests for 2.5 s
+                with pytest.raises(ExecutorError, match="unavailable"):
+                    await ups.call(echo, {"text": "x"})
+        finally:
+            await ups.aclose()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        stop(proc)
+    # one attempt a second at most (MIN_RETRY_S), not one a request
+    assert 1 <= len(attempts) <= 3, attempts
+    assert all(b - a >= 0.95 for a, b in itertools.pairwise(attempts)), attempts
