@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 
 import pytest
 
 from _mcp_kit import start_app, stop
 from port_kit import free_port
+from toolscout.cards import make_spec
 from toolscout.errors import ExecutorError
 from toolscout.mcp import connection
 from toolscout.mcp.config import parse_config
@@ -107,3 +109,38 @@ def test_requests_to_a_server_still_down_do_not_make_attempts_back_to_back(
     # one attempt a second at most (MIN_RETRY_S), not one a request
     assert 1 <= len(attempts) <= 3, attempts
     assert all(b - a >= 0.95 for a, b in itertools.pairwise(attempts)), attempts
+
+
+def test_a_stdio_server_that_keeps_failing_is_started_on_the_back_offs_schedule_not_per_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a stdio server is a process the gateway starts: requests do not start it again
+    monkeypatch.setattr(connection, "BACKOFF", (300.0, 2.0, 300.0))
+    cfg = parse_config(
+        {"mcpServers": {"dead": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}},
+         "toolscout": {"timeout_s": 5.0, "connect_timeout_s": 0.5}}
+    )  # fmt: skip
+    spec = make_spec({"id": "dead/echo", "summary": "Echo text.", "source": "mcp:dead"})
+    attempts: list[float] = []
+
+    async def scenario() -> None:
+        ups = Upstreams(cfg, poll_s=0.3)
+        dead = ups.servers["dead/"]
+        real = dead._connected_session
+
+        async def counted() -> None:
+            attempts.append(asyncio.get_running_loop().time())
+            await real()
+
+        monkeypatch.setattr(dead, "_connected_session", counted)
+        try:
+            await ups.start()
+            await _until(lambda: dead.tried.is_set(), "tried")
+            for _ in range(5):
+                with pytest.raises(ExecutorError, match="'dead' is unavailable"):
+                    await ups.call(spec, {"text": "x"})
+        finally:
+            await ups.aclose()
+
+    asyncio.run(scenario())
+    assert len(attempts) == 1, attempts

@@ -289,7 +289,12 @@ class Upstream:
         to connect now instead of at the end of the back-off, and wait for it (or for the
         one under way) at most ``wait_s``. An upstream that came back then serves the
         request at once rather than failing it until the back-off ends; one still down
-        fails it after one attempt (a refused connection: at once)."""
+        fails it after one attempt (a refused connection: at once).
+
+        Requests ask it of HTTP upstreams only: a remote server comes back on its own (a
+        restart, a deploy), while a stdio server is a process this gateway starts, and
+        one that keeps crashing is started again on the back-off's schedule, not once per
+        request."""
         if self._task is None or self._closed or self.state == "up":
             return
         seen = self._settles
@@ -503,7 +508,7 @@ class Upstream:
         """One request upstream: faults as ExecutorErrors; the deadline moves with progress."""
         if self.state != "up":
             await self.until_up()  # a request right after start-up waits for the server
-            if self.state != "up":  # it went down later: try it again now, not at back-off's end
+            if self.state != "up" and self.config.url:  # a remote server that went down
                 await self.reconnect_now(min(RECONNECT_WAIT_S, timeout))
         client = self._client
         if client is None or self.state != "up":
