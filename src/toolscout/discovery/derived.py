@@ -25,6 +25,7 @@ from toolscout.discovery.calibrate import ConfidenceShift, FieldTerms, idf_of
 from toolscout.discovery.cardtable import CardTable
 from toolscout.discovery.kept import (
     RowStore,
+    built_once,
     differing,
     keep_maps,
     no_gc,
@@ -60,6 +61,7 @@ EXACT_CATALOG_TOKENS = 300
 CATALOG_TOKEN_SAMPLE = 128
 
 
+#: the builders and kinds as this module calls them (a test patches a builder here)
 _PHRASE_KINDS, _NAME_KINDS, _FINDER_KINDS = PHRASE_KINDS, NAME_KINDS, FINDER_KINDS
 _phrase_parts, _name_parts, _finder_parts = phrase_parts, name_parts, finder_parts
 #: the kept parts in the order they are derived again (the finder index from the phrase
@@ -163,16 +165,7 @@ class DerivedState:
         build them), read per key; else ``build(state)``, kept for the next process. A
         damaged part is built again whole (:class:`~toolscout.discovery.kept.KeptMap`)."""
         store = row_store(self.store)
-        built: list[Mapping[str, Any]] = []
-        lock = threading.Lock()
-
-        def whole() -> Mapping[str, Any]:
-            with lock:
-                if not built:
-                    with no_gc():
-                        built.append(build(state))
-                return built[0]
-
+        whole = built_once(lambda: build(state))
         key = _kept_key(name)
         if store is not None:
             found = read_maps(store, key, state.generation, kinds, lambda p: whole()[p])
@@ -285,17 +278,8 @@ class DerivedState:
     def _rebuilder(self, state: _State, name: str) -> Callable[[str], Mapping[str, Any]]:
         """What a kept part of ``name`` found damaged is replaced with: the part built here
         (once for all its parts)."""
-        built: list[Mapping[str, Any]] = []
-        lock = threading.Lock()
-
-        def part(p: str) -> Mapping[str, Any]:
-            with lock:
-                if not built:
-                    built.append(self._built(state, name))
-            found: Mapping[str, Any] = built[0][p]
-            return found
-
-        return part
+        whole = built_once(lambda: self._built(state, name))
+        return lambda p: whole()[p]
 
     def _built(self, state: _State, name: str) -> Mapping[str, Any]:
         """The part ``name`` of ``state`` built from its cards, here."""

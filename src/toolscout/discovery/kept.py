@@ -25,6 +25,7 @@ from toolscout.discovery import tokencount
 __all__ = [
     "KeptMap",
     "KeptSet",
+    "built_once",
     "differing",
     "keep_maps",
     "no_gc",
@@ -57,6 +58,23 @@ def no_gc() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def built_once(build: Callable[[], Mapping[str, Any]]) -> Callable[[], Mapping[str, Any]]:
+    """``build()`` run at most once, under a lock and with the collector paused, its result
+    kept: a derived structure whose kept parts are each replaced with its own part when
+    found damaged (``read_maps``' ``rebuild``), built once however many parts ask."""
+    built: list[Mapping[str, Any]] = []
+    lock = threading.Lock()
+
+    def whole() -> Mapping[str, Any]:
+        with lock:
+            if not built:
+                with no_gc():
+                    built.append(build())
+            return built[0]
+
+    return whole
 
 
 def code_digest(*modules: ModuleType, seed: bytes = b"") -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from toolscout.discovery.cardtable import CardTable
-from toolscout.discovery.kept import keep_maps, no_gc, read_maps
+from toolscout.discovery.kept import built_once, keep_maps, read_maps
 from toolscout.discovery.keptparts import (
     FINDER_KINDS,
     NAME_KINDS,
@@ -98,11 +98,11 @@ def _derive(store: Any, generation: int, keys: Mapping[str, str]) -> int:
 
     def made(name: str, kinds: Mapping[str, str], build: Callable[[], Mapping[str, Any]]) -> Any:
         key = kept_key(name)
-        found = read_maps(store, key, generation, kinds, lambda p: build()[p])
+        whole = built_once(build)
+        found = read_maps(store, key, generation, kinds, lambda p: whole()[p])
         if found is not None:
             return found[0]
-        with no_gc():
-            parts = build()
+        parts = whole()
         if not keep_maps(store, key, generation, {p: (kinds[p], parts[p]) for p in kinds},
                          in_steps=True):  # fmt: skip
             raise _Moved
