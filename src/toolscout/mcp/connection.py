@@ -30,7 +30,7 @@ from toolscout.cards import ToolSpec
 from toolscout.errors import ExecutorError
 from toolscout.mcp.cards import UpstreamTool, specs_from_tools
 from toolscout.mcp.config import ServerConfig
-from toolscout.mcp.lean import LeanStdio, lean_enabled
+from toolscout.mcp.lean import LeanStdio, lean_enabled, sdk_names
 from toolscout.mcp.processes import SPAWNED, leaders, resolve_command
 from toolscout.mcp.relay import LINK, Link, Relay
 from toolscout.mcp.timeline import mark
@@ -515,6 +515,7 @@ class Upstream:
             raise self.unavailable(what_id, self.last_error or self.state)
         if link is not None:
             self.relay.active.append(link)
+        names = sdk_names()
         try:
             # run in this task (no task of its own, no wait): a timer checks for progress at
             # the end of each window and expires the scope when there was none
@@ -531,8 +532,8 @@ class Upstream:
                 tool_id=what_id,
                 reason=UPSTREAM_TIMEOUT,
             ) from None
-        except _errors.MCPError as exc:
-            if exc.code == _errors.CONNECTION_CLOSED:
+        except names.MCPError as exc:
+            if exc.code == names.CONNECTION_CLOSED:
                 self.last_error = "the connection closed"
                 self._broken.set()
                 raise self.unavailable(what_id, self.last_error) from None
@@ -545,9 +546,7 @@ class Upstream:
             ) from None
         except asyncio.CancelledError:
             raise
-        except (
-            _errors.ValidationError
-        ) as exc:  # a malformed answer: that request fails, the link holds
+        except names.ValidationError as exc:  # a malformed answer: the request fails, not the link
             text = redact(describe(exc))
             raise ExecutorError(
                 f"upstream {self.label} answered {what} with a malformed result: {text}",
@@ -579,21 +578,6 @@ class Upstream:
             )
 
 
-class _Errors:
-    """The SDK's and pydantic's exceptions a request tells apart, imported once: the
-    module attribute is filled at the first request (the SDK is loaded by then)."""
-
-    def __getattr__(self, name: str) -> Any:
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED
-        from pydantic import ValidationError
-
-        self.MCPError, self.CONNECTION_CLOSED = MCPError, CONNECTION_CLOSED
-        self.ValidationError = ValidationError
-        return getattr(self, name)
-
-
-_errors: Any = _Errors()
 #: compact JSON, as ``json.dumps(x, separators=(",", ":"))`` (which builds one per call)
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 

@@ -47,6 +47,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from toolscout.mcp import leantap
@@ -72,7 +73,8 @@ _LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 class _Sdk:
-    """The SDK's names a call uses, imported once by the first call (the SDK's client is
+    """The SDK's (and pydantic's) names an upstream call uses, here and in
+    ``connection.Upstream._send``, imported once by the first call (the SDK's client is
     up by then), not per call."""
 
     def __init__(self) -> None:
@@ -82,6 +84,7 @@ class _Sdk:
         from mcp.types import CallToolResult, ErrorData, InputRequiredResult
         from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, methods
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+        from pydantic import ValidationError
 
         self.pipe_errors: tuple[type[BaseException], ...] = (
             anyio.BrokenResourceError,
@@ -97,12 +100,13 @@ class _Sdk:
         self.HEADER_MISMATCH: int = HEADER_MISMATCH
         self.methods: Any = methods
         self.MODERN: Any = MODERN_PROTOCOL_VERSIONS
+        self.ValidationError: Any = ValidationError
 
 
 _SDK: _Sdk | None = None
 
 
-def _sdk() -> _Sdk:
+def sdk_names() -> _Sdk:
     global _SDK
     if _SDK is None:
         _SDK = _Sdk()
@@ -326,7 +330,7 @@ class LeanStdio:
     ) -> Any:
         """``client.call_tool(name, arguments, progress_callback=progress)``'s result (a
         ``CallToolResult``), the request written and its answer read here."""
-        sdk = _sdk()
+        sdk = sdk_names()
         session = client.session
         if self._stdin is None or session._active_claims:
             return await client.call_tool(name, arguments, progress_callback=progress)
@@ -395,7 +399,7 @@ class LeanStdio:
 
     async def _request(self, params: dict[str, Any], progress: _Progress | None) -> dict[str, Any]:
         """The answer message (``result`` or ``error``) to one ``tools/call`` line."""
-        sdk = _sdk()
+        sdk = sdk_names()
         self._n += 1
         rid = f"{PREFIX}{self._n}"
         if progress is not None:  # as the dispatcher does: the request's id is the token
@@ -473,10 +477,10 @@ def _fits_output_schema(session: Any, name: str, result: Any) -> bool:
         return False
     try:
         entry = _quick(schema)
-        if not entry[2]:  # the SDK's validator compiles it (an invalid schema: its error)
+        if not entry.compiled:  # the SDK's validator compiles it (an invalid schema: its error)
             session._output_schema_validator(name, schema)
-            entry[2] = True
-        quick = entry[1]
+            entry.compiled = True
+        quick = entry.check
         if quick is not None and quick(result.structured_content):
             return True  # certainly valid (any doubt: the SDK's validator decides)
         validator = session._output_schema_validator(name, schema)
@@ -485,23 +489,32 @@ def _fits_output_schema(session: Any, name: str, result: Any) -> bool:
         return False
 
 
-#: output schema → [the schema, its quick check (``toolscout.gateway.quickcheck``), whether
-#: the SDK's validator compiled it], by identity: the session replaces a tool's schema
-#: object when a listing changes it, and a schema that compiled once compiles again (the
-#: SDK compiles it per session and tool, and refuses one that does not on every call)
-_QUICK: dict[int, list[Any]] = {}
+@dataclass(slots=True)
+class _Quick:
+    """An output schema (kept: its id is not reused meanwhile), its quick check
+    (``toolscout.gateway.quickcheck``) and whether the SDK's validator compiled it: a
+    schema that compiled once compiles again (the SDK compiles it per session and tool,
+    and refuses one that does not on every call)."""
+
+    schema: Any
+    check: Any
+    compiled: bool = False
 
 
-def _quick(schema: Any) -> list[Any]:
+#: output schema → its :class:`_Quick`, by identity: the session replaces a tool's schema
+#: object when a listing changes it
+_QUICK: dict[int, _Quick] = {}
+
+
+def _quick(schema: Any) -> _Quick:
     from toolscout.gateway.quickcheck import compile_quick
 
     hit = _QUICK.get(id(schema))
-    if hit is not None and hit[0] is schema:
+    if hit is not None and hit.schema is schema:
         return hit
     if len(_QUICK) >= 1024:
         _QUICK.clear()
-    entry = [schema, compile_quick(schema), False]  # the schema kept: its id is not reused
-    _QUICK[id(schema)] = entry
+    entry = _QUICK[id(schema)] = _Quick(schema, compile_quick(schema))
     return entry
 
 
