@@ -150,29 +150,13 @@ def measure(
 
 
 def twin_cosines(cat: Any, queries: Sequence[Any], settings: Any) -> list[list[float]]:
-    """Per query shown a tool (as ``quality.confidence_rows`` keeps them): the card cosines
-    of the shown first tool to the ranker's other first ten, largest first."""
+    """Per query shown a tool (``quality.shown_selections``: the rows of
+    ``quality.confidence_rows``), the card cosines of the shown first tool to the ranker's
+    other first ten, largest first."""
     import numpy as np
 
-    from toolscout.discovery import pipeline
-    from toolscout.discovery.search import parse_query
-    from toolscout.errors import QueryError
-    from toolscout.evaluate.harness import DEPTH, eval_principal
-
-    ent = pipeline.entitle(cat, eval_principal(cat))
-    df, n_docs = cat.store.document_frequency()
     out: list[list[float]] = []
-    for q in queries:
-        try:
-            parsed = parse_query(q.query, df, n_docs, settings)
-        except QueryError:
-            continue
-        sel = pipeline.select(
-            cat, parsed, ent, k=DEPTH, fmt="openai", settings=settings,
-            tier="progressive", token_budget=None,
-        )  # fmt: skip
-        if not sel.chosen or sel.retrieval is None:
-            continue
+    for _, _, _, sel in quality.shown_selections(cat, queries, settings):
         top = sel.chosen[0].id
         others = [c.id for c in sel.retrieval.candidates[:10] if c.id != top]
         vec = cat.store.card_vectors([top, *others], cat.embedder.model_id)

@@ -755,10 +755,12 @@ def held_settings(fit: Mapping[str, Any]) -> Any:
     )
 
 
-def confidence_rows(catalog: Any, queries: Sequence[Any], settings: Any) -> tuple[Any, Any]:
-    """(inputs of calibrate.confidence, whether the shown top was right) per query."""
-    import numpy as np
-
+def shown_selections(
+    catalog: Any, queries: Sequence[Any], settings: Any
+) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """(query, parsed, entitlement, selection) for each query the product's selection shows
+    a tool for, in order, with the evaluation's all-scopes principal (a query the parser
+    refuses, or one with nothing shown, is left out: its confidence is 0 by rule)."""
     from toolscout.discovery import pipeline
     from toolscout.discovery.search import parse_query
     from toolscout.errors import QueryError
@@ -766,8 +768,6 @@ def confidence_rows(catalog: Any, queries: Sequence[Any], settings: Any) -> tupl
 
     ent = pipeline.entitle(catalog, eval_principal(catalog))
     df, n_docs = catalog.store.document_frequency()
-    xs: list[list[float]] = []
-    ys: list[float] = []
     for q in queries:
         try:
             parsed = parse_query(q.query, df, n_docs, settings)
@@ -777,8 +777,20 @@ def confidence_rows(catalog: Any, queries: Sequence[Any], settings: Any) -> tupl
             catalog, parsed, ent, k=DEPTH, fmt="openai", settings=settings,
             tier="progressive", token_budget=None,
         )  # fmt: skip
-        if not sel.chosen or sel.retrieval is None:
-            continue  # nothing shown: the confidence is 0 by rule
+        if sel.chosen and sel.retrieval is not None:
+            yield q, parsed, ent, sel
+
+
+def confidence_rows(catalog: Any, queries: Sequence[Any], settings: Any) -> tuple[Any, Any]:
+    """(inputs of calibrate.confidence, whether the shown top was right) per query shown a
+    tool (:func:`shown_selections`)."""
+    import numpy as np
+
+    from toolscout.discovery import pipeline
+
+    xs: list[list[float]] = []
+    ys: list[float] = []
+    for q, parsed, ent, sel in shown_selections(catalog, queries, settings):
         exact = pipeline.exact_mentions(catalog, parsed, ent, settings)
         xs.append(pipeline.confidence_inputs(catalog, parsed, sel.retrieval, sel.chosen, exact))
         ys.append(float(sel.chosen[0].id in q.gold))
