@@ -78,8 +78,10 @@ def test_requests_to_a_server_still_down_do_not_make_attempts_back_to_back(
     port = free_port()
     proc = start_app(port)
     attempts: list[float] = []
+    requests = 0
 
     async def scenario() -> None:
+        nonlocal requests
         ups = _upstreams(port)
         try:
             await ups.start()
@@ -96,9 +98,12 @@ def test_requests_to_a_server_still_down_do_not_make_attempts_back_to_back(
             monkeypatch.setattr(app, "_connected_session", counted)
             loop = asyncio.get_running_loop()
             start = loop.time()
-            while loop.time() - start < 2.5:  # a burst of requests for 2.5 s
-                with pytest.raises(ExecutorError, match="unavailable"):
-                    await ups.call(echo, {"text": "x"})
+            while loop.time() - start < 2.5:  # bursts of four requests at once for 2.5 s
+                got = await asyncio.gather(
+                    *(ups.call(echo, {"text": "x"}) for _ in range(4)), return_exceptions=True
+                )
+                requests += len(got)
+                assert all(isinstance(g, ExecutorError) and "unavailable" in str(g) for g in got)
         finally:
             await ups.aclose()
 
@@ -106,8 +111,9 @@ def test_requests_to_a_server_still_down_do_not_make_attempts_back_to_back(
         asyncio.run(scenario())
     finally:
         stop(proc)
-    # one attempt a second at most (MIN_RETRY_S), not one a request
-    assert 1 <= len(attempts) <= 3, attempts
+    # one attempt a second at most (MIN_RETRY_S), not one a request (however loaded the
+    # machine, the spacing holds; the count is bounded by the bursts, not by the clock)
+    assert 1 <= len(attempts) <= requests // 4, (attempts, requests)
     assert all(b - a >= 0.95 for a, b in itertools.pairwise(attempts)), attempts
 
 
