@@ -54,12 +54,10 @@ from toolscout.settings import SearchSettings
 from toolscout.stores.sqlite import LearnedAliases
 
 if TYPE_CHECKING:  # in table; still importable from here (see __getattr__)
-    from toolscout.evaluate.table import (  # noqa: F401
-        describe_strategy,
-        markdown_table,
-        summary_line,
-        table_rows,
-    )
+    from toolscout.evaluate.table import describe_strategy as describe_strategy
+    from toolscout.evaluate.table import markdown_table as markdown_table
+    from toolscout.evaluate.table import summary_line as summary_line
+    from toolscout.evaluate.table import table_rows as table_rows
 
 
 def __getattr__(name: str) -> Any:
