@@ -412,7 +412,7 @@ def test_a_der_key_is_recognised_by_its_structure_alone(
 ) -> None:
     """When OpenSSL refuses a good key (errors another library left on its queue), the
     DER structure alone still marks it as a key; a random secret is not one."""
-    from toolscout.gateway.auth import _der_structure
+    from toolscout.gateway.keys import _der_structure
 
     for _, public in (rsa_pem, ec_pem):
         der = serialization.load_pem_public_key(public).public_bytes(

@@ -213,7 +213,8 @@ class AuditLog:
         return AuditRecord(*self._write_one((fields, kind, ref, detail)))
 
     def _write_one(self, row: tuple[tuple[Any, ...], str, int, str]) -> tuple[Any, ...]:
-        """:meth:`_write_many` for one row: its stored values (``_COLUMNS``' order)."""
+        """:meth:`_write_many` for one row (it comes here): its stored values (``_COLUMNS``'
+        order)."""
         with self._lock:
             if self._head is not None and self._one_statement:
                 values = self._append_after(self._head, row)
@@ -233,11 +234,9 @@ class AuditLog:
         IMMEDIATE`` as for several rows. Either way the row is committed when this returns
         (WAL, ``synchronous=NORMAL``: it survives the process; a power cut may lose the
         last rows)."""
+        if len(rows) == 1:
+            return [AuditRecord(*self._write_one(rows[0]))]
         with self._lock:
-            if len(rows) == 1 and self._head is not None and self._one_statement:
-                values = self._append_after(self._head, rows[0])
-                if values is not None:
-                    return [AuditRecord(*values)]
             return self._write_locked(rows)
 
     def _chained(

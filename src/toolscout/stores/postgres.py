@@ -5,7 +5,8 @@ embedded text, the policy and other meta values, learned aliases) and a generati
 counter that every write transaction bumps. Each process keeps a *mirror* of it —
 an in-memory :class:`~toolscout.stores.sqlite.SQLiteStore` (FTS5 BM25 and exact
 dense search) — and brings it up to date from the rows whose generation is newer
-than the one it saw, so a replica re-reads only what changed and embeds nothing.
+than the one it saw, so a replica re-reads only what changed and embeds nothing
+(``postgres_mirror``).
 Lexical ranking is never done in SQL (``ts_rank`` over OR queries is far too slow
 at 100k tools). The mirror's dense matrix holds each distinct embedded text once
 (tenants' copies of one integration share theirs); above ``ann_threshold`` distinct
@@ -27,18 +28,15 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
-from toolscout.cards import CapabilityCard, ToolSpec
 from toolscout.errors import MissingExtraError, StoreError
 from toolscout.stores.base import (
-    Hits,
     IndexedTool,
     UpsertStats,
     Vector,
@@ -49,6 +47,7 @@ from toolscout.stores.base import (
 from toolscout.stores.dsn import one_line
 from toolscout.stores.postgres_ann import PgVectorSearch, _np
 from toolscout.stores.postgres_derived import PgDerivedState
+from toolscout.stores.postgres_mirror import PgMirror
 from toolscout.stores.sqlite import SQLiteStore
 
 _log = logging.getLogger(__name__)
@@ -69,6 +68,8 @@ CHANNEL = "toolscout_catalog"
 DEFAULT_ANN_THRESHOLD = 100_000
 
 _MIGRATIONS_LOCK = 72_011_011  # pg_advisory_xact_lock key: one migrator at a time
+#: text hashes per query when stored vectors are looked up
+_VECTOR_CHUNK = 20_000
 
 
 def _migrations() -> list[tuple[int, str]]:
@@ -92,7 +93,7 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-class PostgresStore(PgVectorSearch, PgDerivedState):
+class PostgresStore(PgMirror, PgVectorSearch, PgDerivedState):
     """A :class:`~toolscout.stores.base.Store` on PostgreSQL + pgvector, mirrored in memory."""
 
     def __init__(
@@ -203,29 +204,6 @@ class PostgresStore(PgVectorSearch, PgDerivedState):
             self._pool.close()
             self._mirror.close()
 
-    # -- the mirror ---------------------------------------------------------------
-    def generation(self) -> int:
-        """The committed generation in PostgreSQL; the mirror catches up when it moved.
-
-        Asked of the database on every call, except that calls within ``recheck_ms``
-        of the last answer share it (one discovery asks several times within a
-        millisecond; a change made elsewhere is seen by this process's next request)."""
-        now = time.monotonic()
-        with self._gen_lock:
-            at, gen = self._gen_seen
-            if now - at > self.recheck_s:
-                gen = self._ask_generation()
-                self._gen_seen = (time.monotonic(), gen)
-        if gen != self._seen:
-            self.sync()
-        return gen
-
-    def _wrote(self) -> None:
-        """After a committed write here: forget the shared answer, catch the mirror up."""
-        with self._gen_lock:
-            self._gen_seen = (-1e9, -1)
-        self.sync()
-
     def _ask_generation(self) -> int:
         """One prepared query on a connection kept for it (reconnects once if it broke)."""
         psycopg = self._psycopg
@@ -246,89 +224,6 @@ class PostgresStore(PgVectorSearch, PgDerivedState):
                 if attempt == 2:
                     raise StoreError(f"PostgreSQL: {one_line(exc)}") from None
         raise AssertionError("unreachable")
-
-    def sync(self) -> int:
-        """Bring the in-memory mirror up to the committed generation; returns it."""
-        with self._lock, self._conn() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            gen = int(conn.execute("SELECT generation FROM toolscout_state").fetchone()[0])
-            if gen == self._seen:
-                return gen
-            n = int(conn.execute("SELECT count(*) FROM toolscout_tools").fetchone()[0])
-            # the mirror's matrix holds each distinct vector once: what decides whether it
-            # fits is how many distinct texts there are, not how many tools share them
-            distinct = int(
-                conn.execute(
-                    "SELECT count(DISTINCT text_hash) FROM toolscout_tool_texts"
-                ).fetchone()[0]
-            )
-            ann = distinct >= self.ann_threshold
-            since = self._seen
-            if ann != self._ann or since < 0 or gen < since:
-                self._mirror.close()
-                self._mirror = SQLiteStore(":memory:", dim=self.dim)
-                since = -1
-            self._ann = ann
-            self._n = n
-            gone = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT b.id FROM toolscout_tombstones b WHERE b.generation > %s"
-                    " AND NOT EXISTS (SELECT 1 FROM toolscout_tools t WHERE t.id = b.id)",
-                    (since,),
-                )
-            ]
-            if gone and since >= 0:
-                self._mirror.delete(gone)
-            self._load_changed(conn, since)
-            self._seen = gen
-            return gen
-
-    def _load_changed(self, conn: Any, since: int) -> None:
-        rows = conn.execute(
-            "SELECT id, card, parameters, output_schema, fields FROM toolscout_tools"
-            " WHERE generation > %s ORDER BY seq",
-            (since,),
-        ).fetchall()
-        step = 5000
-        for start in range(0, len(rows), step):
-            chunk = rows[start : start + step]
-            ids = [r[0] for r in chunk]
-            texts: dict[str, dict[str, list[tuple[str, str]]]] = {}
-            vectors: dict[str, dict[str, Vector]] = {}
-            for tid, kind, th, model in conn.execute(
-                "SELECT tool_id, kind, text_hash, model_id"
-                " FROM toolscout_tool_texts WHERE tool_id = ANY(%s)",
-                (ids,),
-            ):
-                texts.setdefault(model, {}).setdefault(tid, []).append((kind, th))
-            # one embedding model per catalog: the mirror indexes the texts of the first
-            model = next(iter(texts), "")
-            mine = texts.get(model, {})
-            if not self._ann:
-                # each distinct vector crosses the wire once: tenants' copies of one
-                # integration share their texts, and the mirror keeps what it has
-                hashes = sorted({th for owned in mine.values() for _, th in owned})
-                have = self._mirror.cached(hashes, model)
-                need = [h for h in hashes if h not in have]
-                if need:
-                    for th, emb in conn.execute(
-                        "SELECT text_hash, embedding FROM toolscout_vectors"
-                        " WHERE model_id = %s AND text_hash = ANY(%s)",
-                        (model, need),
-                    ):
-                        vectors.setdefault(model, {})[th] = _np(emb)
-            tools = [
-                IndexedTool(
-                    ToolSpec(
-                        card=CapabilityCard.from_dict(card), parameters=params, output_schema=out
-                    ),
-                    fields,
-                    mine.get(tid, []) if not self._ann else [],
-                )
-                for tid, card, params, out, fields in chunk
-            ]
-            self._mirror.upsert(tools, vectors.get(model, {}), model_id=model)
 
     # -- writing ------------------------------------------------------------------
     def upsert(
@@ -474,71 +369,20 @@ class PostgresStore(PgVectorSearch, PgDerivedState):
         self._wrote()
         return n
 
-    # -- cards and schemas ---------------------------------------------------------
-    def cards(self) -> list[CapabilityCard]:
-        self._fresh()
-        return self._mirror.cards()
-
-    def specs(self, ids: Sequence[str]) -> dict[str, ToolSpec]:
-        self._fresh()
-        return self._mirror.specs(ids)
-
-    def load(self) -> list[ToolSpec]:
-        cards = self.cards()
-        specs = self.specs([c.id for c in cards])
-        return [specs[c.id] for c in cards if c.id in specs]
-
-    def _fresh(self) -> None:
-        if self._seen < 0:
-            self.sync()
-
     # -- vectors ---------------------------------------------------------------------
     def _cached(self, conn: Any, hashes: Sequence[str], model_id: str) -> set[str]:
-        found: set[str] = set()
-        for start in range(0, len(hashes), 20_000):
-            chunk = list(hashes[start : start + 20_000])
-            found.update(
-                r[0]
-                for r in conn.execute(
-                    "SELECT text_hash FROM toolscout_vectors"
-                    " WHERE model_id = %s AND text_hash = ANY(%s)",
-                    (model_id, chunk),
-                )
-            )
-        return found
+        return {r[0] for r in _vector_rows(conn, "text_hash", hashes, model_id)}
 
     def cached(self, hashes: Sequence[str], model_id: str) -> set[str]:
         with self._conn() as conn:
             return self._cached(conn, hashes, model_id)
 
     def vectors_of(self, hashes: Sequence[str], model_id: str) -> dict[str, Vector]:
-        out: dict[str, Vector] = {}
         with self._conn() as conn:
-            for start in range(0, len(hashes), 20_000):
-                chunk = list(hashes[start : start + 20_000])
-                for th, emb in conn.execute(
-                    "SELECT text_hash, embedding FROM toolscout_vectors"
-                    " WHERE model_id = %s AND text_hash = ANY(%s)",
-                    (model_id, chunk),
-                ):
-                    out[th] = _np(emb)
-        return out
-
-    # -- search ------------------------------------------------------------------------
-    def lexical(
-        self,
-        terms: Sequence[str],
-        allowed: Set[str],
-        limit: int,
-        *,
-        weights: Mapping[str, float],
-    ) -> Hits:
-        self._fresh()
-        return self._mirror.lexical(terms, allowed, limit, weights=weights)
-
-    def document_frequency(self) -> tuple[Mapping[str, int], int]:
-        self._fresh()
-        return self._mirror.document_frequency()
+            return {
+                th: _np(emb)
+                for th, emb in _vector_rows(conn, "text_hash, embedding", hashes, model_id)
+            }
 
     # -- meta and learned aliases ----------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -587,3 +431,15 @@ class PostgresStore(PgVectorSearch, PgDerivedState):
 
 class _NothingChanged(Exception):
     """Raised inside a write transaction to roll back an empty generation bump."""
+
+
+def _vector_rows(
+    conn: Any, columns: str, hashes: Sequence[str], model_id: str
+) -> Iterator[tuple[Any, ...]]:
+    """``columns`` of the stored vectors of ``hashes`` for ``model_id``, 20,000 hashes a query."""
+    for start in range(0, len(hashes), _VECTOR_CHUNK):
+        chunk = list(hashes[start : start + _VECTOR_CHUNK])
+        yield from conn.execute(
+            f"SELECT {columns} FROM toolscout_vectors WHERE model_id = %s AND text_hash = ANY(%s)",
+            (model_id, chunk),
+        )

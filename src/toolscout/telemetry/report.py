@@ -12,12 +12,10 @@ one caller's single miss) and only when it is related to the tool: searched over
 tenant's tools, the phrase ranks the tool within its top :data:`RELATED_TOP` — so one
 caller's "what time is it in Tokyo" followed by ``git_status`` is not an alias of it.
 
-The same links check the reported **confidence** against what happened: a discovery
-followed by a call or feedback was *right first* when its first tool is among the
-tools then used. Per band of confidence the report gives how often that was so, and
-the one-number correction of the bias that would make them agree
-(``calibrate.fit_shift``); accepting it (``accept_confidence``) stores it with the
-catalog, and every later discovery reports the corrected number.
+The same links (:mod:`toolscout.telemetry.links`) check the reported **confidence**
+against what happened (:mod:`toolscout.telemetry.confidence`): the report carries that
+check, and accepting its correction (``accept_confidence``) stores it with the catalog,
+so every later discovery reports the corrected number.
 """
 
 from __future__ import annotations
@@ -27,12 +25,14 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from toolscout.discovery.calibrate import MAX_SHIFT, fit_shift
+from toolscout.discovery.calibrate import MAX_SHIFT
 from toolscout.errors import ConfigError, UnknownToolError
-from toolscout.telemetry.log import DiscoveryLog, DiscoveryRow, EventRow, normalise_query
+from toolscout.telemetry.confidence import MIN_OUTCOMES as MIN_OUTCOMES  # cli/report.py's
+from toolscout.telemetry.confidence import ConfidenceCheck, confidence_check
+from toolscout.telemetry.links import link_needs
+from toolscout.telemetry.log import DiscoveryLog, DiscoveryRow, normalise_query
 
 if TYPE_CHECKING:
     from toolscout.discovery.calibrate import ConfidenceShift
@@ -48,54 +48,6 @@ RELATED_TOP = 20
 #: (tenant, tool id, phrase) -> the tool's rank (1 = first) when the phrase is searched
 #: over the tenant's tools, or None when it is not among the candidates at all
 Ranker = Callable[[str, str, str], "int | None"]
-#: discoveries with an outcome needed before a confidence correction is proposed
-MIN_OUTCOMES = 30
-#: the bands of confidence the check reports (the thresholds docs/benchmarks.md advises)
-CONFIDENCE_BANDS = (0.0, 0.3, 0.5, 0.8, 1.0)
-
-
-@dataclass(frozen=True, slots=True)
-class ConfidenceBand:
-    """Discoveries whose reported confidence fell in ``[low, high)`` and had an outcome."""
-
-    low: float
-    high: float
-    discoveries: int
-    mean_confidence: float
-    right_first: float  # share whose first tool was among the tools then used
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "low": self.low,
-            "high": self.high,
-            "discoveries": self.discoveries,
-            "mean_confidence": round(self.mean_confidence, 4),
-            "right_first": round(self.right_first, 4),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ConfidenceCheck:
-    """The reported confidence against the outcomes the log links to it."""
-
-    outcomes: int  # discoveries that showed tools and were followed by a call or feedback
-    mean_confidence: float
-    right_first: float
-    bands: tuple[ConfidenceBand, ...]
-    #: the correction (logits) that makes them agree; None below MIN_OUTCOMES
-    shift: float | None
-    since: float  # outcomes before this were not read (the last accepted correction)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "outcomes": self.outcomes,
-            "mean_confidence": round(self.mean_confidence, 4),
-            "right_first": round(self.right_first, 4),
-            "bands": [b.to_dict() for b in self.bands],
-            "shift": self.shift,
-            "min_outcomes": MIN_OUTCOMES,
-            "since": self.since,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,78 +189,6 @@ def alias_id(tenant: str, tool_id: str, alias: str) -> str:
     return hashlib.sha256(f"{tenant}\x1f{tool_id}\x1f{alias}".encode()).hexdigest()[:12]
 
 
-@dataclass(slots=True)
-class _Need:
-    """One time a tool was needed: the event and the discoveries before it."""
-
-    event: EventRow
-    discovery: DiscoveryRow | None
-    earlier: list[DiscoveryRow]  # the same conversation's discoveries since its last event
-
-
-def _link(discoveries: Sequence[DiscoveryRow], events: Sequence[EventRow]) -> list[_Need]:
-    by_id = {d.id: d for d in discoveries}
-    by_conv: dict[tuple[str, str], list[DiscoveryRow]] = defaultdict(list)
-    for row in discoveries:
-        if row.conversation:
-            by_conv[(row.tenant, row.conversation)].append(row)
-    last_event: dict[tuple[str, str], float] = {}
-    needs = []
-    for e in events:
-        d: DiscoveryRow | None = by_id.get(e.discovery_id) if e.discovery_id else None
-        conv = e.conversation or (d.conversation if d else None)
-        tenant = e.tenant if e.tenant is not None else (d.tenant if d else "")
-        earlier: list[DiscoveryRow] = []
-        if conv:
-            key = (tenant, conv)
-            after = last_event.get(key, float("-inf"))
-            earlier = [x for x in by_conv.get(key, ()) if after <= x.ts <= e.ts]
-            if d is None and earlier:
-                d = earlier[-1]
-            last_event[key] = e.ts
-        if d is None and e.discovery_id is None:
-            continue  # an execution with no discovery to compare with
-        needs.append(_Need(e, d, earlier))
-    return needs
-
-
-def confidence_check(needs: Sequence[_Need], since: float = 0.0) -> ConfidenceCheck:
-    """Each discovery that showed tools and was followed by a call or feedback: was its
-    first tool among the tools used? Per band, and the correction that fits them."""
-    used: dict[str, tuple[DiscoveryRow, set[str]]] = {}
-    for need in needs:
-        d = need.discovery
-        # 1.0 is not the model's estimate but a rule (every tool shown, under 10 entitled;
-        # or a fixed fusion's exact mention): its first tool says nothing of the confidence
-        if d is None or not d.shown or d.ts < since or d.confidence >= 1.0:
-            continue
-        used.setdefault(d.id, (d, set()))[1].add(need.event.tool_id)
-    conf = [d.confidence for d, _ in used.values()]
-    right = [d.shown[0] in tools for d, tools in used.values()]
-    bands = []
-    for lo, hi in pairwise(CONFIDENCE_BANDS):
-        idx = [i for i, c in enumerate(conf) if lo <= c < hi]  # 1.0 was left out above
-        if idx:
-            bands.append(
-                ConfidenceBand(
-                    lo,
-                    hi,
-                    len(idx),
-                    sum(conf[i] for i in idx) / len(idx),
-                    sum(right[i] for i in idx) / len(idx),
-                )
-            )
-    n = len(conf)
-    return ConfidenceCheck(
-        outcomes=n,
-        mean_confidence=sum(conf) / n if n else 0.0,
-        right_first=sum(right) / n if n else 0.0,
-        bands=tuple(bands),
-        shift=fit_shift(conf, right) if n >= MIN_OUTCOMES else None,
-        since=since,
-    )
-
-
 def build_report(
     log: DiscoveryLog,
     catalog_ids: Iterable[str],
@@ -330,7 +210,7 @@ def build_report(
     end = until if until is not None else time.time() + 1
     discoveries = log.discoveries(since, end)
     events = log.events(since, end)
-    needs = _link(discoveries, events)
+    needs = link_needs(discoveries, events)
     ids = list(catalog_ids)
     shown: Counter[str] = Counter(t for d in discoveries for t in d.shown)
     needed: Counter[str] = Counter()
