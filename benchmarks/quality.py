@@ -248,7 +248,7 @@ def markdown(
 ) -> str:
     """The docs section (``in_set``: the ship check ``quality_ship.py --into`` added, which
     measured the in-set column and says whether the fit on all six is what ships)."""
-    from toolscout.evaluate.harness import describe_strategy, markdown_table, summary_line
+    from toolscout.evaluate.table import describe_strategy, markdown_table, summary_line
 
     names: list[str] = []
     for report in reports.values():

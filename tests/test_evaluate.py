@@ -22,16 +22,15 @@ from toolscout.evaluate.harness import (
     DEFAULT_STRATEGIES,
     STRATEGIES,
     Outcome,
-    describe_strategy,
     discover_and_score,
     evaluate_strategy,
     lost_at,
-    markdown_table,
     parse_ks,
     resolve_strategies,
     run,
     run_warm,
 )
+from toolscout.evaluate.table import describe_strategy, markdown_table
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
 from toolscout.stores.sqlite import LearnedAliases, SQLiteStore

@@ -51,7 +51,7 @@ def _print_table(console: Console, report: Mapping[str, Any]) -> None:
     """Two tables, quality then cost, so each fits a terminal."""
     from rich.table import Table
 
-    from toolscout.evaluate.harness import summary_line, table_rows
+    from toolscout.evaluate.table import summary_line, table_rows
 
     header, rows = table_rows(report)
     cut = header.index("low conf") + 1

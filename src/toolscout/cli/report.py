@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 
 from toolscout.cli.app import DbOption, _open_admin, err, fail, out
+from toolscout.telemetry.confidence import MIN_OUTCOMES
 from toolscout.telemetry.report import (
     MIN_ALIAS_EVIDENCE,
-    MIN_OUTCOMES,
     FalseNegativeReport,
     accept_confidence,
     parse_age,

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, S
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolscout.discovery import inject
 from toolscout.discovery.catalog import Catalog
@@ -52,22 +52,6 @@ from toolscout.evaluate.naive import naive_discover
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
 from toolscout.stores.sqlite import LearnedAliases
-
-if TYPE_CHECKING:  # in table; still importable from here (see __getattr__)
-    from toolscout.evaluate.table import describe_strategy as describe_strategy
-    from toolscout.evaluate.table import markdown_table as markdown_table
-    from toolscout.evaluate.table import summary_line as summary_line
-    from toolscout.evaluate.table import table_rows as table_rows
-
-
-def __getattr__(name: str) -> Any:
-    """The report as a table, moved to :mod:`toolscout.evaluate.table`."""
-    if name in ("describe_strategy", "markdown_table", "summary_line", "table_rows"):
-        from toolscout.evaluate import table
-
-        return getattr(table, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)
 #: the shortlist depth asked of discover; every @k is computed from it

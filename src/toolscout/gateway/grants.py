@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolscout.errors import ConfigError, GrantError
+from toolscout.gateway.keys import MIN_SECRET_BYTES
 from toolscout.policy import Principal
 
 PREFIX = "tsg1"
 _DOMAIN = b"toolscout-grant-v1\x00"
-MIN_SECRET_BYTES = 32
 #: tools named by id in a grant; more are covered by digests
 MAX_TOOLS = 64
 #: tools one grant can cover at all (by digest)

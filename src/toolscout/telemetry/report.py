@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolscout.discovery.calibrate import MAX_SHIFT
 from toolscout.errors import ConfigError, UnknownToolError
-from toolscout.telemetry.confidence import MIN_OUTCOMES as MIN_OUTCOMES  # cli/report.py's
-from toolscout.telemetry.confidence import ConfidenceCheck, confidence_check
+from toolscout.telemetry.confidence import MIN_OUTCOMES, ConfidenceCheck, confidence_check
 from toolscout.telemetry.links import link_needs
 from toolscout.telemetry.log import DiscoveryLog, DiscoveryRow, normalise_query
 
