@@ -134,6 +134,8 @@ class Tally:
     queries: int = 0
     missed_queries: int = 0
     gold: int = 0
+    recall: float = 0.0  # the sum of the queries' recall@K (the mean is over ``queries``)
+    complete: int = 0  # queries with every gold tool in the top K
     stages: Counter[str] = field(default_factory=Counter)
     missed: Counter[str] = field(default_factory=Counter)
     found: Counter[str] = field(default_factory=Counter)
@@ -156,6 +158,8 @@ class Tally:
             "queries_missing_gold": self.missed_queries,
             "gold": self.gold,
             "gold_missed": n_missed,
+            f"recall@{K}": round(self.recall / max(self.queries, 1), 4),
+            f"complete@{K}": round(self.complete / max(self.queries, 1), 4),
             "stages": {s: self.stages.get(s, 0) for s in STAGES},
             "properties": {
                 p: {"missed": self.missed.get(p, 0), "found": self.found.get(p, 0)}
@@ -322,9 +326,34 @@ def tally_set(catalog: Any, queries: Sequence[Any], settings: Any) -> Tally:
         dropped = parsed.dropped if parsed is not None else ()
         stages = [stage_of(g, v) for g in q.gold]
         t.missed_queries += any(s is not None for s in stages)
+        t.recall += sum(s is None for s in stages) / len(stages)
+        t.complete += all(s is None for s in stages)
         for g, stage in zip(q.gold, stages, strict=True):
             t.add(stage, properties(facts[g], v, g, q.query, kept, dropped, len(q.gold)))
     return t
+
+
+def part_figures(catalog: Any, queries: Sequence[Any]) -> dict[str, list[float]]:
+    """recall@K and complete@K of the lexical parts (``bm25``, ``hybrid-fixed``) on the
+    same queries: the parts a change of the lexical path moves (``dense`` reads none of it)."""
+    from toolscout.evaluate.harness import STRATEGIES, discover_once, eval_principal
+    from toolscout.evaluate.metrics import complete_at, recall_at
+
+    principal = eval_principal(catalog)
+    out: dict[str, list[float]] = {}
+    for name in ("bm25", "hybrid-fixed"):
+        ranked = [discover_once(catalog, STRATEGIES[name], q.query, principal).ranked
+                  for q in queries]  # fmt: skip
+        n = max(len(queries), 1)
+        out[name] = [
+            round(
+                sum(recall_at(r, q.gold, K) for r, q in zip(ranked, queries, strict=True)) / n, 4
+            ),
+            round(
+                sum(complete_at(r, q.gold, K) for r, q in zip(ranked, queries, strict=True)) / n, 4
+            ),
+        ]
+    return out
 
 
 def settings_for(fits: Mapping[str, Any], name: str) -> Any:
@@ -342,20 +371,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="N queries per set (seeded)")
     parser.add_argument("--sets", default="", help="comma-separated set names (default: all)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--reindex", action="store_true", help="index each set again (its tools re-derived)"
+    )
+    parser.add_argument(
+        "--parts", action="store_true", help="also recall@5 / complete@5 of bm25, hybrid-fixed"
+    )
+    parser.add_argument(
+        "--ids", type=Path, default=None, help="JSON {set: [query ids]}: only those queries"
+    )
     args = parser.parse_args(argv)
     from toolscout.embed.minilm import MiniLMEmbedder
 
     fits = json.loads(args.fits.read_text())["fits"] if args.fits.is_file() else {}
     embedder = MiniLMEmbedder()
     wanted = {s for s in args.sets.split(",") if s}
+    only = json.loads(args.ids.read_text()) if args.ids is not None else None
     args.cache.mkdir(parents=True, exist_ok=True)
     tallies: dict[str, dict[str, Any]] = {}
     for d in quality.bench_sets(args.bench):
         if wanted and d.name not in wanted:
             continue
-        fresh = not (args.cache / f"{d.name}.db").exists()
+        fresh = args.reindex or not (args.cache / f"{d.name}.db").exists()
+        if only is not None and not only.get(d.name):
+            continue
         with quality.opened_set(d, args.cache, args.limit, embedder, index=fresh) as (cat, qs):
+            if only is not None:
+                qs = [q for q in qs if q.id in set(only[d.name])]
             tallies[d.name] = tally_set(cat, qs, settings_for(fits, d.name)).to_json()
+            if args.parts:
+                tallies[d.name]["parts"] = part_figures(cat, qs)
         print(f"{d.name}: {tallies[d.name]['gold_missed']} gold missed", file=sys.stderr)
     print(render(tallies))
     if args.json is not None:
