@@ -26,6 +26,12 @@ def test_a_shared_name_mentions_no_tool_when_the_request_names_no_service() -> N
     }
 
 
+def test_a_request_that_is_the_shared_name_alone_asks_for_every_tool_of_it() -> None:
+    idx = PhraseIndex(SHARED, df={})
+    assert len(idx.find("Search Movies", ALL)) == 3
+    assert len(idx.find("search_movies", ALL)) == 3
+
+
 def test_a_shared_name_mentions_the_tools_the_request_qualifies() -> None:
     idx = PhraseIndex(SHARED, df={})
     assert idx.find("search movies on IMDb about dragons", ALL) == {"imdb.search_movies": "name"}

@@ -110,16 +110,19 @@ class PhraseIndex:
     def find(self, text: str, allowed: Set[str], *, resolve: bool = True) -> dict[str, str]:
         """Tool ids mentioned verbatim in ``text`` (entitled ones only), with why.
 
-        A name several entitled tools share (``Search Movies`` on three services) mentions
-        only those the request also qualifies (:func:`qualified`); none when it qualifies
-        none of them: retrieval ranks them. ``resolve=False``: every tool of the name."""
+        A name several entitled tools share (``Search Movies`` on three services), said
+        within a longer request, mentions only those the request also qualifies
+        (:func:`qualified`); none when it qualifies none of them: retrieval ranks them. A
+        request that is the name and nothing else asks for every tool of that name.
+        ``resolve=False``: every tool of the name, always."""
         found: dict[str, str] = {}
         request: frozenset[str] | None = None
+        whole = phrase_key(text)
 
-        def take(entries: Sequence[tuple[str, str]]) -> None:
+        def take(entries: Sequence[tuple[str, str]], key: str) -> None:
             nonlocal request
             entries = [(t, why) for t, why in entries if t in allowed]
-            if resolve and len({t for t, _ in entries}) > 1:
+            if resolve and key != whole and len({t for t, _ in entries}) > 1:
                 request = word_forms(text) if request is None else request
                 kept = qualified([t for t, _ in entries], request)
                 entries = [(t, why) for t, why in entries if t in kept]
@@ -131,7 +134,7 @@ class PhraseIndex:
         idents = [phrase_key(token) for token in identifiers(text)]
         read_ahead(self.identifiers, idents)
         for key in idents:
-            take(self.identifiers.get(key, ()))
+            take(self.identifiers.get(key, ()), key)
         tokens = words(text)
         distinct = set(tokens)
         read_ahead(self.starts, distinct)
@@ -146,7 +149,7 @@ class PhraseIndex:
         ]
         read_ahead(self.phrases, keys)
         for key in keys:
-            take(self.phrases.get(key, ()))
+            take(self.phrases.get(key, ()), key)
         return found
 
 
