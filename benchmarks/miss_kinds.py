@@ -212,7 +212,7 @@ class CardFacts:
     name's words and terms, the card's lexical terms, the longest view's token count."""
 
     def __init__(self, catalog: Any) -> None:
-        from toolscout.cards import WarningKind
+        from toolscout.cards import WarningKind, derived_summary
         from toolscout.discovery.indexing import card_views, lexical_fields
         from toolscout.discovery.lexical import terms, words
         from toolscout.embed.minilm import load_tokenizer
@@ -227,7 +227,9 @@ class CardFacts:
             views = card_views(s)
             longest = max((len(tokenizer.encode(v).ids) for v in views), default=0)
             self.facts[s.id] = {
-                "derived": any(w.kind is WarningKind.EMPTY_SUMMARY for w in s.warnings),
+                # a stored card keeps no warnings: its summary is the derived one's text
+                "derived": any(w.kind is WarningKind.EMPTY_SUMMARY for w in s.warnings)
+                or card.summary == derived_summary(card.name, s.parameters),
                 "summary_words": len(words(card.summary)),
                 "shared_summary": summaries[key] > 1,
                 "name_words": [w for w in words(card.name) if len(w) > 1],
@@ -356,6 +358,19 @@ def part_figures(catalog: Any, queries: Sequence[Any]) -> dict[str, list[float]]
     return out
 
 
+def grid_figures(
+    catalog: Any, queries: Sequence[Any], settings: Any, blends: Sequence[float]
+) -> dict[str, list[float]]:
+    """``"blend/yield"`` → [recall@5, complete@5] of the default on ``queries``
+    (``fitting.recall_grid``: the selection quality.py's held-out figures come from)."""
+    from toolscout.evaluate.fitting import mean, recall_grid
+
+    complete: dict[Any, list[float]] = {}
+    got = recall_grid(catalog, queries, settings, blends, complete=complete)
+    return {f"{b:g}/{y:g}": [round(mean(r), 4), round(mean(complete[(b, y)]), 4)]
+            for (b, y), r in got.items()}  # fmt: skip
+
+
 def settings_for(fits: Mapping[str, Any], name: str) -> Any:
     """The held-out default of ``name`` (its fit without the set), else the shipped one."""
     from toolscout.settings import SearchSettings
@@ -371,6 +386,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="N queries per set (seeded)")
     parser.add_argument("--sets", default="", help="comma-separated set names (default: all)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--grid",
+        default="",
+        help="blends (e.g. 4,32): also the held-out default's recall@5 and "
+        "complete@5 over fitting.YIELDS on the same queries, as quality.py's grid computes them",
+    )
     parser.add_argument(
         "--reindex", action="store_true", help="index each set again (its tools re-derived)"
     )
@@ -401,6 +422,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             tallies[d.name] = tally_set(cat, qs, settings_for(fits, d.name)).to_json()
             if args.parts:
                 tallies[d.name]["parts"] = part_figures(cat, qs)
+            if args.grid:
+                blends = [float(b) for b in args.grid.split(",")]
+                tallies[d.name]["grid"] = grid_figures(cat, qs, settings_for(fits, d.name), blends)
         print(f"{d.name}: {tallies[d.name]['gold_missed']} gold missed", file=sys.stderr)
     print(render(tallies))
     if args.json is not None:
