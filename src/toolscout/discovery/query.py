@@ -9,6 +9,7 @@ are rebuilt whenever it is).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ from toolscout.discovery.lexical import STOPWORDS, identifiers, phrase_key, stem
 from toolscout.errors import QueryError
 from toolscout.settings import SearchSettings
 
-__all__ = ["Query", "PhraseIndex", "parse_query", "prune_frequent"]
+__all__ = ["Query", "PhraseIndex", "parse_query", "prune_frequent", "qualified"]
 
 #: a query term found in more than this share of documents is dropped (when others remain)
 FREQUENT_TERM_SHARE = 0.08
@@ -29,6 +30,7 @@ FREQUENT_TERM_SHARE = 0.08
 FREQUENT_TERM_MAX_DOCS = 1000
 #: the longest name or alias phrase looked for verbatim in a query, in words
 MAX_PHRASE_WORDS = 8
+_RUN_RE = re.compile(r"[A-Za-z0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,20 +107,34 @@ class PhraseIndex:
         if all(t != tool_id for t, _ in bucket):
             bucket.append((tool_id, why))
 
-    def find(self, text: str, allowed: Set[str]) -> dict[str, str]:
-        """Tool ids mentioned verbatim in ``text`` (entitled ones only), with why."""
-        found: dict[str, str] = {}
+    def find(self, text: str, allowed: Set[str], *, resolve: bool = True) -> dict[str, str]:
+        """Tool ids mentioned verbatim in ``text`` (entitled ones only), with why.
 
-        def take(entries: Sequence[tuple[str, str]]) -> None:
+        A name several entitled tools share (``Search Movies`` on three services), said
+        within a longer request, mentions only those the request also qualifies
+        (:func:`qualified`); none when it qualifies none of them: retrieval ranks them. A
+        request that is the name and nothing else asks for every tool of that name.
+        ``resolve=False``: every tool of the name, always."""
+        found: dict[str, str] = {}
+        request: frozenset[str] | None = None
+        whole = phrase_key(text)
+
+        def take(entries: Sequence[tuple[str, str]], key: str) -> None:
+            nonlocal request
+            entries = [(t, why) for t, why in entries if t in allowed]
+            if resolve and key != whole and len({t for t, _ in entries}) > 1:
+                request = word_forms(text) if request is None else request
+                kept = qualified([t for t, _ in entries], request)
+                entries = [(t, why) for t, why in entries if t in kept]
             for tool_id, why in entries:
-                if tool_id in allowed and tool_id not in found:
+                if tool_id not in found:
                     found[tool_id] = why
 
         # a kept index is read per key: each table's keys of this request in one read
         idents = [phrase_key(token) for token in identifiers(text)]
         read_ahead(self.identifiers, idents)
         for key in idents:
-            take(self.identifiers.get(key, ()))
+            take(self.identifiers.get(key, ()), key)
         tokens = words(text)
         distinct = set(tokens)
         read_ahead(self.starts, distinct)
@@ -133,8 +149,32 @@ class PhraseIndex:
         ]
         read_ahead(self.phrases, keys)
         for key in keys:
-            take(self.phrases.get(key, ()))
+            take(self.phrases.get(key, ()), key)
         return found
+
+
+def qualified(tool_ids: Sequence[str], request: Set[str]) -> frozenset[str]:
+    """Of several tools one name fits, those the request also names by a word of their id
+    that the others' ids lack (``Search Movies`` with ``imdb`` in the request: the
+    ``imdb::search_movies`` one). A word every one of them has, a stop word or a lone
+    letter tells none of them apart. Tools whose ids read the same words
+    (``CalculateTax``, ``calculate_tax``) are one name spelt twice: no request can tell
+    them apart, so the mention keeps them all."""
+    if len({tuple(words(t)) for t in tool_ids}) == 1:
+        return frozenset(tool_ids)
+    own = {t: frozenset(w for w in word_forms(t) if _telling(w)) for t in tool_ids}
+    common = frozenset.intersection(*own.values()) if own else frozenset()
+    return frozenset(t for t, ws in own.items() if (ws - common) & request)
+
+
+def word_forms(text: str) -> frozenset[str]:
+    """:func:`words` of ``text`` and each of its ASCII runs whole, lower-cased: ``IMDb``
+    is ``im``, ``db`` and ``imdb``, so a request that writes ``imdb`` or ``IMDb`` names it."""
+    return frozenset((*words(text), *(run.lower() for run in _RUN_RE.findall(text))))
+
+
+def _telling(word: str) -> bool:
+    return word not in STOPWORDS and (len(word) > 1 or not word.isascii())
 
 
 def _content_words(text: str) -> int:
