@@ -100,10 +100,11 @@ class Upstream(Supervisor):
         moves the deadline: the call fails only after ``timeout_s`` without progress."""
         from toolscout.gateway.limits import check_argument_size
 
-        tool = self.tools.get(spec.id)
+        tid = spec.id
+        tool = self.tools.get(tid)
         name = tool.name if tool is not None else spec.card.name
         size = len(_COMPACT(dict(arguments)).encode())
-        check_argument_size(size, self.max_argument_bytes, tool_id=spec.id)  # this server's cap
+        check_argument_size(size, self.max_argument_bytes, tool_id=tid)  # this server's cap
         link = LINK.get()
         timeout = self.timeout_for(name)
 
@@ -117,17 +118,17 @@ class Upstream(Supervisor):
         if link is not None and link.task is not None:  # a task-augmented call (2025-11-25)
             params = {"name": name, "arguments": dict(arguments), "task": link.task}
             answer: dict[str, Any] = await self._send(
-                spec.id, repr(name), lambda c: raw_request(c, "tools/call", params), timeout, link
+                tid, repr(name), lambda c: raw_request(c, "tools/call", params), timeout, link
             )
-            self._check_size(spec.id, f"the result of {spec.id}", answer, self.max_result_bytes)
+            self._check_size(tid, None, answer, self.max_result_bytes)
             if "task" in answer:  # the task the upstream created: its later requests come here
                 link.task_session = self
                 return answer
             is_error = bool(answer.get("isError"))
         else:
-            result = await self._send(spec.id, repr(name), send, timeout, link)
+            result = await self._send(tid, repr(name), send, timeout, link)
             answer = wire(result)
-            self._check_size(spec.id, f"the result of {spec.id}", answer, self.max_result_bytes)
+            self._check_size(tid, None, answer, self.max_result_bytes)
             is_error = bool(result.is_error)
         if is_error:
             clean = redacted(answer)
@@ -135,8 +136,8 @@ class Upstream(Supervisor):
             if link is not None:
                 link.error = clean
             raise ExecutorError(
-                f"{spec.id} failed upstream ({self.name}): {' '.join(texts)}",
-                tool_id=spec.id,
+                f"{tid} failed upstream ({self.name}): {' '.join(texts)}",
+                tool_id=tid,
                 reason=TOOL_FAILED,
                 detail=" ".join(texts),
             )
@@ -217,9 +218,12 @@ class Upstream(Supervisor):
         return self.timeout_for(tool.name) if tool is not None else self.timeout_s
 
     @staticmethod
-    def _check_size(what_id: str, what: str, wire: dict[str, Any], cap: int) -> None:
+    def _check_size(what_id: str, what: str | None, wire: dict[str, Any], cap: int) -> None:
+        """``wire`` within ``cap`` bytes of compact JSON (``what``: what it is, by default
+        the result of ``what_id``)."""
         size = len(_COMPACT(wire).encode())
         if size > cap:
+            what = what if what is not None else f"the result of {what_id}"
             raise ExecutorError(
                 f"{what} is {size} bytes, over this server's max_result_bytes ({cap}); raise it "
                 "in the server's toolscout section",
