@@ -305,7 +305,7 @@ class ToolHandlers(GatewayBase):
     async def _execute(
         self, principal: Principal, name: str, args: dict[str, Any], link: Link | None = None
     ) -> CallToolResult:
-        CallToolResult = sdk_names().CallToolResult
+        model: type[CallToolResult] = sdk_names().CallToolResult
         state = self._state(principal)
         _, did = state.recent.get(name, (None, None))
         result = await self.ts.aexecute(principal, self.resolve(name), args, discovery_id=did)
@@ -313,7 +313,7 @@ class ToolHandlers(GatewayBase):
             state.dynamic.move_to_end(result.tool_id)
         if result.ok and isinstance(result.value, Mapping):
             wire = {k: v for k, v in result.value.items() if k not in ("_meta", "resultType")}
-            return CallToolResult.model_validate(wire)
+            return model.model_validate(wire)
         if result.ok:
             return text_result(result.value)
         if link is not None and link.error is not None:
@@ -325,7 +325,7 @@ class ToolHandlers(GatewayBase):
             ]
             wire["isError"] = True
             wire["_meta"] = {"toolscout/reason": result.reason}
-            return CallToolResult.model_validate(wire)
+            return model.model_validate(wire)
         return text_result(f"{result.status} ({result.reason}): {result.message}", error=True)
 
     # -- catalog upkeep ---------------------------------------------------------------
