@@ -1,6 +1,6 @@
 """A request for an upstream that went down and came back: the gateway tries it again at
-once instead of failing the request until its back-off ends (mcp/connection.py,
-``Upstream.reconnect_now``)."""
+once instead of failing the request until its back-off ends (mcp/supervisor.py,
+``Supervisor.reconnect_now``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from _mcp_kit import start_app, stop
 from port_kit import free_port
 from toolscout.cards import make_spec
 from toolscout.errors import ExecutorError
-from toolscout.mcp import connection
+from toolscout.mcp import supervisor
 from toolscout.mcp.config import parse_config
 from toolscout.mcp.upstream import Upstreams
 
@@ -39,7 +39,7 @@ def test_a_request_after_the_upstream_came_back_is_served_before_the_back_off_en
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # a back-off far longer than the test: only a request's own wake-up can reconnect
-    monkeypatch.setattr(connection, "BACKOFF", (300.0, 2.0, 300.0))
+    monkeypatch.setattr(supervisor, "BACKOFF", (300.0, 2.0, 300.0))
     port = free_port()
     proc = start_app(port)
 
@@ -73,8 +73,8 @@ def test_a_request_after_the_upstream_came_back_is_served_before_the_back_off_en
 def test_requests_to_a_server_still_down_do_not_make_attempts_back_to_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(connection, "BACKOFF", (300.0, 2.0, 300.0))
-    monkeypatch.setattr(connection, "MIN_RETRY_S", 1.0)
+    monkeypatch.setattr(supervisor, "BACKOFF", (300.0, 2.0, 300.0))
+    monkeypatch.setattr(supervisor, "MIN_RETRY_S", 1.0)
     port = free_port()
     proc = start_app(port)
     attempts: list[float] = []
@@ -121,7 +121,7 @@ def test_a_stdio_server_that_keeps_failing_is_started_on_the_back_offs_schedule_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # a stdio server is a process the gateway starts: requests do not start it again
-    monkeypatch.setattr(connection, "BACKOFF", (300.0, 2.0, 300.0))
+    monkeypatch.setattr(supervisor, "BACKOFF", (300.0, 2.0, 300.0))
     cfg = parse_config(
         {"mcpServers": {"dead": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}},
          "toolscout": {"timeout_s": 5.0, "connect_timeout_s": 0.5}}

@@ -131,3 +131,42 @@ def test_a_callers_cancellation_reaches_the_upstream_call(patient_gateway: MCPGa
     assert _text(after) == "after"
     rows = [r for r in gateway.ts.gateway.audit.read(subject="dev") if r.tool_id == "app/slow"]
     assert rows and rows[-1].status == "cancelled", rows
+
+
+class _Caps:
+    def __init__(self, **declared: object) -> None:
+        for name in ("sampling", "elicitation", "roots"):
+            setattr(self, name, declared.get(name))
+
+
+class _Session:
+    def __init__(self, caps: _Caps | None) -> None:
+        self.reads = 0
+        self._caps = caps
+
+    @property
+    def client_capabilities(self) -> _Caps | None:
+        self.reads += 1
+        return self._caps
+
+
+class _Ctx:
+    def __init__(self, session: _Session) -> None:
+        self.session = session
+
+
+def test_a_links_capabilities_are_read_once_per_request_and_follow_a_new_one() -> None:
+    from toolscout.mcp.relay import Link
+
+    first = _Session(_Caps(sampling={}))
+    link = Link(_Ctx(first))
+    assert link.capabilities == frozenset({"sampling"})
+    assert link.capabilities == frozenset({"sampling"}) and link.client_supports("sampling")
+    assert first.reads == 1  # a call asks more than once (its round, its route): read once
+    # a retry's round points the link at its new request: that request's client decides
+    second = _Session(_Caps(elicitation={}, roots={}))
+    link.ctx = _Ctx(second)
+    assert link.capabilities == frozenset({"elicitation", "roots"})
+    assert not link.client_supports("sampling") and second.reads == 1
+    assert Link(_Ctx(_Session(None))).capabilities == frozenset()
+    assert link.detached().capabilities == frozenset({"elicitation", "roots"})

@@ -20,6 +20,7 @@ from toolscout.mcp import passthrough
 from toolscout.mcp.config import GatewayConfig
 from toolscout.mcp.relay import LINK, Link
 from toolscout.mcp.rounds import Rounds
+from toolscout.mcp.sdk import sdk_names
 from toolscout.mcp.upstream import Upstream, Upstreams
 from toolscout.policy import Principal
 
@@ -137,9 +138,7 @@ class GatewayBase:
 
     def _remember_session(self, ctx: Any) -> None:
         """Keep handshake-era sessions, to tell them when the tool list changes."""
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if ctx.protocol_version in sdk_names().MODERN:
             return
         conn = connection_of(ctx)
         self._sessions[id(conn)] = ctx.session

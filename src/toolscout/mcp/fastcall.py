@@ -57,8 +57,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolscout.gateway.afterreply import AFTER_REPLY, AfterReply
+from toolscout.mcp import sdk as _holder
 from toolscout.mcp.meta import META_TOOLS
 from toolscout.mcp.pipes import PipeLines, PipeOut
+from toolscout.mcp.sdk import sdk_names
 from toolscout.mcp.timeline import mark
 
 if TYPE_CHECKING:
@@ -77,54 +79,16 @@ _MESSAGE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 
 
-class _Sdk:
-    """The SDK's names a call answered here uses, imported once, when the first line is
-    offered (the SDK is serving by then): not at this module's import, which the start-up
-    path makes before it loads the SDK, and not per call (17 imports a call before)."""
-
-    def __init__(self) -> None:
-        from mcp.server.connection import Connection, NotifyOnlyOutbound
-        from mcp.server.context import ServerRequestContext
-        from mcp.server.runner import (
-            ServerRunner,
-            aclose_shielded,
-            modern_error_data,
-        )
-        from mcp.server.session import ServerSession
-        from mcp.shared.dispatcher import as_request_id, coerce_request_id
-        from mcp.shared.exceptions import MCPError
-        from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
-        from mcp.types import CallToolRequestParams, ErrorData, JSONRPCError
-        from mcp_types import methods
-        from pydantic_core import to_json
-
-        self.Connection: Any = Connection
-        self.NotifyOnlyOutbound: Any = NotifyOnlyOutbound
-        self.ServerRequestContext: Any = ServerRequestContext
-        self.ServerRunner: Any = ServerRunner
-        self.aclose_shielded: Any = aclose_shielded
-        self.modern_error_data: Any = modern_error_data
-        self.ServerSession: Any = ServerSession
-        self.as_request_id: Any = as_request_id
-        self.coerce_request_id: Any = coerce_request_id
-        self.MCPError: Any = MCPError
-        self.InboundLadderRejection: Any = InboundLadderRejection
-        self.classify_inbound_request: Any = classify_inbound_request
-        self.CallToolRequestParams: Any = CallToolRequestParams
-        self.ErrorData: Any = ErrorData
-        self.JSONRPCError: Any = JSONRPCError
-        self.methods: Any = methods
-        self.to_json: Any = to_json
+def __getattr__(name: str) -> Any:
+    """``_SDK``: the one holder of the SDK's names (:mod:`toolscout.mcp.sdk`), under the
+    name it had when this module kept its own (``tests/test_fwd11_forwarding.py``)."""
+    if name == "_SDK":
+        return _holder._NAMES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_SDK: _Sdk | None = None
-
-
-def _sdk() -> _Sdk:
-    global _SDK
-    if _SDK is None:
-        _SDK = _Sdk()
-    return _SDK
+#: the SDK's names a call answered here uses (imported once, at the first line offered)
+_sdk = sdk_names
 
 
 class _Stamp:

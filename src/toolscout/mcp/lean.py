@@ -52,6 +52,7 @@ from typing import Any, TextIO
 
 from toolscout.mcp import leantap
 from toolscout.mcp.leantap import Tap
+from toolscout.mcp.sdk import sdk_names
 from toolscout.mcp.timeline import mark
 
 __all__ = ["ENV", "LEAN_MARK", "PREFIX", "LeanStdio", "lean_enabled"]
@@ -70,47 +71,6 @@ _Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 #: the upstream request line's JSON (``json.dumps`` with these options builds one per call)
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-class _Sdk:
-    """The SDK's (and pydantic's) names an upstream call uses, here and in
-    ``connection.Upstream._send``, imported once by the first call (the SDK's client is
-    up by then), not per call."""
-
-    def __init__(self) -> None:
-        import anyio
-        from mcp.client import session
-        from mcp.shared.exceptions import MCPError
-        from mcp.types import CallToolResult, ErrorData, InputRequiredResult
-        from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, methods
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-        from pydantic import ValidationError
-
-        self.pipe_errors: tuple[type[BaseException], ...] = (
-            anyio.BrokenResourceError,
-            anyio.ClosedResourceError,
-            OSError,
-        )
-        self.session: Any = session
-        self.MCPError: Any = MCPError
-        self.CallToolResult: Any = CallToolResult
-        self.ErrorData: Any = ErrorData
-        self.InputRequiredResult: Any = InputRequiredResult
-        self.CONNECTION_CLOSED: int = CONNECTION_CLOSED
-        self.HEADER_MISMATCH: int = HEADER_MISMATCH
-        self.methods: Any = methods
-        self.MODERN: Any = MODERN_PROTOCOL_VERSIONS
-        self.ValidationError: Any = ValidationError
-
-
-_SDK: _Sdk | None = None
-
-
-def sdk_names() -> _Sdk:
-    global _SDK
-    if _SDK is None:
-        _SDK = _Sdk()
-    return _SDK
 
 
 def lean_enabled() -> bool:

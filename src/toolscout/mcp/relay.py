@@ -61,6 +61,8 @@ class Link:
     task_session: Any = None
     #: how questions reach a 2026-07-28 caller (an input-required round, mcp/rounds.py)
     asker: Any = None
+    #: (the ``ctx`` they were read from, :attr:`capabilities`): a call asks more than once
+    _caps: tuple[Any, frozenset[str]] | None = field(default=None, init=False, repr=False)
 
     @property
     def solo(self) -> bool:
@@ -69,8 +71,14 @@ class Link:
 
     @property
     def capabilities(self) -> frozenset[str]:
-        """The relayable client capabilities the caller's client declared."""
-        return capabilities_of(getattr(self.ctx, "session", None))
+        """The relayable client capabilities the caller's client declared (read once per
+        ``ctx``: a retry's round points the link at its new request)."""
+        ctx, kept = self.ctx, self._caps
+        if kept is not None and kept[0] is ctx:
+            return kept[1]
+        caps = capabilities_of(getattr(ctx, "session", None))
+        self._caps = (ctx, caps)
+        return caps
 
     def detached(self) -> Link:
         """This caller's client, for requests outside this request (no progress, no error):

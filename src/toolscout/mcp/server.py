@@ -55,10 +55,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from toolscout.errors import ConfigError, TokenError
 from toolscout.mcp import early
 from toolscout.mcp.config import GatewayConfig
-from toolscout.mcp.connection import POLL_S
 from toolscout.mcp.early import SERVER_INFO, own_instructions
 from toolscout.mcp.processes import kill_children
 from toolscout.mcp.resources import ResourceHandlers
+from toolscout.mcp.supervisor import POLL_S
 from toolscout.mcp.tasks import TaskHandlers, tasks_capability
 from toolscout.mcp.timeline import mark
 from toolscout.mcp.upstream import Upstreams

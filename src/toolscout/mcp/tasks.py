@@ -38,9 +38,10 @@ from typing import Any
 
 from toolscout.errors import TokenError, ToolscoutError
 from toolscout.mcp.callers import caller_key
-from toolscout.mcp.connection import TASK_STATUS, Upstream
+from toolscout.mcp.connection import Upstream
 from toolscout.mcp.meta import CALL, SEARCH, text_result
 from toolscout.mcp.relay import LINK
+from toolscout.mcp.supervisor import TASK_STATUS
 from toolscout.mcp.tools import ToolHandlers
 from toolscout.mcp.wire import raw_request
 from toolscout.policy import Principal

@@ -24,6 +24,7 @@ from toolscout.errors import ImportRefused, TokenError, ToolscoutError
 from toolscout.mcp.callers import RECENT, GatewayBase, caller_key
 from toolscout.mcp.meta import CALL, SEARCH, meta_tools, text_result
 from toolscout.mcp.relay import LINK, Link
+from toolscout.mcp.sdk import sdk_names
 from toolscout.mcp.timeline import mark
 from toolscout.mcp.upstream import Upstream
 from toolscout.policy import Principal
@@ -115,6 +116,8 @@ class ToolHandlers(GatewayBase):
         Taken from the catalog, so names are the same before and after a server connects;
         made again only when the catalog's generation moved (every call asks)."""
         catalog = self.ts.catalog
+        if self._names_key == catalog.generation:  # the generation read of this turn
+            return self._names
         with catalog.pinned() as state:  # one generation read; the cards of that generation
             if self._names_key == state.generation:
                 return self._names
@@ -138,8 +141,6 @@ class ToolHandlers(GatewayBase):
 
     # -- tools/call -------------------------------------------------------------------
     async def _call_tool(self, ctx: Any, params: Any) -> Any:
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
         try:
             principal = self._principal(ctx)
         except TokenError as exc:
@@ -151,7 +152,7 @@ class ToolHandlers(GatewayBase):
         link = self._link(ctx, principal)
         token = LINK.set(link)
         try:
-            if name != SEARCH and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if name != SEARCH and ctx.protocol_version in sdk_names().MODERN:
                 # the upstream's questions go back in input-required rounds (mcp/rounds.py)
                 return await self._rounds.run(
                     f"{caller_key(principal)}\x00tools/call",
@@ -304,8 +305,7 @@ class ToolHandlers(GatewayBase):
     async def _execute(
         self, principal: Principal, name: str, args: dict[str, Any], link: Link | None = None
     ) -> CallToolResult:
-        from mcp.types import CallToolResult
-
+        model: type[CallToolResult] = sdk_names().CallToolResult
         state = self._state(principal)
         _, did = state.recent.get(name, (None, None))
         result = await self.ts.aexecute(principal, self.resolve(name), args, discovery_id=did)
@@ -313,7 +313,7 @@ class ToolHandlers(GatewayBase):
             state.dynamic.move_to_end(result.tool_id)
         if result.ok and isinstance(result.value, Mapping):
             wire = {k: v for k, v in result.value.items() if k not in ("_meta", "resultType")}
-            return CallToolResult.model_validate(wire)
+            return model.model_validate(wire)
         if result.ok:
             return text_result(result.value)
         if link is not None and link.error is not None:
@@ -325,7 +325,7 @@ class ToolHandlers(GatewayBase):
             ]
             wire["isError"] = True
             wire["_meta"] = {"toolscout/reason": result.reason}
-            return CallToolResult.model_validate(wire)
+            return model.model_validate(wire)
         return text_result(f"{result.status} ({result.reason}): {result.message}", error=True)
 
     # -- catalog upkeep ---------------------------------------------------------------

@@ -23,9 +23,10 @@ from toolscout.cards import ToolSpec
 from toolscout.errors import ExecutorError
 from toolscout.mcp.cards import UpstreamTool
 from toolscout.mcp.config import GatewayConfig
-from toolscout.mcp.connection import POLL_S, UPSTREAM_UNAVAILABLE, Upstream
+from toolscout.mcp.connection import UPSTREAM_UNAVAILABLE, Upstream
 from toolscout.mcp.processes import kill_children, resolve_command
 from toolscout.mcp.relay import CAPABILITIES, LINK, Link
+from toolscout.mcp.supervisor import POLL_S
 
 __all__ = ["Upstream", "UpstreamTool", "Upstreams", "kill_children", "resolve_command"]
 
