@@ -40,7 +40,7 @@ from mcp_types import methods
 from toolscout.discovery.kept import no_gc
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.audit_rows import _row_hash
-from toolscout.mcp import fastcall, lean
+from toolscout.mcp import lean
 from toolscout.mcp.fastcall import FastCalls, _plain_call, response_line
 from toolscout.mcp.relay import Link
 from toolscout.mcp.rounds import Rounds
@@ -341,8 +341,3 @@ def test_an_attempt_completes_from_its_stored_values(tmp_path: Any) -> None:
     assert [r.kind for r in rows] == ["attempt", "outcome", "attempt", "outcome"]
     assert (outcome.subject, outcome.ref, outcome.id) == (rows[0].subject, attempt, rows[1].id)
     assert (late.args_digest, late.ref, late.decision) == ("e", second, "error")
-
-
-def test_fastcall_imports_the_sdk_once() -> None:
-    fastcall._sdk()
-    assert fastcall._sdk() is fastcall._SDK is not None

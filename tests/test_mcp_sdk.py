@@ -16,8 +16,7 @@ from toolscout.mcp import connection, fastcall, lean, sdk
 def test_one_holder_made_once_and_shared() -> None:
     names = sdk.sdk_names()
     assert sdk.sdk_names() is names is sdk._NAMES
-    assert fastcall._sdk() is names and fastcall._SDK is names
-    assert lean.sdk_names is sdk.sdk_names and connection.sdk_names is sdk.sdk_names
+    assert fastcall.sdk_names is lean.sdk_names is connection.sdk_names is sdk.sdk_names
 
 
 def test_the_names_are_the_sdks() -> None:

@@ -57,7 +57,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolscout.gateway.afterreply import AFTER_REPLY, AfterReply
-from toolscout.mcp import sdk as _holder
 from toolscout.mcp.meta import META_TOOLS
 from toolscout.mcp.pipes import PipeLines, PipeOut
 from toolscout.mcp.sdk import sdk_names
@@ -79,18 +78,6 @@ _MESSAGE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 
 
-def __getattr__(name: str) -> Any:
-    """``_SDK``: the one holder of the SDK's names (:mod:`toolscout.mcp.sdk`), under the
-    name it had when this module kept its own (``tests/test_fwd11_forwarding.py``)."""
-    if name == "_SDK":
-        return _holder._NAMES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-#: the SDK's names a call answered here uses (imported once, at the first line offered)
-_sdk = sdk_names
-
-
 class _Stamp:
     """What the SDK's result serializer asks of the server (``ServerRunner._serialize``:
     its cache hints and its ``serverInfo`` stamp), with the stamp not copied per call: the
@@ -106,7 +93,7 @@ def response_line(rid: Any, result: dict[str, Any]) -> str:
     """The JSON-RPC answer line of ``result`` for request ``rid``: the bytes of the SDK's
     ``JSONRPCResponse(...).model_dump_json(by_alias=True, exclude_unset=True)`` (the same
     pydantic serializer, without building and validating the model)."""
-    line: bytes = _sdk().to_json(
+    line: bytes = sdk_names().to_json(
         {"jsonrpc": "2.0", "id": rid, "result": result}, inf_nan_mode="null"
     )
     return line.decode("utf-8")
@@ -210,7 +197,7 @@ class FastCalls:
         if plain is None:
             return False
         rid, params, typed, route = plain
-        key = _sdk().coerce_request_id(rid)
+        key = sdk_names().coerce_request_id(rid)
         if key in self._inflight:  # a duplicate id: the SDK's way
             return False
         task = asyncio.get_running_loop().create_task(self._answer(rid, params, typed, route))
@@ -224,7 +211,7 @@ class FastCalls:
         return True
 
     def _cancel(self, line: str) -> bool:
-        sdk = _sdk()
+        sdk = sdk_names()
         try:
             message = json.loads(line)
         except ValueError:
@@ -250,7 +237,7 @@ class FastCalls:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # what the SDK's modern loop answers for it
-                sdk = _sdk()
+                sdk = sdk_names()
                 error = sdk.modern_error_data(exc)
                 line = sdk.JSONRPCError(jsonrpc="2.0", id=rid, error=error).model_dump_json(
                     by_alias=True, exclude_unset=True
@@ -271,7 +258,7 @@ class FastCalls:
     async def _result(self, rid: Any, params: dict[str, Any], typed: Any, route: Any) -> str:
         """The answer line: the gateway's handler run with the context and session the
         SDK's runner would build, its result shaped by the runner's own serializer."""
-        sdk = _sdk()
+        sdk = sdk_names()
         version = route.protocol_version
         envelope = (version, route.client_info, route.client_capabilities)
         connection = self._connection(envelope)
@@ -307,7 +294,7 @@ class FastCalls:
         if kept is not None and kept[0] == envelope:
             return kept[1]
         version, info, capabilities = envelope
-        sdk = _sdk()
+        sdk = sdk_names()
         return sdk.Connection.from_envelope(
             version, info, capabilities, outbound=sdk.NotifyOnlyOutbound(self._channel)
         )
@@ -318,7 +305,7 @@ class FastCalls:
         runner = self._serializer
         if runner is None:
             server = self._gateway.server  # type: ignore[attr-defined]
-            runner = self._serializer = _sdk().ServerRunner(_Stamp(server), None, None)
+            runner = self._serializer = sdk_names().ServerRunner(_Stamp(server), None, None)
         return runner
 
     async def send(self, line: str, written: Callable[[], None] | None = None) -> None:
@@ -382,7 +369,7 @@ def _plain_call(line: str) -> tuple[Any, dict[str, Any], Any, Any] | None:
         return None
     if not isinstance(meta, dict) or "progressToken" in meta:
         return None
-    sdk = _sdk()
+    sdk = sdk_names()
     route = sdk.classify_inbound_request(message)
     if isinstance(route, sdk.InboundLadderRejection):
         return None
