@@ -28,12 +28,18 @@ Every embedder of the run answers texts embedded before from one vector cache
 the same demo and bench card texts are indexed into many catalogs by many processes.
 
 ``--cpu-durations N`` lists the N tests that used most CPU (their process's and the
-processes they started), which is what the suite's time on two cores is made of.
+processes they started), which is what the suite's time on two cores is made of;
+``--cpu-json PATH`` writes every test's figures as JSON (``benchmarks/suite_cost.py`` runs
+the suite with it and adds them up per file). With either, the processes the fork servers
+start for a test (``tests/forkserver.py``) are counted for it too: they are the fork
+server's children, not the test's, so the fork server writes each one's CPU to a ledger
+(``$TOOLSCOUT_TEST_LEDGER``) when it reaps it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import shutil
@@ -55,6 +61,10 @@ os.environ.setdefault("TOOLSCOUT_EMBED_THREADS", "1")
 #: the run's shared vector cache (``toolscout.embed.vectorcache``), made by the controlling
 #: process (the one process of a serial run) and removed when it ends
 _RUN_VECTORS: str | None = None
+#: where the fork servers write the CPU of each process they forked and reaped, one JSON
+#: line each (``tests/forkserver.py``), when the run counts CPU; made as the vector cache is
+LEDGER_ENV = "TOOLSCOUT_TEST_LEDGER"
+_RUN_LEDGER: str | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,10 +74,15 @@ def pytest_configure(config: pytest.Config) -> None:
     that many tests index into catalogs of their own are embedded once per run. The
     vectors are the model's own (stored as it returned them); a test of the model itself
     calls it directly. And byte-compile the package once (:func:`_compile_package`)."""
-    global _RUN_VECTORS
+    global _RUN_VECTORS, _RUN_LEDGER
     if hasattr(config, "workerinput"):
         return  # a worker inherits the controlling process's cache and compiled package
     _compile_package()
+    counting = config.getoption("cpu_durations") is not None or config.getoption("cpu_json")
+    if counting and LEDGER_ENV not in os.environ:
+        fd, _RUN_LEDGER = tempfile.mkstemp(prefix="toolscout-ledger-", suffix=".jsonl")
+        os.close(fd)
+        os.environ[LEDGER_ENV] = _RUN_LEDGER
     if VECTOR_CACHE_ENV in os.environ:
         return  # the caller's cache; set empty, there is none
     _RUN_VECTORS = tempfile.mkdtemp(prefix="toolscout-vectors-")
@@ -106,7 +121,13 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    global _RUN_VECTORS
+    global _RUN_VECTORS, _RUN_LEDGER
+    if _RUN_LEDGER is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(_RUN_LEDGER)
+        if os.environ.get(LEDGER_ENV) == _RUN_LEDGER:
+            del os.environ[LEDGER_ENV]
+        _RUN_LEDGER = None
     if _RUN_VECTORS is not None:
         shutil.rmtree(_RUN_VECTORS, ignore_errors=True)
         if os.environ.get(VECTOR_CACHE_ENV) == _RUN_VECTORS:
@@ -157,6 +178,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="list the N tests that used most CPU (user + system, the test process and the "
         "processes it started and reaped; 0: all), besides the run's total",
     )
+    parser.addoption(
+        "--cpu-json",
+        default=None,
+        metavar="PATH",
+        help="write each test's CPU, wall time, processes and worker to PATH as JSON "
+        "(benchmarks/suite_cost.py adds them up per file)",
+    )
 
 
 def _cpu_seconds() -> float:
@@ -168,6 +196,9 @@ def _cpu_seconds() -> float:
 
 #: CPU seconds of each test (set-up, call and teardown) in this process
 _CPU: dict[str, float] = {}
+#: wall seconds of each test (set-up, call and teardown), and the worker that ran it
+_WALL: dict[str, float] = {}
+_WORKER_OF: dict[str, str] = {}
 #: processes each test's own process started (set-up, call and teardown): every
 #: ``subprocess.Popen``, asyncio's and anyio's included, and ``os.posix_spawn``
 _SPAWNS: dict[str, int] = {}
@@ -193,11 +224,13 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """Record the test's CPU: its process's and its reaped child processes' (a server a
     module fixture started counts where it is stopped, at the module's last test), and
     how many processes it started (a module fixture's count at the module's first test)."""
-    start, spawned = _cpu_seconds(), _spawned
+    start, spawned, began = _cpu_seconds(), _spawned, time.perf_counter()
     if not _SPAN:
         _SPAN.append(time.time())
     yield
     _CPU[item.nodeid] = _CPU.get(item.nodeid, 0.0) + _cpu_seconds() - start
+    _WALL[item.nodeid] = _WALL.get(item.nodeid, 0.0) + time.perf_counter() - began
+    _WORKER_OF[item.nodeid] = os.environ.get("PYTEST_XDIST_WORKER", "main")
     _SPAWNS[item.nodeid] = _SPAWNS.get(item.nodeid, 0) + _spawned - spawned
     _SPAN[1:] = [time.time()]
 
@@ -292,6 +325,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         output["case_counts"] = dict(_case_counts())
         output["cpu"] = dict(_CPU)
         output["spawns"] = dict(_SPAWNS)
+        output["wall"] = dict(_WALL)
+        output["worker_of"] = dict(_WORKER_OF)
         output["span"] = {"tests": len(_CPU), "cpu": sum(_CPU.values()), "first": _SPAN[0],
                           "last": _SPAN[-1]} if _SPAN else {}  # fmt: skip
 
@@ -303,32 +338,59 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     _WORKER_COUNTS.update(output.get("case_counts", {}))
     _CPU.update(output.get("cpu", {}))
     _SPAWNS.update(output.get("spawns", {}))
+    _WALL.update(output.get("wall", {}))
+    _WORKER_OF.update(output.get("worker_of", {}))
     if output.get("span"):
         _WORKERS[str(getattr(getattr(node, "gateway", None), "id", "?"))] = output["span"]
 
 
-def _cpu_summary(terminalreporter: pytest.TerminalReporter) -> None:
+def _forked_cpu() -> dict[str, float]:
+    """CPU seconds of the processes the fork servers forked for each test and reaped (the
+    ledger's lines: ``tests/forkserver.py``), by the test's node id; a process started in a
+    module fixture's set-up counts for the test being set up."""
+    forked: dict[str, float] = {}
+    path = os.environ.get(LEDGER_ENV)
+    if not path:
+        return forked
+    with contextlib.suppress(OSError), open(path, encoding="utf-8") as lines:
+        for line in lines:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                entry = json.loads(line)
+                test = str(entry["test"]).rsplit(" (", 1)[0]  # without " (call)"
+                forked[test] = forked.get(test, 0.0) + float(entry["cpu"])
+    return forked
+
+
+def _cpu_summary(terminalreporter: pytest.TerminalReporter, forked: dict[str, float]) -> None:
     """``--cpu-durations N``: the N tests and the N files that used most CPU (with the
-    processes they started), and the run's total."""
+    processes they started, forked ones included), and the run's total."""
     top = terminalreporter.config.getoption("cpu_durations")
     if top is None or not _CPU:
         return
+    total = {nodeid: seconds + forked.get(nodeid, 0.0) for nodeid, seconds in _CPU.items()}
     files: dict[str, float] = {}
+    file_forked: dict[str, float] = {}
     file_spawns: Counter[str] = Counter()
-    for nodeid, seconds in _CPU.items():
+    for nodeid, seconds in total.items():
         path = nodeid.split("::", 1)[0]
         files[path] = files.get(path, 0.0) + seconds
+        file_forked[path] = file_forked.get(path, 0.0) + forked.get(nodeid, 0.0)
         file_spawns[path] += _SPAWNS.get(nodeid, 0)
-    terminalreporter.section("most CPU (user + system, with reaped child processes)")
-    terminalreporter.write_line("     CPU  processes  test")
-    for nodeid, seconds in sorted(_CPU.items(), key=lambda kv: -kv[1])[: top or None]:
-        terminalreporter.write_line(f"{seconds:8.2f}s {_SPAWNS.get(nodeid, 0):6d}     {nodeid}")
-    terminalreporter.write_line("     CPU  processes  file")
+    terminalreporter.section("most CPU (user + system, with reaped and forked child processes)")
+    terminalreporter.write_line("     CPU   forked  processes  test")
+    for nodeid, seconds in sorted(total.items(), key=lambda kv: -kv[1])[: top or None]:
+        terminalreporter.write_line(
+            f"{seconds:8.2f}s {forked.get(nodeid, 0.0):7.2f}s {_SPAWNS.get(nodeid, 0):6d}     "
+            f"{nodeid}"
+        )
+    terminalreporter.write_line("     CPU   forked  processes  file")
     for path, seconds in sorted(files.items(), key=lambda kv: -kv[1])[: top or None]:
-        terminalreporter.write_line(f"{seconds:8.2f}s {file_spawns[path]:6d}     {path}")
+        terminalreporter.write_line(
+            f"{seconds:8.2f}s {file_forked[path]:7.2f}s {file_spawns[path]:6d}     {path}"
+        )
     terminalreporter.write_line(
-        f"total: {sum(_CPU.values()):.1f}s over {len(_CPU)} tests, "
-        f"{sum(_SPAWNS.values())} processes started by the tests' own processes"
+        f"total: {sum(total.values()):.1f}s over {len(_CPU)} tests ({sum(forked.values()):.1f}s "
+        f"of it forked), {sum(_SPAWNS.values())} processes started by the tests' own processes"
     )
     # how evenly the workers shared the run: the run ends with the last one
     for name, span in sorted(_WORKERS.items()):
@@ -339,8 +401,36 @@ def _cpu_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
+def _write_cpu_json(path: str, forked: dict[str, float]) -> None:
+    """``--cpu-json PATH``: every test's figures (``benchmarks/suite_cost.py`` reads them)."""
+    tests = {
+        nodeid: {
+            "cpu": round(seconds, 3),
+            "forked_cpu": round(forked.get(nodeid, 0.0), 3),
+            "wall": round(_WALL.get(nodeid, 0.0), 3),
+            "processes": _SPAWNS.get(nodeid, 0),
+            "worker": _WORKER_OF.get(nodeid, "main"),
+        }
+        for nodeid, seconds in _CPU.items()
+    }
+    workers = {
+        name: {"tests": span["tests"], "cpu": round(span["cpu"], 3),
+               "first": round(span["first"] - _SESSION_START, 3),
+               "last": round(span["last"] - _SESSION_START, 3)}
+        for name, span in _WORKERS.items()
+    }  # fmt: skip
+    unmatched = {k: round(v, 3) for k, v in forked.items() if k not in _CPU}
+    Path(path).write_text(
+        json.dumps({"tests": tests, "workers": workers, "forked_elsewhere": unmatched}, indent=1)
+    )
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    _cpu_summary(terminalreporter)
+    forked = _forked_cpu()
+    _cpu_summary(terminalreporter, forked)
+    out = terminalreporter.config.getoption("cpu_json")
+    if out and not hasattr(terminalreporter.config, "workerinput"):
+        _write_cpu_json(out, forked)
     counts = _case_counts() + _WORKER_COUNTS
     if not counts:
         return

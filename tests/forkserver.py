@@ -77,6 +77,9 @@ PRELOAD = (
     "typer._adapters",
 )
 _MAX_MSG = 1 << 20
+#: where to write the CPU of each forked process when it is reaped, if the client's
+#: environment names a file (``tests/conftest.py`` does when the run counts CPU per test)
+LEDGER_ENV = "TOOLSCOUT_TEST_LEDGER"
 
 
 def serve(path: str, more: list[str] = [], watch_stdin: bool = False) -> dict[str, Any]:  # noqa: B006
@@ -108,6 +111,7 @@ def serve(path: str, more: list[str] = [], watch_stdin: bool = False) -> dict[st
     if watch_stdin:
         sel.register(0, selectors.EVENT_READ, "stdin")
     conns: dict[int, socket.socket] = {}  # a live gateway's pid -> its client's connection
+    ledgers: dict[int, tuple[str, str, list[str]]] = {}  # pid -> ledger, test, arguments
     print(f"forkserver: ready on {path} (pid {os.getpid()})", file=sys.stderr, flush=True)
     while True:
         for key, _ in sel.select():
@@ -137,6 +141,7 @@ def serve(path: str, more: list[str] = [], watch_stdin: bool = False) -> dict[st
                     return job
                 for fd in fds:
                     os.close(fd)
+                _note(ledgers, pid, msg)
                 with contextlib.suppress(OSError):  # a client gone already: its end shows next
                     conn.send(json.dumps({"pid": pid}).encode())
                 conns[pid] = conn
@@ -150,7 +155,7 @@ def serve(path: str, more: list[str] = [], watch_stdin: bool = False) -> dict[st
                 with contextlib.suppress(BlockingIOError):
                     while os.read(wake_r, 512):
                         pass
-                _reap(conns, sel)
+                _reap(conns, sel, ledgers)
             else:  # the client's connection: it sends nothing, so this is its end
                 pid = key.data
                 with contextlib.suppress(KeyError, ValueError):  # reaped in this same round
@@ -177,15 +182,42 @@ def _kill(pid: int, signum: int) -> None:
         os.kill(pid, signum)
 
 
-def _reap(conns: dict[int, socket.socket], sel: selectors.BaseSelector) -> None:
-    """Tell each ended gateway's client how it ended."""
+def _note(ledgers: dict[int, tuple[str, str, list[str]]], pid: int, msg: bytes) -> None:
+    """Keep where the forked process ``pid`` is to be counted, if its client asked."""
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        job = json.loads(msg)
+        env = job.get("env") or {}
+        if env.get(LEDGER_ENV):
+            test = str(env.get("PYTEST_CURRENT_TEST", ""))
+            ledgers[pid] = (env[LEDGER_ENV], test, [str(a) for a in job.get("argv", [])[:3]])
+
+
+def _count(ledgers: dict[int, tuple[str, str, list[str]]], pid: int, usage: Any) -> None:
+    """Append the reaped process's CPU (its own and its reaped children's) to its ledger."""
+    noted = ledgers.pop(pid, None)
+    if noted is None:
+        return
+    path, test, argv = noted
+    cpu = usage.ru_utime + usage.ru_stime
+    line = json.dumps({"test": test, "cpu": round(cpu, 4), "argv": argv}) + "\n"
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as ledger:
+        ledger.write(line)  # one short write of an O_APPEND file: lines do not interleave
+
+
+def _reap(
+    conns: dict[int, socket.socket],
+    sel: selectors.BaseSelector,
+    ledgers: dict[int, tuple[str, str, list[str]]],
+) -> None:
+    """Tell each ended gateway's client how it ended (and count its CPU where asked)."""
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        _count(ledgers, pid, usage)
         conn = conns.pop(pid, None)
         if conn is None:
             continue
