@@ -162,7 +162,8 @@ class DerivedState:
         """The parts ``name`` derives from ``state``: the rows a process kept in the store
         for this generation (and this code: the key names a digest of the modules that
         build them), read per key; else built here (:meth:`_built`), kept for the next
-        process. A damaged part is built again whole (:class:`~toolscout.discovery.kept.KeptMap`)."""
+        process. A damaged part is built again whole
+        (:class:`~toolscout.discovery.kept.KeptMap`)."""
         store = row_store(self.store)
         kinds = _PARTS[name]
         whole = built_once(lambda: self._built(state, name))
