@@ -236,6 +236,7 @@ class DerivedState:
         def later() -> None:
             self._answered.wait(REDERIVE_WAIT_S)
             self._rederive_all(state)
+            self._drop_served(state)
 
         with self._keeping_lock:
             if state.rederiving:
@@ -275,6 +276,27 @@ class DerivedState:
             self._keep(store, keys[name], state.generation,
                        {p: (kinds[p], parts[p]) for p in kinds})  # fmt: skip
             self._put(state, name, parts)
+
+    def _drop_served(self, state: _State) -> None:
+        """Once this version's parts are in place of the ones another version kept, remove
+        what that version kept for the generation if no process reads it any more (its
+        readers hold it: the older version's running processes, and this one until the
+        last request that read the stale parts is done; a version before those holds
+        keeps its rows until the generation moves). On a second connection: the rows go
+        in short transactions that requests on this one do not wait behind."""
+        second = getattr(self.store, "second_connection", None)
+        other = None
+        with suppress(Exception):  # a cache: removed by a later write instead
+            other = second() if callable(second) else None
+        if other is None:
+            return
+        try:
+            drop = getattr(other, "drop_superseded", None)
+            if callable(drop):
+                for name in _PARTS:
+                    drop(_kept_key(name), state.generation)
+        finally:
+            other.close()
 
     def _rebuilder(self, state: _State, name: str) -> Callable[[str], Mapping[str, Any]]:
         """What a kept part of ``name`` found damaged is replaced with: the part built here

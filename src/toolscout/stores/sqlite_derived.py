@@ -10,8 +10,11 @@ A map's key is ``name:digest`` (the digest names the code that built it); when a
 blob whose key ends in such a digest, is kept for a generation, what other versions kept
 of the same ``name`` for an older generation is removed: a generation only moves
 forward, so no process reads it again (:meth:`DerivedState._drop_superseded`). What
-another version kept for the current generation stays: a rolling upgrade's older
-processes are still reading it.
+another version kept for the current generation goes too once no process reads it: its
+readers hold a shared lock on the file beside the catalog while they read it
+(:meth:`DerivedState.hold_derived`), and it is removed only under an exclusive one. A map
+kept by a toolscout before these locks (its header lacks the part :data:`HELD_PART`) has
+readers that hold nothing, so it stays until the generation moves, as it did.
 
 :class:`DerivedState` is a part of :class:`~toolscout.stores.sqlite.SQLiteStore` (its
 base class), kept in a module of its own as ``sqlite_dense`` is for the dense index.
@@ -22,10 +25,18 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 
-__all__ = ["DERIVED_STEP", "DerivedState"]
+from toolscout.stores import sqlite_holds
+
+__all__ = ["DERIVED_STEP", "HELD_PART", "DerivedState"]
+
+#: a part of no rows in a kept map's header counts (``toolscout.discovery.kept`` writes
+#: it; the store does not import discovery): the map's readers hold the readers' lock, so
+#: it may be removed for its own generation once none does. A toolscout before the locks
+#: does not know the part and never reads such a map (its parts differ from its kinds)
+HELD_PART = "~held"
 
 #: rows a background writer of derived state writes (or removes) per transaction
 DERIVED_STEP = 20_000
@@ -262,40 +273,62 @@ class DerivedState:
             self._drop_superseded(key, generation, step)
         return True
 
+    def hold_derived(self, token: str) -> Callable[[], None] | None:
+        """Hold the rows kept under ``token`` against removal while they are read
+        (:func:`~toolscout.stores.sqlite_holds.hold`): the release, or None when they are
+        being removed (the caller does not read them)."""
+        return sqlite_holds.hold(str(getattr(self, "path", ":memory:")), token)
+
+    def drop_superseded(self, key: str, generation: int) -> None:
+        """:meth:`_drop_superseded` in short transactions, for a caller that has put this
+        version's ``key`` in place of another version's it was reading (best effort)."""
+        with suppress(sqlite3.Error):
+            self._drop_superseded(key, generation, DERIVED_STEP)
+
     def _drop_superseded(self, key: str, generation: int, step: int) -> None:
         """Remove the maps other versions of toolscout kept under ``key``'s name for a
-        generation older than ``generation`` (their header first, so nothing reads rows
-        without one, then their rows in short transactions). Without this, every upgrade
-        left its predecessor's rows behind for good: ~80 MB for a 100k catalog."""
+        generation older than ``generation``, and those kept for ``generation`` itself that
+        no process reads (their header names :data:`HELD_PART` and no reader holds their
+        token): the header first, so nothing reads rows without one, then the rows in
+        short transactions. Without this, every upgrade left its predecessor's rows
+        behind until the generation moved, or for good: ~80-110 MB for a 100k catalog."""
         name, sep, _ = key.rpartition(":")
-        if not sep:
-            return
+        mine = self.derived(key)
+        if not sep or mine is None or mine[0] != generation:
+            return  # this version's not kept for it (a write that failed): no other goes
         for other, kept_generation in self.derived_keys(f"{name}:"):
-            if other == key or kept_generation >= generation:
+            if other == key or kept_generation > generation:
                 continue
             with self._lock:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    row = self._db.execute(
-                        "SELECT blob FROM derived WHERE key = ? AND generation = ?",
-                        (other, kept_generation),
-                    ).fetchone()
-                    self._db.execute(
-                        "DELETE FROM derived WHERE key = ? AND generation = ?",
-                        (other, kept_generation),
-                    )
-                    self._db.execute("COMMIT")
-                except sqlite3.Error:
-                    self._db.execute("ROLLBACK")
-                    raise
-            if row is None:
-                continue
+                row = self._db.execute(
+                    "SELECT blob FROM derived WHERE key = ? AND generation = ?",
+                    (other, kept_generation),
+                ).fetchone()
+            header = _header(row[0]) if row is not None else None
+            release = None
+            if kept_generation == generation:  # read now, unless its readers say otherwise
+                if header is None or HELD_PART not in header[1]:
+                    continue
+                release = sqlite_holds.unread(str(getattr(self, "path", ":memory:")), header[0])
+                if release is None:
+                    continue
             try:
-                header = json.loads(row[0])
-                token, parts = str(header["token"]), list(header["counts"])
-            except (ValueError, KeyError, TypeError):
-                continue  # not a map's header (a blob): nothing kept as rows under it
-            self._drop_rows(token, parts, step)
+                with self._lock:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    try:
+                        gone = self._db.execute(
+                            "DELETE FROM derived WHERE key = ? AND generation = ? AND blob = ?",
+                            (other, kept_generation, row[0] if row is not None else b""),
+                        ).rowcount
+                        self._db.execute("COMMIT")
+                    except sqlite3.Error:
+                        self._db.execute("ROLLBACK")
+                        raise
+            finally:
+                if release is not None:
+                    release()
+            if gone and header is not None:  # not a map's header (a blob): no rows
+                self._drop_rows(header[0], [p for p in header[1] if p != HELD_PART], step)
 
     def _drop_rows(self, token: str, parts: Sequence[str], step: int) -> None:
         """Remove the rows under ``token`` a range of keys at a time (short transactions),
@@ -370,3 +403,12 @@ class DerivedState:
                     (token, part),
                 ).fetchone()
         return int(row[0])
+
+
+def _header(blob: bytes) -> tuple[str, list[str]] | None:
+    """The token and parts a kept map's header names, or None for another blob."""
+    try:
+        header = json.loads(blob)
+        return str(header["token"]), list(header["counts"])
+    except (ValueError, KeyError, TypeError):
+        return None
