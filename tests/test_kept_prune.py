@@ -20,7 +20,7 @@ from support import embedder
 from test_kept import KINDS, MAPS, PEOPLE, QUERIES, _rebuilt, first_process
 from test_kept_upgrade import _upgrade
 from toolscout.discovery.catalog import Catalog
-from toolscout.discovery.kept import HELD_PART, keep_maps, read_maps
+from toolscout.discovery.kept import HELD_PART, keep_maps, read_maps, stale_maps
 from toolscout.stores import sqlite_derived
 from toolscout.stores.sqlite import SQLiteStore
 
@@ -183,3 +183,24 @@ def test_an_upgrade_removes_the_older_versions_rows_once_its_own_are_in_place(
         "finder-index:another-version0",
     }  # fmt: skip
     assert rows == counts and len(rows) == 3  # this version's three maps' rows, no other
+
+
+def test_of_several_versions_rows_one_its_readers_hold_is_served(tmp_path: Path) -> None:
+    """An upgrade serves, of the rows other versions kept, those of a version with holds
+    first (not removed while served; checked by their kept count): the rows of a version
+    before them, listed first here, would be counted whole before the first answer."""
+    store = SQLiteStore(tmp_path / "k.db")
+    gen = store.generation()
+    older = "thing:" + "0" * 16
+    assert keep_maps(store, older, gen, {p: (KINDS[p], MAPS[p]) for p in KINDS})
+    kept = store.derived(older)
+    assert kept is not None
+    header = json.loads(kept[1])
+    del header["counts"][HELD_PART]  # kept by a version before the holds
+    assert store.set_derived(older, gen, json.dumps(header).encode())
+    assert keep_maps(store, OLD, gen, {p: (KINDS[p], MAPS[p]) for p in KINDS})  # with holds
+    held = _token(store, OLD)
+    assert [k for k, _ in store.derived_keys("thing:")] == [older, OLD]  # listed first
+    served = stale_maps(store, "thing", NEW, gen, KINDS, _rebuilt([]))
+    assert served is not None and served["names"]._token == held
+    store.close()
