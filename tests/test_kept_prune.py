@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -203,4 +204,47 @@ def test_of_several_versions_rows_one_its_readers_hold_is_served(tmp_path: Path)
     assert [k for k, _ in store.derived_keys("thing:")] == [older, OLD]  # listed first
     served = stale_maps(store, "thing", NEW, gen, KINDS, _rebuilt([]))
     assert served is not None and served["names"]._token == held
+    store.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_holds_what_it_reads_itself(tmp_path: Path) -> None:
+    """Record locks are not inherited: a child forked while its parent held rows counts
+    none of them, and holds what it reads itself (the parent's release does not drop it)."""
+    store, gen, old = _two_versions(tmp_path)
+    reading = read_maps(store, OLD, gen, KINDS, _rebuilt([]))
+    assert reading is not None
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own store and hold, then wait (EOF: the parent is done)
+        code = 1
+        try:
+            os.close(ready_r)
+            os.close(go_w)
+            mine = SQLiteStore(tmp_path / "k.db")
+            found = read_maps(mine, OLD, gen, KINDS, _rebuilt([]))
+            os.write(ready_w, b"1" if found is not None else b"0")
+            os.read(go_r, 1)
+            code = 0 if found is not None and found[0]["names"]["t.get"] == "t_get" else 2
+        finally:
+            os._exit(code)
+    os.close(ready_w)
+    os.close(go_r)
+    try:
+        assert os.read(ready_r, 1) == b"1"
+        del reading
+        gc.collect()  # the parent's hold released
+        assert keep_maps(store, NEW, gen, {p: (KINDS[p], MAPS[p]) for p in KINDS})
+        keys, rows, _ = _kept(tmp_path / "k.db")
+        assert OLD in keys and old in rows  # the child holds them
+        os.write(go_w, b"1")
+    finally:
+        os.close(ready_r)
+        os.close(go_w)  # the child reads EOF and ends, whatever happened here
+        status = os.waitpid(pid, 0)[1]
+    assert status == 0
+    store.drop_superseded(NEW, gen)
+    keys, rows, _ = _kept(tmp_path / "k.db")
+    assert keys == {NEW} and old not in rows
     store.close()

@@ -43,6 +43,20 @@ _HELD: Counter[tuple[str, int]] = Counter()  # (lock file, byte) -> this process
 _REMOVING: set[tuple[str, int]] = set()  # bytes this process removes rows under
 
 
+def _forked() -> None:
+    """In a forked child: it holds none of its parent's record locks (they are not
+    inherited), so none is counted; what it reads from now on it holds itself (a map it
+    inherited is read without a hold: the readers' fallback covers it)."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    _HELD.clear()
+    _REMOVING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 def lock_path(catalog: str) -> str | None:
     """The readers' lock file of the catalog file ``catalog`` (None: in memory)."""
     if catalog == ":memory:" or catalog.startswith("file:"):
@@ -86,10 +100,11 @@ def hold(catalog: str, token: str) -> Callable[[], None] | None:
                 return None
         _HELD[spot] += 1
     done: list[bool] = []
+    owner = os.getpid()
 
     def release() -> None:
         with _LOCK:
-            if done:
+            if done or os.getpid() != owner:  # released, or a forked child's copy
                 return
             done.append(True)
             _HELD[spot] -= 1
@@ -117,10 +132,11 @@ def unread(catalog: str, token: str) -> Callable[[], None] | None:
         except OSError:  # a reader in another process holds it
             return None
         _REMOVING.add(spot)
+    owner = os.getpid()
 
     def release() -> None:
         with _LOCK:
-            if spot in _REMOVING:
+            if spot in _REMOVING and os.getpid() == owner:
                 _REMOVING.discard(spot)
                 with suppress(OSError):
                     fcntl.lockf(fd, fcntl.LOCK_UN, 1, spot[1])
