@@ -13,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from test_kept import KINDS, MAPS, PEOPLE, QUERIES, _rebuilt, first_process
 from test_kept_upgrade import _upgrade
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.kept import HELD_PART, keep_maps, read_maps, stale_maps
-from toolscout.stores import sqlite_derived
+from toolscout.stores import sqlite_derived, sqlite_holds
 from toolscout.stores.sqlite import SQLiteStore
 
 OLD, NEW = "thing:" + "a" * 16, "thing:" + "b" * 16
@@ -79,6 +80,7 @@ def test_another_versions_rows_go_once_no_reader_in_this_process_holds_them(
 
 _READER = """
 import sys
+import threading
 sys.path.insert(0, sys.argv[1])
 from test_kept import KINDS, _rebuilt
 from toolscout.discovery.kept import read_maps
@@ -248,3 +250,33 @@ def test_a_forked_child_holds_what_it_reads_itself(tmp_path: Path) -> None:
     keys, rows, _ = _kept(tmp_path / "k.db")
     assert keys == {NEW} and old not in rows
     store.close()
+
+
+def test_a_release_from_the_collector_inside_the_holds_lock_waits_for_nothing(
+    tmp_path: Path,
+) -> None:
+    """A hold is released by a finalizer, which the collector may run at any allocation —
+    also while this thread is inside the holds' own critical section: the release then
+    never waits for the lock (it would wait for itself), and is given up by the next
+    hold or removal."""
+    catalog = str(tmp_path / "k.db")
+    release = sqlite_holds.hold(catalog, "tok")
+    assert release is not None
+    done = threading.Event()
+
+    def inside() -> None:
+        with sqlite_holds._LOCK:  # as if the collector ran here
+            release()
+        done.set()
+
+    worker = threading.Thread(target=inside, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert done.is_set()  # did not wait for itself
+    removing = sqlite_holds.unread(catalog, "tok")  # the release given up first
+    assert removing is not None
+    assert sqlite_holds.hold(catalog, "tok") is None  # being removed: not read
+    removing()
+    again = sqlite_holds.hold(catalog, "tok")
+    assert again is not None
+    again()

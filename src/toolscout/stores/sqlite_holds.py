@@ -41,6 +41,10 @@ _LOCK = threading.Lock()
 _FILES: dict[str, int | None] = {}  # lock file -> its descriptor (None: cannot be made)
 _HELD: Counter[tuple[str, int]] = Counter()  # (lock file, byte) -> this process's holds
 _REMOVING: set[tuple[str, int]] = set()  # bytes this process removes rows under
+#: holds whose release came while the lock was taken (a release may run from a finalizer,
+#: i.e. from the collector, at any allocation — also inside this module's own critical
+#: sections): given up under the lock by the next hold or removal
+_PENDING: list[Callable[[], None]] = []
 
 
 def _forked() -> None:
@@ -51,6 +55,7 @@ def _forked() -> None:
     _LOCK = threading.Lock()
     _HELD.clear()
     _REMOVING.clear()
+    _PENDING.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -91,6 +96,7 @@ def hold(catalog: str, token: str) -> Callable[[], None] | None:
         return _nothing
     fd, spot = found
     with _LOCK:
+        _settle()
         if spot in _REMOVING:
             return None
         if _HELD[spot] == 0:
@@ -102,18 +108,31 @@ def hold(catalog: str, token: str) -> Callable[[], None] | None:
     done: list[bool] = []
     owner = os.getpid()
 
+    def give_up() -> None:  # under the lock
+        if done or os.getpid() != owner:  # released, or a forked child's copy
+            return
+        done.append(True)
+        _HELD[spot] -= 1
+        if _HELD[spot] == 0:
+            del _HELD[spot]
+            with suppress(OSError):
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, spot[1])
+
     def release() -> None:
-        with _LOCK:
-            if done or os.getpid() != owner:  # released, or a forked child's copy
-                return
-            done.append(True)
-            _HELD[spot] -= 1
-            if _HELD[spot] == 0:
-                del _HELD[spot]
-                with suppress(OSError):
-                    fcntl.lockf(fd, fcntl.LOCK_UN, 1, spot[1])
+        _PENDING.append(give_up)  # never waits for the lock (see _PENDING)
+        if _LOCK.acquire(blocking=False):
+            try:
+                _settle()
+            finally:
+                _LOCK.release()
 
     return release
+
+
+def _settle() -> None:
+    """Under the lock: give up the holds released meanwhile."""
+    while _PENDING:
+        _PENDING.pop()()
 
 
 def unread(catalog: str, token: str) -> Callable[[], None] | None:
@@ -125,6 +144,7 @@ def unread(catalog: str, token: str) -> Callable[[], None] | None:
         return None
     fd, spot = found
     with _LOCK:
+        _settle()
         if _HELD[spot] or spot in _REMOVING:
             return None
         try:
