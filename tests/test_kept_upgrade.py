@@ -144,8 +144,10 @@ def test_rows_another_version_kept_for_an_older_generation_are_removed(
     assert keep_maps(store, "thing:old", gen, maps)
     assert keep_maps(store, "other:old", gen, maps)
     old, other = _token(store, "thing:old"), _token(store, "other:old")
+    reading = read_maps(store, "thing:old", gen, KINDS, _never)  # an older process reads them
     assert keep_maps(store, "thing:new", gen, maps, in_steps=in_steps)
     assert {old, other} <= _tokens(db)  # the same generation: the older version's rows stay
+    assert reading is not None
     assert stale_maps(store, "thing", "thing:new", gen, KINDS, _never) is not None
     assert store.delete(["svc1.find_order_1"]) == 1  # a catalog write: a newer generation
     newer = store.generation()

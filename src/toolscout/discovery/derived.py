@@ -61,8 +61,8 @@ EXACT_CATALOG_TOKENS = 300
 CATALOG_TOKEN_SAMPLE = 128
 
 
-#: the builders and kinds as this module calls them (a test patches a builder here)
-_PHRASE_KINDS, _NAME_KINDS, _FINDER_KINDS = PHRASE_KINDS, NAME_KINDS, FINDER_KINDS
+#: the builders as this module calls them, only from :meth:`DerivedState._built` (a test
+#: patches a builder here)
 _phrase_parts, _name_parts, _finder_parts = phrase_parts, name_parts, finder_parts
 #: the kept parts in the order they are derived again (the finder index from the phrase
 #: index's name terms), with their kinds
@@ -154,18 +154,19 @@ class DerivedState:
     def _phrases_of(self, state: _State) -> PhraseIndex:
         with state.lock:
             if state.phrases is None:
-                parts = self._derived(state, "phrase-index", _PHRASE_KINDS, _phrase_parts)
+                parts = self._derived(state, "phrase-index")
                 state.phrases = _phrase_index(state, parts)
             return state.phrases
 
-    def _derived(self, state: _State, name: str, kinds: Mapping[str, str],
-                 build: Callable[[_State], Mapping[str, Any]]) -> Mapping[str, Any]:  # fmt: skip
+    def _derived(self, state: _State, name: str) -> Mapping[str, Any]:
         """The parts ``name`` derives from ``state``: the rows a process kept in the store
         for this generation (and this code: the key names a digest of the modules that
-        build them), read per key; else ``build(state)``, kept for the next process. A
-        damaged part is built again whole (:class:`~toolscout.discovery.kept.KeptMap`)."""
+        build them), read per key; else built here (:meth:`_built`), kept for the next
+        process. A damaged part is built again whole
+        (:class:`~toolscout.discovery.kept.KeptMap`)."""
         store = row_store(self.store)
-        whole = built_once(lambda: build(state))
+        kinds = _PARTS[name]
+        whole = built_once(lambda: self._built(state, name))
         key = _kept_key(name)
         if store is not None:
             found = read_maps(store, key, state.generation, kinds, lambda p: whole()[p])
@@ -235,6 +236,7 @@ class DerivedState:
         def later() -> None:
             self._answered.wait(REDERIVE_WAIT_S)
             self._rederive_all(state)
+            self._drop_served(state)
 
         with self._keeping_lock:
             if state.rederiving:
@@ -275,6 +277,27 @@ class DerivedState:
                        {p: (kinds[p], parts[p]) for p in kinds})  # fmt: skip
             self._put(state, name, parts)
 
+    def _drop_served(self, state: _State) -> None:
+        """Once this version's parts are in place of the ones another version kept, remove
+        what that version kept for the generation if no process reads it any more (its
+        readers hold it: the older version's running processes, and this one until the
+        last request that read the stale parts is done; a version before those holds
+        keeps its rows until the generation moves). On a second connection: the rows go
+        in short transactions that requests on this one do not wait behind."""
+        second = getattr(self.store, "second_connection", None)
+        other = None
+        with suppress(Exception):  # a cache: removed by a later write instead
+            other = second() if callable(second) else None
+        if other is None:
+            return
+        try:
+            drop = getattr(other, "drop_superseded", None)
+            if callable(drop):
+                for name in _PARTS:
+                    drop(_kept_key(name), state.generation)
+        finally:
+            other.close()
+
     def _rebuilder(self, state: _State, name: str) -> Callable[[str], Mapping[str, Any]]:
         """What a kept part of ``name`` found damaged is replaced with: the part built here
         (once for all its parts)."""
@@ -282,13 +305,16 @@ class DerivedState:
         return lambda p: whole()[p]
 
     def _built(self, state: _State, name: str) -> Mapping[str, Any]:
-        """The part ``name`` of ``state`` built from its cards, here."""
+        """The part ``name`` of ``state`` built from its cards, here: the one place a part's
+        builder is named (the finder index from the phrase index's name terms, read
+        without its lock when it is in place already: :meth:`finders` holds that lock)."""
         with no_gc():
             if name == "phrase-index":
                 return _phrase_parts(state)
             if name == "name-table":
                 return _name_parts(state)
-            return _finder_parts(self._phrases_of(state).fields.name)
+            phrases = state.phrases or self._phrases_of(state)
+            return _finder_parts(phrases.fields.name)
 
     def _put(self, state: _State, name: str, parts: Mapping[str, Any]) -> None:
         """This version's part ``name`` in place of the one ``state`` serves (whole)."""
@@ -320,13 +346,10 @@ class DerivedState:
     def finders(self) -> FinderIndex:
         """The tools named as finders (search, find, lookup, list), by their name words."""
         state = self.refresh()
-        fields = self._phrases_of(state).fields  # outside the lock: phrases() takes it
+        self._phrases_of(state)  # outside the lock: it takes it (and _built reads it then)
         with state.lock:
             if state.finders is None:
-                parts = self._derived(
-                    state, "finder-index", _FINDER_KINDS, lambda _: _finder_parts(fields.name)
-                )
-                state.finders = _finder_index(parts)
+                state.finders = _finder_index(self._derived(state, "finder-index"))
             return state.finders
 
     def names(self) -> Mapping[str, str]:
@@ -334,7 +357,7 @@ class DerivedState:
         state = self.refresh()
         with state.lock:
             if state.names is None:
-                parts = self._derived(state, "name-table", _NAME_KINDS, _name_parts)
+                parts = self._derived(state, "name-table")
                 state.names, state.rendered = parts["names"], parts["rendered"]
             return state.names
 
