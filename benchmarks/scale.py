@@ -132,11 +132,17 @@ def one(store: str, size: int, n_queries: int, cache: Path, dsn: str | None) -> 
     queries = catalog_gen.queries(records, n_queries)
     from toolscout.discovery.search import clear_query_cache
 
-    def ask(i: int, q: dict[str, Any]) -> tuple[float, bool]:
+    # a tool's copies share its name: a tenant's own, the platform-wide one, an older API
+    # version (catalog_gen); a request that names none of those tells them apart by nothing
+    name_of = {r["id"]: r["name"] for r in records}
+
+    def ask(i: int, q: dict[str, Any]) -> tuple[float, bool, bool]:
         who = Principal.of(f"u{i}", q["tenant"], scopes=FAMILY_SCOPES)
         start = time.perf_counter()
         shortlist = ts.discover(who, q["query"], k=5)
-        return (time.perf_counter() - start) * 1000, bool(set(q["gold"]) & set(shortlist.ids))
+        ms = (time.perf_counter() - start) * 1000
+        names = {name_of.get(t) for t in shortlist.ids}
+        return ms, bool(set(q["gold"]) & set(shortlist.ids)), name_of[q["gold"][0]] in names
 
     # the process's own first request loads the encoder and the catalog's indexes: made
     # by a principal of no tenant, so every tenant's first request below is still cold
@@ -154,7 +160,7 @@ def one(store: str, size: int, n_queries: int, cache: Path, dsn: str | None) -> 
     first: list[float] = []
     seen: set[str] = set()
     for i, q in enumerate(queries):
-        ms, _ = ask(i, q)
+        ms, _, _ = ask(i, q)
         if q["tenant"] not in seen:
             first.append(ms)
             seen.add(q["tenant"])
@@ -162,11 +168,12 @@ def one(store: str, size: int, n_queries: int, cache: Path, dsn: str | None) -> 
     # query-vector cache is emptied, so every query is embedded again)
     clear_query_cache()
     latencies: list[float] = []
-    hits = 0
+    hits = copies = 0
     for i, q in enumerate(queries):
-        ms, hit = ask(i, q)
+        ms, hit, copy = ask(i, q)
         latencies.append(ms)
         hits += hit
+        copies += copy
     if store == "postgres":
         import psycopg
 
@@ -195,6 +202,7 @@ def one(store: str, size: int, n_queries: int, cache: Path, dsn: str | None) -> 
         "discover_p95_ms": round(pct(latencies, 95), 2),
         "discover_p99_ms": round(pct(latencies, 99), 2),
         "gold_in_top5": round(hits / max(len(queries), 1), 3),
+        "gold_or_copy_in_top5": round(copies / max(len(queries), 1), 3),
         "tenants_first_requests": len(first),
         "first_request_p50_ms": round(pct(first, 50), 2),
         "first_request_p99_ms": round(pct(first, 99), 2),
@@ -298,7 +306,7 @@ def main() -> None:
     cols = ["store", "tools", "build_s", "embed_s", "tools_per_s_excl_embedding",
             "reindex_unchanged_s", "peak_rss_mb", "disk_mb", "discover_p50_ms",
             "discover_p95_ms", "discover_p99_ms", "first_request_p50_ms",
-            "first_request_p99_ms", "gold_in_top5", "ann_recall_at_10",
+            "first_request_p99_ms", "gold_in_top5", "gold_or_copy_in_top5", "ann_recall_at_10",
             "load_avg_1m"]  # fmt: skip
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
