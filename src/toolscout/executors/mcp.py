@@ -40,7 +40,7 @@ from toolscout.executors.base import (
 )
 from toolscout.schemas import remote_refs
 
-__all__ = ["MCPExecutor"]
+__all__ = ["MCPExecutor", "http_streams"]
 
 
 class MCPExecutor:
@@ -97,7 +97,7 @@ class MCPExecutor:
         from mcp.client.stdio import stdio_client
 
         if isinstance(self.server, str):
-            return _http_transport(self.server, self.headers)
+            return http_streams(self.server, self.headers)
         params = self.server
         if isinstance(params, list):
             params = StdioServerParameters(
@@ -270,8 +270,9 @@ def _public_url(url: str) -> str:
 
 
 @asynccontextmanager
-async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
-    """Streamable HTTP with configured headers, on an HTTP client this context owns."""
+async def http_streams(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with configured headers, on an HTTP client this context owns (this
+    executor's and the MCP gateway's upstream connections both open theirs here)."""
     from mcp.client.streamable_http import streamable_http_client
 
     if not headers:

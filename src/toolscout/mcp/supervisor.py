@@ -21,8 +21,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from toolscout.mcp.cards import UpstreamTool, specs_from_tools
@@ -56,23 +55,6 @@ BACKOFF = (0.2, 2.0, 15.0)
 RECONNECT_WAIT_S = 5.0
 #: the least time between two attempts, however many requests ask for the server
 MIN_RETRY_S = 0.2
-
-
-@asynccontextmanager
-async def _http(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
-    from mcp.client.streamable_http import streamable_http_client
-
-    if not headers:
-        async with streamable_http_client(url) as streams:
-            yield streams
-        return
-    import httpx2  # the mcp SDK's HTTP client
-
-    async with (
-        httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0)) as c,
-        streamable_http_client(url, http_client=c) as streams,
-    ):
-        yield streams
 
 
 class Supervisor:
@@ -146,7 +128,9 @@ class Supervisor:
 
         cfg = self.config
         if cfg.url:
-            transport: Any = _http(cfg.url, cfg.headers)
+            from toolscout.executors.mcp import http_streams  # HTTP upstreams only
+
+            transport: Any = http_streams(cfg.url, cfg.headers)
         else:
             assert cfg.command is not None
             params = StdioServerParameters(
