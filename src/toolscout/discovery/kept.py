@@ -321,11 +321,8 @@ class KeptMap(Mapping[str, V]):
         removed before its rows, never after)."""
         if not self._key:
             return True
-        kept = self._store.derived(self._key)
-        try:
-            return kept is not None and json.loads(kept[1])["token"] == self._token
-        except (ValueError, KeyError, TypeError):
-            return False
+        header = _header(self._store.derived(self._key))
+        return header is not None and header.get("token") == self._token
 
     def __getitem__(self, key: str) -> V:
         hit = self.get(key, _MISSING)
@@ -430,10 +427,12 @@ def read_maps(
     kept = store.derived(key)
     if kept is None or kept[0] != generation:
         return None
+    header = _header(kept)
+    if header is None:
+        return None
     try:
-        header = json.loads(kept[1])
         token, counts, extra = header["token"], dict(header["counts"]), header["extra"]
-    except (ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):  # a header without these fields
         return None
     held = counts.pop(HELD_PART, None) == 0
     if not isinstance(token, str) or set(counts) != set(kinds):
@@ -491,11 +490,24 @@ def _held(store: RowStore, key: str) -> bool:
     several versions' maps, such a one is served first — its rows are not removed while
     served, and the store checks it by a kept count, where an older version's rows are
     counted (0.18 s for the name table at 100k tools over pages not in memory)."""
-    kept = store.derived(key)
+    header = _header(store.derived(key))
+    return (
+        header is not None
+        and isinstance(header.get("counts"), dict)
+        and (HELD_PART in header["counts"])
+    )
+
+
+def _header(kept: tuple[int, bytes] | None) -> dict[str, Any] | None:
+    """The JSON header of a kept map (``store.derived(key)``), or None: none kept, or not
+    a JSON object."""
+    if kept is None:
+        return None
     try:
-        return kept is not None and HELD_PART in json.loads(kept[1])["counts"]
-    except (ValueError, KeyError, TypeError):
-        return False
+        header = json.loads(kept[1])
+    except (ValueError, TypeError):
+        return None
+    return header if isinstance(header, dict) else None
 
 
 def _part_of(
