@@ -12,7 +12,7 @@ from support import embedder, spec
 from toolscout.cards import ToolSpec
 from toolscout.discovery import derived, tokencount
 from toolscout.discovery.catalog import Catalog
-from toolscout.discovery.kept import token_key, token_parts, tool_tokens
+from toolscout.discovery.kepttokens import token_key, token_parts, tool_tokens
 from toolscout.policy import Principal
 
 WHO = Principal.of("p", scopes=["*"])

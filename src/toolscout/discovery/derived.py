@@ -32,12 +32,6 @@ from toolscout.discovery.kept import (
     read_maps,
     row_store,
     stale_maps,
-    token_blob,
-    token_key,
-    token_parts,
-    tool_token_blob,
-    tool_token_key,
-    tool_tokens,
 )
 from toolscout.discovery.keptparts import (
     FINDER_KINDS,
@@ -47,6 +41,14 @@ from toolscout.discovery.keptparts import (
     kept_key,
     name_parts,
     phrase_parts,
+)
+from toolscout.discovery.kepttokens import (
+    token_blob,
+    token_key,
+    token_parts,
+    tool_token_blob,
+    tool_token_key,
+    tool_tokens,
 )
 from toolscout.discovery.opening import _quietly
 from toolscout.discovery.prerequisites import FinderIndex

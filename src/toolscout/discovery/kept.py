@@ -1,9 +1,11 @@
 """Derived state a catalog keeps between processes, and building it cheaply.
 
-Token counts: each counted rendering's token parts by a digest of its text, and the join
-counts (:mod:`toolscout.discovery.tokencount`), kept in the store's ``derived`` table so
-a new process counts what an earlier one counted without loading the tokenizer. And
-:func:`no_gc`, under which a catalog builds its large structures.
+Maps kept as rows (:class:`KeptMap`, :func:`keep_maps`, :func:`read_maps`): a part of a
+catalog's derived state written once and read one key at a time by later processes, with
+its damage check and its readers' holds. And :func:`no_gc`, under which a catalog builds its
+large structures, :func:`built_once` and :func:`code_digest`, by which a kept thing names the
+code that built it. The token counts kept the same way as whole blobs are in
+:mod:`toolscout.discovery.kepttokens`.
 """
 
 from __future__ import annotations
@@ -21,12 +23,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, TypeVar, cast
 
-from toolscout.discovery import tokencount
-
 __all__ = [
     "KeptMap",
     "KeptSet",
     "built_once",
+    "code_digest",
     "differing",
     "keep_maps",
     "no_gc",
@@ -34,12 +35,6 @@ __all__ = [
     "read_maps",
     "row_store",
     "stale_maps",
-    "token_blob",
-    "token_key",
-    "token_parts",
-    "tool_token_blob",
-    "tool_token_key",
-    "tool_tokens",
 ]
 
 V = TypeVar("V")
@@ -85,81 +80,6 @@ def code_digest(*modules: ModuleType, seed: bytes = b"") -> str:
     for module in modules:
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()[:16]
-
-
-def token_key() -> str:
-    """The key counted token parts are kept under: a digest of the counting module's
-    source (its encoding, pattern and part rule), so another toolscout never reads them."""
-    return f"token-parts:{code_digest(tokencount)}"
-
-
-def token_blob(parts: Mapping[str, Any], joins: Mapping[str, int]) -> bytes:
-    return json.dumps({"parts": parts, "joins": joins}, separators=(",", ":")).encode()
-
-
-def token_parts(blob: bytes) -> tuple[dict[str, Any], dict[str, int]] | None:
-    """Kept token parts, or None for anything not exactly their shape (rebuilt, not an
-    error: a damaged blob only means counting again)."""
-    try:
-        data = json.loads(blob)
-        parts, joins = data["parts"], data["joins"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(parts, dict) or not isinstance(joins, dict):
-        return None
-    out: dict[str, tuple[int, str, str] | None] = {}
-    for key, value in parts.items():
-        if value is None:
-            out[key] = None
-        elif (
-            isinstance(value, list)
-            and len(value) == 3
-            and type(value[0]) is int
-            and isinstance(value[1], str)
-            and isinstance(value[2], str)
-        ):
-            out[key] = (value[0], value[1], value[2])
-        else:
-            return None
-    if not all(isinstance(c, str) and type(n) is int for c, n in joins.items()):
-        return None
-    return out, joins
-
-
-def tool_token_key() -> str:
-    """The key per-tool token counts are kept under: a digest of the modules that render a
-    tool (its schema and its catalog-wide name) and count it. The counts are kept for one
-    generation (the names and the schemas are the generation's)."""
-    from toolscout.discovery import inject
-
-    return f"tool-tokens:{code_digest(inject, tokencount)}"
-
-
-def tool_token_blob(counts: Mapping[tuple[str, str], int]) -> bytes:
-    """``(tool id, format) -> tokens`` as kept: ``{format: {id: tokens}}``."""
-    out: dict[str, dict[str, int]] = {}
-    for (tool_id, fmt), n in counts.items():
-        out.setdefault(fmt, {})[tool_id] = n
-    return json.dumps(out, separators=(",", ":")).encode()
-
-
-def tool_tokens(blob: bytes) -> dict[tuple[str, str], int] | None:
-    """Kept per-tool counts, or None for anything not exactly their shape."""
-    try:
-        data = json.loads(blob)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    out: dict[tuple[str, str], int] = {}
-    for fmt, counts in data.items():
-        if not isinstance(counts, dict):
-            return None
-        for tool_id, n in counts.items():
-            if type(n) is not int or n < 0:
-                return None
-            out[(tool_id, fmt)] = n
-    return out
 
 
 # -- maps kept as rows, read one key at a time ---------------------------------------
