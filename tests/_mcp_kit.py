@@ -23,6 +23,19 @@ BIN = Path(sys.executable).parent
 APP = Path(__file__).resolve().parent / "mcp_upstream_app.py"
 
 
+def capable_link() -> Any:
+    """A caller's link that declared sampling (``toolscout.mcp.relay.Link``): its calls run
+    in a round of their own, a task the gateway can ask the caller through."""
+    from types import SimpleNamespace
+
+    from mcp.types import ClientCapabilities, SamplingCapability
+
+    from toolscout.mcp.relay import Link
+
+    caps = ClientCapabilities(sampling=SamplingCapability())
+    return Link(SimpleNamespace(session=SimpleNamespace(client_capabilities=caps)))
+
+
 def initialize_request(version: str = "2025-06-18", id_: int = 1) -> dict[str, Any]:
     """A raw client's ``initialize`` request (tests that drive the gateway line by line)."""
     return {

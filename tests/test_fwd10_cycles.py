@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from _mcp_kit import capable_link
 from toolscout.discovery.kept import no_gc
 from toolscout.errors import ExecutorError
 from toolscout.mcp.config import ServerConfig
@@ -67,10 +68,15 @@ def test_an_upstream_request_frees_its_link_when_it_ends(collector_off: None) ->
     assert gone() is None  # freed without the collector: no cycle held it
 
 
-def test_a_finished_round_frees_its_link_and_itself(collector_off: None) -> None:
+@pytest.mark.parametrize(
+    "make_link",
+    [lambda: Link(None), capable_link],
+    ids=["no capabilities (the caller's task)", "sampling declared (a round's task)"],
+)
+def test_a_finished_round_frees_its_link_and_itself(collector_off: None, make_link: Any) -> None:
     async def run() -> tuple[str, weakref.ref[Link], list[weakref.ref[Any]]]:
         rounds = Rounds()
-        link = Link(None)
+        link = make_link()
         seen: list[weakref.ref[Any]] = []
 
         async def call() -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,14 +29,12 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner
 from mcp.types import (
     CallToolResult,
-    ClientCapabilities,
     JSONRPCResponse,
-    SamplingCapability,
     TextContent,
 )
 from mcp_types import methods
 
-from toolscout.discovery.kept import no_gc
+from _mcp_kit import capable_link
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.audit_rows import _row_hash
 from toolscout.mcp import lean
@@ -203,11 +200,6 @@ def test_two_calls_in_flight_never_share_a_connection() -> None:
 # -- rounds -------------------------------------------------------------------------------
 
 
-def _capable_link() -> Link:
-    caps = ClientCapabilities(sampling=SamplingCapability())
-    return Link(SimpleNamespace(session=SimpleNamespace(client_capabilities=caps)))
-
-
 def test_a_caller_that_cannot_be_asked_runs_its_call_in_its_own_task() -> None:
     async def run(link: Link) -> bool:
         outer = asyncio.current_task()
@@ -221,29 +213,7 @@ def test_a_caller_that_cannot_be_asked_runs_its_call_in_its_own_task() -> None:
         return bool(same)
 
     assert asyncio.run(run(Link(None))) is True  # no capabilities: no round, no task
-    assert asyncio.run(run(_capable_link())) is False  # sampling declared: its round
-
-
-def test_a_capable_callers_round_is_freed_when_its_call_ends() -> None:
-    async def run() -> tuple[weakref.ref[Link], list[weakref.ref[Any]]]:
-        rounds = Rounds()
-        link = _capable_link()
-        seen: list[weakref.ref[Any]] = []
-
-        async def call() -> str:
-            await asyncio.sleep(0)
-            task = asyncio.current_task()
-            assert task is not None
-            seen.append(weakref.ref(task))
-            return "done"
-
-        assert await rounds.run("caller", link, None, call) == "done"
-        return weakref.ref(link), seen
-
-    with no_gc():
-        link, tasks = asyncio.run(run())
-        assert link() is None
-        assert tasks and all(task() is None for task in tasks)
+    assert asyncio.run(run(capable_link())) is False  # sampling declared: its round
 
 
 def test_a_retry_naming_no_round_is_refused_for_any_caller() -> None:
