@@ -23,6 +23,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, TypeVar, cast
 
+from toolscout.stores.base import HELD_PART
+
 __all__ = [
     "KeptMap",
     "KeptSet",
@@ -90,11 +92,6 @@ KIND_LIST = "list"  # a list of strings
 KIND_PAIRS = "pairs"  # a list of (string, string) pairs
 KIND_FLAG = "flag"  # a member of a set (the value is 1)
 _MISSING: Any = object()
-#: a part of no rows a kept map's header counts: its readers hold the store's readers'
-#: lock while they may read it, so once none does it may be removed for its own generation
-#: (``toolscout.stores.sqlite_derived.HELD_PART``; a toolscout before it never reads such
-#: a map: its parts are not the ones it knows)
-HELD_PART = "~held"
 
 
 class RowStore(Protocol):

@@ -36,6 +36,13 @@ KIND_LEARNED = "learned"
 #: learned phrases are stored as "<tenant><LEARNED_SEP><phrase>" (no separator: every tenant)
 LEARNED_SEP = "\x1f"
 
+#: a part of no rows in the header of a map kept as rows (``toolscout.discovery.kept``
+#: writes it, a store's removal of other versions' rows reads it): the map's readers hold
+#: the store's readers' lock while they may read it, so once none does it may be removed
+#: for its own generation. A toolscout before the locks does not know the part and never
+#: reads such a map (its parts differ from the ones it knows)
+HELD_PART = "~held"
+
 
 def learned_kind(tenant: str) -> str:
     """The vector kind of phrases learned from ``tenant``'s usage (each tenant its own)."""

@@ -29,14 +29,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 
 from toolscout.stores import sqlite_holds
+from toolscout.stores.base import HELD_PART
 
-__all__ = ["DERIVED_STEP", "HELD_PART", "DerivedState"]
-
-#: a part of no rows in a kept map's header counts (``toolscout.discovery.kept`` writes
-#: it; the store does not import discovery): the map's readers hold the readers' lock, so
-#: it may be removed for its own generation once none does. A toolscout before the locks
-#: does not know the part and never reads such a map (its parts differ from its kinds)
-HELD_PART = "~held"
+__all__ = ["DERIVED_STEP", "DerivedState"]
 
 #: rows a background writer of derived state writes (or removes) per transaction
 DERIVED_STEP = 20_000
