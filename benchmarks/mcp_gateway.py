@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import compileall
+import contextlib
 import json
 import os
 import platform
@@ -49,6 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "mcp.json"
 APP = ROOT / "tests" / "mcp_upstream_app.py"
+PROXY = ROOT / "benchmarks" / "line_proxy.py"
 TOOLSCOUT = str(Path(sys.executable).parent / "toolscout")
 SECRET = "benchmark-secret-0123456789abcdef-0123456789"
 #: the callers' ``Client`` mode in the forwarding run (``legacy``: the initialize handshake
@@ -164,10 +166,10 @@ async def side_by_side(
     }
     if cpu is not None:  # the gateway processes' own CPU per forwarded call
         out["gateway_cpu_ms_per_call"] = cpu.per_call_ms(calls)
-    extra = getattr(gateway, "extra", None)
-    if extra:  # the compared tree's gateway, called in the same turns
-        cs = summary(extra[20:])
-        out["compare"] = {
+    for label, times in getattr(gateway, "extras", {}).items():
+        # the compared tree's gateway, the bare pass-through: called in the same turns
+        cs = summary(times[20:])
+        out[label] = {
             "gateway": cs,
             "overhead_p50_ms": round(cs["p50_ms"] - ds["p50_ms"], 3),
             "overhead_p99_ms": round(cs["p99_ms"] - ds["p99_ms"], 3),
@@ -191,12 +193,18 @@ def gateway_config(tmp: Path, servers: dict[str, Any], **extra: Any) -> Path:
 
 
 async def bench_stdio(
-    tmp: Path, calls: int, compare: Path | None = None, compare_env: dict[str, str] | None = None
+    tmp: Path,
+    calls: int,
+    compare: Path | None = None,
+    compare_env: dict[str, str] | None = None,
+    floor: bool = False,
 ) -> dict[str, Any]:
     """``compare``: a second gateway from another toolscout source tree, called in turn
     with the direct call and this tree's gateway (the same load for all three);
     ``compare_env``: more environment for it (``TOOLSCOUT_FASTCALL=off`` with this tree's
-    ``src``: the same code with every call through the SDK)."""
+    ``src``: the same code with every call through the SDK); ``floor``: the upstream also
+    called through a bare pass-through process (``benchmarks/line_proxy.py``) in the same
+    turns (``floor`` in the result: what an extra process on the path costs by itself)."""
     from mcp import Client, StdioServerParameters
 
     app = {"command": sys.executable, "args": [str(APP), "--stdio"], "toolscout": {"scopes": []}}
@@ -206,42 +214,60 @@ async def bench_stdio(
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     via = StdioServerParameters(command=TOOLSCOUT, args=args, env=env)
     mode = CALLER_MODE["mode"]
-    if compare is None:
+    if compare is None and not floor:
         async with (
             Client(upstream, read_timeout_seconds=120, mode=mode) as direct,
             Client(via, read_timeout_seconds=120, mode=mode) as gateway,
         ):
             return await side_by_side(direct, gateway, calls, _Cpu({"this": config}))
-    other = gateway_config(tmp, {"app": app})  # its own catalog and audit log
-    old_env = {**os.environ, "PYTHONPATH": str(compare.resolve()), **(compare_env or {})}
-    old = StdioServerParameters(
-        command=TOOLSCOUT, args=["mcp", "serve", "--config", str(other)], env=old_env
-    )
-    async with (
-        Client(upstream, read_timeout_seconds=120, mode=mode) as direct,
-        Client(via, read_timeout_seconds=120, mode=mode) as gateway,
-        Client(old, read_timeout_seconds=120, mode=mode) as before,
-    ):
-        cpu = _Cpu({"this": config, "compare": other})
-        both = await side_by_side(direct, _Both(gateway, before), calls, cpu)
-    return both
+    others: dict[str, Any] = {}
+    configs = {"this": config}
+    if compare is not None:
+        other = gateway_config(tmp, {"app": app})  # its own catalog and audit log
+        old_env = {**os.environ, "PYTHONPATH": str(compare.resolve()), **(compare_env or {})}
+        others["compare"] = StdioServerParameters(
+            command=TOOLSCOUT, args=["mcp", "serve", "--config", str(other)], env=old_env
+        )
+        configs["compare"] = other
+    if floor:
+        others["floor"] = StdioServerParameters(
+            command=sys.executable, args=[str(PROXY), sys.executable, str(APP), "--stdio"]
+        )
+    async with contextlib.AsyncExitStack() as stack:
+        direct = await stack.enter_async_context(
+            Client(upstream, read_timeout_seconds=120, mode=mode)
+        )
+        gateway = await stack.enter_async_context(Client(via, read_timeout_seconds=120, mode=mode))
+        extra = {
+            label: await stack.enter_async_context(
+                Client(params, read_timeout_seconds=120, mode=mode)
+            )
+            for label, params in others.items()
+        }
+        return await side_by_side(direct, _Both(gateway, extra), calls, _Cpu(configs))
 
 
 class _Both:
-    """Two gateways called one after the other for each call, each timed on its own: the
-    first's time is ``first_ms`` (what :func:`side_by_side` records for the gateway), the
-    second's are kept apart (``extra``)."""
+    """This tree's gateway and the others (the compared tree's gateway, the bare
+    pass-through) called one after the other for each call, each timed on its own: the
+    others first, in order, their times kept apart (``extras``); this gateway's last, its
+    time ``first_ms`` (what :func:`side_by_side` records for the gateway). The pass-through
+    is called by the upstream's own name (``echo``)."""
 
-    def __init__(self, first: Any, second: Any) -> None:
-        self.first, self.second = first, second
-        self.extra: list[float] = []
+    def __init__(self, first: Any, others: dict[str, Any]) -> None:
+        self.first, self.others = first, others
+        self.extras: dict[str, list[float]] = {label: [] for label in others}
         self.first_ms = 0.0
 
     async def list_tools(self) -> Any:
         return await self.first.list_tools()
 
     async def call_tool(self, name: str, args: dict[str, Any]) -> Any:
-        self.extra.append(await timed(lambda: self.second.call_tool(name, args)))
+        for label, other in self.others.items():
+            tool = "echo" if label == "floor" else name
+            self.extras[label].append(
+                await timed(lambda o=other, t=tool: o.call_tool(t, args))  # type: ignore[misc]
+            )
         t0 = time.perf_counter()
         result = await self.first.call_tool(name, args)
         self.first_ms = (time.perf_counter() - t0) * 1000
@@ -563,12 +589,17 @@ def import_cpu(runs: int, compare: Path | None = None) -> dict[str, Any]:
     return out
 
 
-def forwarding(calls: int, compare: Path | None, compare_env: dict[str, str] | None = None) -> None:
-    """Stdio (alternating with ``compare``'s gateway) and in process; prints and writes
-    ``benchmarks/results/mcp_forwarding.json``."""
+def forwarding(
+    calls: int,
+    compare: Path | None,
+    compare_env: dict[str, str] | None = None,
+    floor: bool = False,
+) -> None:
+    """Stdio (alternating with ``compare``'s gateway and, with ``floor``, the bare
+    pass-through) and in process; prints and writes ``benchmarks/results/mcp_forwarding.json``."""
     load = [round(os.getloadavg()[0], 2)]
     with tempfile.TemporaryDirectory() as tmpdir:
-        stdio = asyncio.run(bench_stdio(Path(tmpdir), calls, compare, compare_env))
+        stdio = asyncio.run(bench_stdio(Path(tmpdir), calls, compare, compare_env, floor))
     in_process = asyncio.run(bench_in_process(calls))
     load.append(round(os.getloadavg()[0], 2))
     result = {"benchmark": "mcp gateway forwarding", "load_1m": load, "stdio": stdio,
@@ -579,8 +610,9 @@ def forwarding(calls: int, compare: Path | None, compare_env: dict[str, str] | N
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     rows = [("stdio", stdio), ("in-proc", in_process)]
-    if "compare" in stdio:
-        rows.insert(1, ("stdio (compare)", {"direct": stdio["direct"], **stdio["compare"]}))
+    for label in ("floor", "compare"):
+        if label in stdio:
+            rows.insert(1, (f"stdio ({label})", {"direct": stdio["direct"], **stdio[label]}))
     print(f"load {load}")
     print(f"{'path':<16}{'direct p50':>12}{'gateway p50':>13}{'overhead p50':>14}"
           f"{'overhead p99':>14}")  # fmt: skip
@@ -618,6 +650,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         " stdio alternates this tree's gateway with the other tree's)",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="forwarding: also call the upstream through a bare pass-through process "
+        "(benchmarks/line_proxy.py) in the same turns: an extra process's own cost",
+    )
+    parser.add_argument(
         "--caller-mode",
         default="auto",
         help="forwarding: the callers' SDK Client mode over stdio (legacy: the initialize "
@@ -642,7 +680,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         pairs = [item.partition("=") for item in args.compare_env]
         if any(not key or not eq for key, eq, _ in pairs):
             parser.error("--compare-env takes KEY=VALUE")
-        forwarding(args.calls, args.compare, {key: value for key, _, value in pairs})
+        forwarding(args.calls, args.compare, {key: value for key, _, value in pairs}, args.floor)
         return
     if args.import_cpu:
         cpu = import_cpu(args.startup_runs, args.compare)

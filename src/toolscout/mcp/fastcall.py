@@ -200,15 +200,9 @@ class FastCalls:
         key = sdk_names().coerce_request_id(rid)
         if key in self._inflight:  # a duplicate id: the SDK's way
             return False
-        task = asyncio.get_running_loop().create_task(self._answer(rid, params, typed, route))
-        self._inflight[key] = task
-
-        def done(finished: asyncio.Task[None]) -> None:
-            if self._inflight.get(key) is finished:
-                del self._inflight[key]
-
-        task.add_done_callback(done)
-        return True
+        loop = asyncio.get_running_loop()
+        self._inflight[key] = loop.create_task(self._answer(key, rid, params, typed, route))
+        return True  # the task drops its own entry as it ends (no done callback: a turn fewer)
 
     def _cancel(self, line: str) -> bool:
         sdk = sdk_names()
@@ -220,15 +214,26 @@ class FastCalls:
             return False
         params = message.get("params")
         rid = sdk.as_request_id(params.get("requestId")) if isinstance(params, dict) else None
-        task = self._inflight.get(sdk.coerce_request_id(rid)) if rid is not None else None
+        key = sdk.coerce_request_id(rid) if rid is not None else None
+        task = self._inflight.get(key) if key is not None else None
         if task is None:
             return False  # not ours: the SDK's
         self.cancelled += 1
         task.cancel()
+        # a task cancelled before its first step never runs its body (nor the body's
+        # ``finally``, which drops its entry): its entry goes when it is done
+        task.add_done_callback(lambda finished: self._forget(key, finished))
         return True
 
+    def _forget(self, key: Any, task: asyncio.Task[None] | None) -> None:
+        """``key``'s entry dropped, when it is still ``task``'s (not a later call's)."""
+        if task is not None and self._inflight.get(key) is task:
+            del self._inflight[key]
+
     # -- answering ------------------------------------------------------------------
-    async def _answer(self, rid: Any, params: dict[str, Any], typed: Any, route: Any) -> None:
+    async def _answer(
+        self, key: Any, rid: Any, params: dict[str, Any], typed: Any, route: Any
+    ) -> None:
         after = AfterReply()  # the call's audit outcome: written once its answer went
         AFTER_REPLY.set(after)  # this task's own context (and the call's round task's)
         try:
@@ -254,6 +259,8 @@ class FastCalls:
             return  # a cancelled request is never answered
         finally:
             after.run()  # cancelled, or the send failed: the outcome now
+            # the entry goes as the task ends (nothing runs between this and its end)
+            self._forget(key, asyncio.current_task())
 
     async def _result(self, rid: Any, params: dict[str, Any], typed: Any, route: Any) -> str:
         """The answer line: the gateway's handler run with the context and session the
