@@ -25,8 +25,10 @@ still meets them shows it in its ``429`` column rather than in its throughput.
 Reports successful requests/s (an answer that did what was asked, counted by a ``wrk``
 response hook), latency percentiles, every answer by HTTP status (``statuses``; a 429 is
 the rate limiter refusing), socket errors by kind, the 1-minute load average before and
-after each run (the machine may be shared), and the server processes' RSS sampled every
-5 s (memory must stay flat after warm-up). Writes
+after each run (the machine may be shared), the server's CPU per request and the part of
+it its workers' event-loop threads spent (HTTP parsing, routing, token checks, writing
+answers: ``server_loop_cpu_ms_per_request``; discoveries run on other threads), and the
+server processes' RSS sampled every 5 s (memory must stay flat after warm-up). Writes
 ``benchmarks/results/load_<store>.json``. ``--server-src`` runs the server from another
 source tree (another checkout's ``src``), to compare two versions on the same machine.
 """
@@ -198,6 +200,22 @@ def cpu_seconds(pid: int) -> float:
             with contextlib.suppress(psutil.Error):
                 t = p.cpu_times()
                 total += t.user + t.system
+    except psutil.Error:
+        pass
+    return total
+
+
+def loop_cpu_seconds(pid: int) -> float:
+    """CPU time used so far by the workers' main threads, which run their event loops:
+    the HTTP parsing, routing, token checks and answer writing a request costs there (a
+    discovery itself runs on other threads)."""
+    import psutil
+
+    total = 0.0
+    try:
+        for p in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                total += sum(t.user_time + t.system_time for t in p.threads() if t.id == p.pid)
     except psutil.Error:
         pass
     return total
@@ -429,11 +447,16 @@ def main() -> None:
             for name, path, bodies, tokens in plan:
                 before = load_avg()
                 cpu = cpu_seconds(srv.pid)
+                loop = loop_cpu_seconds(srv.pid)
                 began = time.monotonic()
                 out = run_wrk(srv.url, path, bodies, tokens, args)
                 # the server's CPU per answer: steadier than req/s on a shared machine
                 used = cpu_seconds(srv.pid) - cpu
-                out["server_cpu_ms_per_request"] = round(1000 * used / max(out["requests"], 1), 2)
+                answered = max(out["requests"], 1)
+                out["server_cpu_ms_per_request"] = round(1000 * used / answered, 2)
+                # of which the workers' event loops (the rest: the discovery threads)
+                looped = loop_cpu_seconds(srv.pid) - loop
+                out["server_loop_cpu_ms_per_request"] = round(1000 * looped / answered, 2)
                 # the cores the server kept busy: under the machine's count, something else
                 # had the rest (or the server waited), and req/s says less about the server
                 out["server_cores_busy"] = round(used / max(time.monotonic() - began, 1e-9), 2)
@@ -468,7 +491,7 @@ def main() -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'run':<16} {'requests':>9} {'ok req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8}"
-          f" {'bad':>5} {'429':>5} {'non2xx':>6} {'sockerr':>7} {'cpu ms':>7}"
+          f" {'bad':>5} {'429':>5} {'non2xx':>6} {'sockerr':>7} {'cpu ms':>7} {'loop ms':>7}"
           "  load avg before -> after")  # fmt: skip
     for name, r in runs.items():
         print(
@@ -476,6 +499,7 @@ def main() -> None:
             f" {r['p90_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['unsuccessful']:>5}"
             f" {r['statuses'].get('429', 0):>5} {r['non_2xx']:>6}"
             f" {r['socket_errors']:>7} {r['server_cpu_ms_per_request']:>7}"
+            f" {r['server_loop_cpu_ms_per_request']:>7}"
             f"  {r['load_avg_before']} -> {r['load_avg_after']}"
         )
     print("rss MiB over time:", samples)

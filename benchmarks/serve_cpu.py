@@ -14,6 +14,8 @@ thread CPU spent inside the request encoder's runs (texts encoded per request be
 a request whose parts are pooled from its own run counts one); the
 rest is everything else a request costs (HTTP and JSON in process, JWT, retrieval, the
 ranker, rendering, the log) and the test client's own work (it runs in this process).
+Also the share of requests ranked without the encoder (``encoder_skipped_share``: the
+skip of ``SearchSettings.encoder_skip``, which ``serve`` leaves off as the library does).
 CPU, not wall time: steadier on a shared machine.
 
 ``--profile`` drives the app on the main thread instead (httpx's ASGI transport, sync
@@ -74,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         encoder: Any = query_embedder(service.catalog.embedder)
         runs = getattr(encoder, "inner", encoder)  # the coalescing wrapper's model
-        spent = {"cpu": 0.0, "texts": 0}
+        spent = {"cpu": 0.0, "texts": 0, "skipped": 0}
         embed = runs.embed
 
         def timed(texts: Sequence[str]) -> Any:
@@ -98,6 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if embed_spans is not None:  # a request in parts, its parts pooled (embed/coalesce.py)
             runs.embed_spans = timed_spans
+        discover = service.discover
+
+        def noted(*args: Any, **kwargs: Any) -> Any:
+            shortlist = discover(*args, **kwargs)
+            spent["skipped"] += bool(shortlist.trace.encoder_skipped)
+            return shortlist
+
+        service.discover = noted  # counts the requests ranked without the encoder
         texts = load.dev_queries(load.DEFAULT_BENCH)
         tokens = [load.discover_agent(i) for i in range(load.DISCOVER_PRINCIPALS)]
         app = create_app(service)
@@ -110,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.profile is None:
             with TestClient(app) as client:
                 _post(client.post, warm)  # warm: the model, the caches
-                spent.update(cpu=0.0, texts=0)
+                spent.update(cpu=0.0, texts=0, skipped=0)
                 start = time.process_time()
                 _post(client.post, asks)
                 cpu = time.process_time() - start
@@ -126,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "encoder_cpu_ms_per_request": round(1000 * spent["cpu"] / n, 2),
         "rest_cpu_ms_per_request": round(1000 * (cpu - spent["cpu"]) / n, 2),
         "encoded_texts_per_request": round(spent["texts"] / n, 2),
+        # requests the discovery ranked without the encoder (SearchSettings.encoder_skip)
+        "encoder_skipped_share": round(spent["skipped"] / n, 4),
         "load_avg": load.load_avg(),
     }
     print(json.dumps(out))
@@ -172,7 +184,7 @@ def _profiled(
                         raise SystemExit(f"request {i} answered {got.status_code}: {got.text}")
 
             await each(warm)
-            spent.update(cpu=0.0, texts=0)
+            spent.update(cpu=0.0, texts=0, skipped=0)
             profiler = cProfile.Profile(time.thread_time)  # CPU, not wall: a shared machine
             profiler.enable()
             start = time.process_time()
