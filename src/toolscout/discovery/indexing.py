@@ -55,22 +55,11 @@ def lexical_fields(spec: ToolSpec, learned: Sequence[str] = ()) -> dict[str, str
     return {
         "name": " ".join(dict.fromkeys([*name_terms, joined])),
         "aliases": " ".join(terms(" ; ".join(card.aliases))),
-        "tags": " ".join(terms(" ".join([*card.tags, group_text(spec)]))),
+        "tags": " ".join(terms(" ".join(card.tags))),
         "summary": " ".join(terms(card.summary)),
         "params": " ".join(terms(" ".join(param_texts(spec)))),
         "learned": " ".join(terms(" ; ".join(learned))),
     }
-
-
-def group_text(spec: ToolSpec) -> str:
-    """The tool's group (its server, service or class) when it says something its name
-    does not: "" when the card has no group or every word of the group is already a word
-    of the name (``AbstractJarAgent`` of ``AbstractJarAgent.runJarAgent``)."""
-    group = spec.card.group
-    gw = words(group)
-    if not gw or set(gw) <= set(words(spec.card.name)):
-        return ""
-    return group
 
 
 def card_views(spec: ToolSpec) -> tuple[str, ...]:
@@ -81,15 +70,11 @@ def card_views(spec: ToolSpec) -> tuple[str, ...]:
     identifiers and argument-heavy requests better than any single view did on
     the dev sets when the views were chosen (round one; that comparison was not
     recorded in docs/benchmarks.md, only what the views cost to encode:
-    docs/history/calibration.md, h/rank). The views that join the name to the summary
-    lead with the tool's group (:func:`group_text`: the server or service a request often
-    names, "spotify data api: get artist: ..."); the bare name and summary do not.
+    docs/history/calibration.md, h/rank).
     """
     card = spec.card
     head = encoder_text(card.name)
-    group = encoder_text(group_text(spec))
-    named = f"{group}: {head}" if group else head
-    views = [head, card.summary, f"{named}: {card.summary}"]
+    views = [head, card.summary, f"{head}: {card.summary}"]
     props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, Mapping) else {}
     if isinstance(props, Mapping) and props:
         params = "; ".join(
@@ -98,7 +83,7 @@ def card_views(spec: ToolSpec) -> tuple[str, ...]:
             else str(name)
             for name, p in props.items()
         )
-        views.append(f"{named}: {card.summary} Parameters: {params}")
+        views.append(f"{head}: {card.summary} Parameters: {params}")
     return tuple(v for v in views if v.strip())
 
 
@@ -114,9 +99,8 @@ def embedding_texts(
 
 
 #: bump when lexical_fields or embedding_texts change: every stored tool is derived again
-#: (2: Unicode words, folded accents and CJK bigrams in the lexical fields; 3: the card's
-#: group in its tags field and in front of its name in the card views: group_text)
-INDEX_VERSION = 3
+#: (2: Unicode words, folded accents and CJK bigrams in the lexical fields)
+INDEX_VERSION = 2
 
 
 def source_hash(spec: ToolSpec, learned: Sequence[str], model_id: str) -> str:
