@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from support import spec
 from toolscout.cards import CapabilityCard, ToolSpec
-from toolscout.discovery.query import PhraseIndex, closest
+from toolscout.discovery.query import PhraseIndex, closest, closest_first, word_forms
 from toolscout.policy import PolicyConfig, Principal, entitle
 
 NAME = "jira_create_issue"
@@ -115,3 +115,36 @@ def test_closest_reads_the_offer_not_the_ids() -> None:
     # offered alike: nothing told apart
     assert closest(["acme.jira.create_issue", "globex.jira.create_issue"], cards) == frozenset()
     assert closest([], cards) == frozenset()
+
+
+def test_a_ranking_puts_the_callers_own_copy_in_the_first_place_its_name_holds() -> None:
+    cards = by_id(COPIES, "acme")
+    ranked = ["shared.jira.create_issue", "acme.jira.close_issue", "pair.jira.create_issue",
+              "acme.jira.create_issue"]  # fmt: skip
+    got = closest_first(ranked, cards, word_forms("open a jira issue"))
+    assert got == ["acme.jira.create_issue", "acme.jira.close_issue", "pair.jira.create_issue",
+                   "shared.jira.create_issue"]  # fmt: skip
+    assert sorted(got) == sorted(ranked)  # the same ids, the other name in its place
+
+
+def test_a_ranking_the_request_tells_copies_apart_in_is_left_as_it_is() -> None:
+    cards = by_id(COPIES, "acme")
+    ranked = ["shared.jira.create_issue", "acme.jira.create_issue"]
+    assert closest_first(ranked, cards, word_forms("the shared jira: create issue")) == ranked
+
+
+def test_a_ranking_without_tenants_or_copies_is_unchanged() -> None:
+    specs = [
+        spec("imdb.search_movies", name="Search Movies"),
+        spec("tmdb.search_movies", name="Search Movies"),
+        spec("weather.get_forecast_daily", name="Get Forecast Daily"),
+    ]
+    cards = by_id(specs, "")
+    ranked = ["tmdb.search_movies", "weather.get_forecast_daily", "imdb.search_movies"]
+    assert closest_first(ranked, cards, word_forms("search movies")) == ranked
+    # copies offered alike (two tenants' own, seen by a caller of neither: not entitled,
+    # but given) keep their order too
+    every = {c.id: c.card for c in COPIES}
+    two = ["globex.jira.create_issue", "acme.jira.create_issue"]
+    assert closest_first(two, every, word_forms("create issue")) == two
+    assert closest_first([], cards, frozenset()) == []

@@ -21,7 +21,15 @@ from toolscout.discovery.lexical import STOPWORDS, identifiers, phrase_key, stem
 from toolscout.errors import QueryError
 from toolscout.settings import SearchSettings
 
-__all__ = ["Query", "PhraseIndex", "closest", "parse_query", "prune_frequent", "qualified"]
+__all__ = [
+    "PhraseIndex",
+    "Query",
+    "closest",
+    "closest_first",
+    "parse_query",
+    "prune_frequent",
+    "qualified",
+]
 
 #: a query term found in more than this share of documents is dropped (when others remain)
 FREQUENT_TERM_SHARE = 0.08
@@ -198,12 +206,50 @@ def closest(tool_ids: Sequence[str], cards: Mapping[str, CapabilityCard]) -> fro
         card = cards.get(tool_id)
         if card is None:
             return frozenset()
-        reach[tool_id] = len(card.tenants) if card.tenants else float("inf")
+        reach[tool_id] = _reach(card)
     least = min(reach.values(), default=float("inf"))
     near = [t for t, r in reach.items() if r == least]
     if len(near) == len(reach) or len({tuple(words(t)) for t in near}) > 1:
         return frozenset()
     return frozenset(near)
+
+
+def closest_first(
+    ids: Sequence[str], cards: Mapping[str, CapabilityCard], request: Set[str]
+) -> list[str]:
+    """``ids`` (a ranking) with the copies of each name reordered among the places they
+    hold, the copy offered to the fewest tenants first (:func:`closest`'s order: the
+    caller's own before one shared by a few, before the platform-wide one; ties keep
+    their order). Only copies the request does not tell apart move: of a name whose ids
+    the request qualifies (:func:`qualified`: ``shared`` or ``v1`` written in it), the
+    ranking is left as it is. Which names hold which places never changes, and no id is
+    added or dropped; with no tenants in the catalog, nothing moves. ``request``: the
+    request's :func:`word_forms`."""
+    groups: dict[str, list[int]] = {}
+    for i, tool_id in enumerate(ids):
+        card = cards.get(tool_id)
+        if card is not None:
+            groups.setdefault(card.name, []).append(i)
+    out = list(ids)
+    for places in groups.values():
+        if len(places) < 2:
+            continue
+        group = [ids[i] for i in places]
+        reach = [_reach(cards[t]) for t in group]
+        if min(reach) == max(reach):
+            continue
+        told = qualified(group, request)
+        if told and len(told) < len(group):
+            continue  # the request names one of them: its ranking stands
+        ordered = [t for _, _, t in sorted(zip(reach, range(len(group)), group, strict=True))]
+        for i, tool_id in zip(places, ordered, strict=True):
+            out[i] = tool_id
+    return out
+
+
+def _reach(card: CapabilityCard) -> float:
+    """How many tenants ``card`` is offered to (every tenant: infinitely many)."""
+    return len(card.tenants) if card.tenants else float("inf")
 
 
 def word_forms(text: str) -> frozenset[str]:
