@@ -196,3 +196,23 @@ def test_a_map_with_the_marks_key_is_kept_unmarked(tmp_path: Path) -> None:
     assert isinstance(names, KeptMap)
     assert names.get("") == "empty" and names.get("zz") is None and dict(names) == odd
     store.close()
+
+
+def test_a_read_of_the_mark_and_as_many_keys_as_a_marked_read_asks_is_one_statement(
+    tmp_path: Path,
+) -> None:
+    """The mark proves the rows of the read it is found in: the SQLite store must read
+    the mark and :data:`MARKED_READ` keys in one statement (one snapshot)."""
+    store = SQLiteStore(tmp_path / "k.db")
+    gen = store.generation()
+    assert keep_maps(store, KEY, gen, _maps(MAPS))
+    token = _token(store)
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    try:
+        got = store.derived_rows(token, "names", [MARK, *(f"n{i}" for i in range(MARKED_READ))])
+    finally:
+        store._db.set_trace_callback(None)
+    assert got == {MARK: "1"}
+    assert len([s for s in statements if "derived_rows" in s]) == 1
+    store.close()

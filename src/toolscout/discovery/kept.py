@@ -29,6 +29,9 @@ from toolscout.stores.base import HELD_PART
 __all__ = [
     "KeptMap",
     "KeptSet",
+    "MARK",
+    "MARKED_PART",
+    "MARKED_READ",
     "built_once",
     "code_digest",
     "differing",
