@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import itertools
 import json
 import secrets
 import threading
@@ -28,6 +29,9 @@ from toolscout.stores.base import HELD_PART
 __all__ = [
     "KeptMap",
     "KeptSet",
+    "MARK",
+    "MARKED_PART",
+    "MARKED_READ",
     "built_once",
     "code_digest",
     "differing",
@@ -92,6 +96,19 @@ KIND_LIST = "list"  # a list of strings
 KIND_PAIRS = "pairs"  # a list of (string, string) pairs
 KIND_FLAG = "flag"  # a member of a set (the value is 1)
 _MISSING: Any = object()
+#: the header part that says each part of the map also keeps a row under :data:`MARK`. Its
+#: rows are removed with the header gone first and then in key order, the mark's key
+#: first of all (stores/sqlite_derived.py: ``_drop_rows``), or in one transaction
+#: (``_replace_rows``): a read that finds the mark found every row it asked for that was
+#: kept, so a key it misses is not kept, with no second read of the header. A toolscout
+#: before the mark does not know the part and never reads such a map
+MARKED_PART = "~marked"
+#: the key of the mark: before every other key, and no map's (a map with such a key is
+#: kept unmarked)
+MARK = ""
+#: the most keys a read asks for beside the mark: the SQLite store reads at most 500 names
+#: in one statement (one snapshot); a read of more keys is checked against the header
+MARKED_READ = 499
 
 
 class RowStore(Protocol):
@@ -172,13 +189,20 @@ class KeptMap(Mapping[str, V]):
     ``rebuild()``-ed whole from the catalog instead (the same contents), never an error.
     So is a read that misses keys once the header under ``key`` no longer names the
     token (its rows were removed: an older generation's, or another version's no reader
-    held). ``holder``: what holds the rows against removal while the map is alive."""
+    held). ``holder``: what holds the rows against removal while the map is alive.
+
+    ``marked``: each part also keeps a row under :data:`MARK`, asked for with every read
+    of a few keys: found, the keys the read missed are not kept; not found, the rows were
+    removed (the map is rebuilt). A hold is no such proof: it keeps the rows from another
+    version's removal for their own generation, not from a newer generation's write
+    under the same key, which removes them whatever holds them."""
 
     def __init__(self, store: RowStore, token: str, part: str, kind: str, count: int,
                  rebuild: Callable[[], Mapping[str, V]], key: str = "",
-                 holder: object = None) -> None:  # fmt: skip
+                 holder: object = None, *, marked: bool = False) -> None:  # fmt: skip
         self._store, self._token, self._part, self._kind = store, token, part, kind
         self._count, self._key, self._holder = count, key, holder
+        self._marked = marked
         self._rebuild = rebuild
         self._held: dict[str, Any] = {}
         self._whole: Mapping[str, V] | None = None
@@ -194,7 +218,8 @@ class KeptMap(Mapping[str, V]):
     def _check(self) -> bool:
         if not self._checked:
             try:
-                same = self._store.derived_count(self._token, self._part) == self._count
+                rows = self._count + 1 if self._marked else self._count
+                same = self._store.derived_count(self._token, self._part) == rows
             except Exception:  # an unreadable table is a damaged one
                 same = False
             if not same:
@@ -222,10 +247,19 @@ class KeptMap(Mapping[str, V]):
         new = [k for k in dict.fromkeys(keys) if k not in self._held]
         if not new:
             return
+        marked = self._marked and len(new) <= MARKED_READ
+        if self._marked and MARK in new:  # never a key of a marked map
+            self._held[MARK] = None
+            new.remove(MARK)
+            if not new:
+                return
         try:
-            raw = self._store.derived_rows(self._token, self._part, new)
+            asked = [MARK, *new] if marked else new
+            raw = self._store.derived_rows(self._token, self._part, asked)
+            if marked and raw.pop(MARK, None) is None:
+                raise Damaged(f"the rows of {self._key} were removed while read")
             got = {k: None if k not in raw else _decode(self._kind, raw[k]) for k in new}
-            if len(raw) < len(new) and not self._still_kept():
+            if not marked and len(raw) < len(new) and not self._still_kept():
                 raise Damaged(f"the rows of {self._key} were removed while read")
         except Exception:  # damaged, unreadable or removed: the whole map is rebuilt
             self._fallback()
@@ -255,6 +289,8 @@ class KeptMap(Mapping[str, V]):
             return cast(Mapping[str, V], self._whole)
         try:
             rows = self._store.derived_part(self._token, self._part)
+            if self._marked:
+                rows = [(k, raw) for k, raw in rows if k != MARK]
             whole = {k: _decode(self._kind, raw) for k, raw in rows}
         except Exception:
             return self._fallback()
@@ -317,12 +353,16 @@ def keep_maps(
     token = secrets.token_hex(8)
     counts = {part: len(m) for part, (_, m) in maps.items()}
     counts[HELD_PART] = 0  # this version's readers hold the rows while they read them
+    marked = all(MARK not in m for _, m in maps.values())
+    if marked:
+        counts[MARKED_PART] = 0  # each part keeps a row under MARK besides its own
     header = json.dumps({"token": token, "counts": counts, "extra": dict(extra or {})})
 
     def rows(kind: str, m: Mapping[str, Any] | AbstractSet[str]) -> Iterator[tuple[str, str]]:
+        mark = ((MARK, "1"),) if marked else ()
         if isinstance(m, Mapping):
-            return ((k, encode(kind, v)) for k, v in m.items())
-        return ((k, "1") for k in m)
+            return itertools.chain(mark, ((k, encode(kind, v)) for k, v in m.items()))
+        return itertools.chain(mark, ((k, "1") for k in m))
 
     parts = {part: rows(kind, m) for part, (kind, m) in maps.items()}
     stepped = getattr(store, "set_derived_rows_in_steps", None) if in_steps else None
@@ -352,6 +392,7 @@ def read_maps(
     except (KeyError, TypeError, ValueError):  # a header without these fields
         return None
     held = counts.pop(HELD_PART, None) == 0
+    marked = counts.pop(MARKED_PART, None) == 0
     if not isinstance(token, str) or set(counts) != set(kinds):
         return None
     if not all(type(n) is int and n >= 0 for n in counts.values()):
@@ -367,7 +408,8 @@ def read_maps(
     out: dict[str, Any] = {}
     for part, kind in kinds.items():
         m: KeptMap[Any] = KeptMap(store, token, part, kind, counts[part],
-                                  _part_of(rebuild, part), key, holder)  # fmt: skip
+                                  _part_of(rebuild, part), key, holder,
+                                  marked=marked)  # fmt: skip
         out[part] = KeptSet(m) if kind == KIND_FLAG else m
     return out, extra
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
-from toolscout.cards import ToolSpec
+from toolscout.cards import CapabilityCard, ToolSpec
 from toolscout.discovery.calibrate import Calibration, FieldTerms, idf_of
 from toolscout.discovery.focus import focus
 from toolscout.discovery.kept import read_ahead
@@ -21,7 +21,15 @@ from toolscout.discovery.lexical import STOPWORDS, identifiers, phrase_key, stem
 from toolscout.errors import QueryError
 from toolscout.settings import SearchSettings
 
-__all__ = ["Query", "PhraseIndex", "parse_query", "prune_frequent", "qualified"]
+__all__ = [
+    "PhraseIndex",
+    "Query",
+    "closest",
+    "closest_first",
+    "parse_query",
+    "prune_frequent",
+    "qualified",
+]
 
 #: a query term found in more than this share of documents is dropped (when others remain)
 FREQUENT_TERM_SHARE = 0.08
@@ -107,14 +115,27 @@ class PhraseIndex:
         if all(t != tool_id for t, _ in bucket):
             bucket.append((tool_id, why))
 
-    def find(self, text: str, allowed: Set[str], *, resolve: bool = True) -> dict[str, str]:
+    def find(
+        self,
+        text: str,
+        allowed: Set[str],
+        *,
+        resolve: bool = True,
+        cards: Mapping[str, CapabilityCard] | None = None,
+    ) -> dict[str, str]:
         """Tool ids mentioned verbatim in ``text`` (entitled ones only), with why.
 
         A name several entitled tools share (``Search Movies`` on three services), said
         within a longer request, mentions only those the request also qualifies
         (:func:`qualified`); none when it qualifies none of them: retrieval ranks them. A
         request that is the name and nothing else asks for every tool of that name.
-        ``resolve=False``: every tool of the name, always."""
+        ``resolve=False``: every tool of the name, always.
+
+        ``cards``: the entitled cards by id (``Entitlement.by_id``). With them, of the
+        copies of a name the request cannot tell apart by their ids, the mention goes to
+        the copy most specific to the caller (:func:`closest`: the caller's own tenant's
+        before the platform-wide one); the others are left to retrieval. Only ever a
+        subset of the entitled tools the name matched: nothing is widened."""
         found: dict[str, str] = {}
         request: frozenset[str] | None = None
         whole = phrase_key(text)
@@ -124,7 +145,10 @@ class PhraseIndex:
             entries = [(t, why) for t, why in entries if t in allowed]
             if resolve and key != whole and len({t for t, _ in entries}) > 1:
                 request = word_forms(text) if request is None else request
-                kept = qualified([t for t, _ in entries], request)
+                ids = list(dict.fromkeys(t for t, _ in entries))
+                kept = qualified(ids, request)
+                if cards is not None and len(kept) != 1:
+                    kept = closest(sorted(kept) if kept else ids, cards) or kept
                 entries = [(t, why) for t, why in entries if t in kept]
             for tool_id, why in entries:
                 if tool_id not in found:
@@ -165,6 +189,67 @@ def qualified(tool_ids: Sequence[str], request: Set[str]) -> frozenset[str]:
     own = {t: frozenset(w for w in word_forms(t) if _telling(w)) for t in tool_ids}
     common = frozenset.intersection(*own.values()) if own else frozenset()
     return frozenset(t for t, ws in own.items() if (ws - common) & request)
+
+
+def closest(tool_ids: Sequence[str], cards: Mapping[str, CapabilityCard]) -> frozenset[str]:
+    """Of copies of one name a request cannot tell apart, the one most specific to the
+    caller: the tool offered to the fewest tenants. A caller is entitled to a tool
+    offered to named tenants only if its own tenant is one of them, and to an untenanted
+    one as every tenant is, so among the entitled copies the narrowest offer is the
+    caller's own tenant's copy, before one it shares with other tenants, before the
+    platform-wide one. Empty (nothing told apart) when every copy is offered alike (a
+    catalog without tenants), when a card is unknown, or when the narrowest offer holds
+    tools of different ids (the caller's own ``Search Movies`` on two services: those
+    are two tools, which retrieval ranks)."""
+    reach: dict[str, float] = {}
+    for tool_id in tool_ids:
+        card = cards.get(tool_id)
+        if card is None:
+            return frozenset()
+        reach[tool_id] = _reach(card)
+    least = min(reach.values(), default=float("inf"))
+    near = [t for t, r in reach.items() if r == least]
+    if len(near) == len(reach) or len({tuple(words(t)) for t in near}) > 1:
+        return frozenset()
+    return frozenset(near)
+
+
+def closest_first(
+    ids: Sequence[str], cards: Mapping[str, CapabilityCard], request: Set[str]
+) -> list[str]:
+    """``ids`` (a ranking) with the copies of each name reordered among the places they
+    hold, the copy offered to the fewest tenants first (:func:`closest`'s order: the
+    caller's own before one shared by a few, before the platform-wide one; ties keep
+    their order). Only copies the request does not tell apart move: of a name whose ids
+    the request qualifies (:func:`qualified`: ``shared`` or ``v1`` written in it), the
+    ranking is left as it is. Which names hold which places never changes, and no id is
+    added or dropped; with no tenants in the catalog, nothing moves. ``request``: the
+    request's :func:`word_forms`."""
+    groups: dict[str, list[int]] = {}
+    for i, tool_id in enumerate(ids):
+        card = cards.get(tool_id)
+        if card is not None:
+            groups.setdefault(card.name, []).append(i)
+    out = list(ids)
+    for places in groups.values():
+        if len(places) < 2:
+            continue
+        group = [ids[i] for i in places]
+        reach = [_reach(cards[t]) for t in group]
+        if min(reach) == max(reach):
+            continue
+        told = qualified(group, request)
+        if told and len(told) < len(group):
+            continue  # the request names one of them: its ranking stands
+        ordered = [t for _, _, t in sorted(zip(reach, range(len(group)), group, strict=True))]
+        for i, tool_id in zip(places, ordered, strict=True):
+            out[i] = tool_id
+    return out
+
+
+def _reach(card: CapabilityCard) -> float:
+    """How many tenants ``card`` is offered to (every tenant: infinitely many)."""
+    return len(card.tenants) if card.tenants else float("inf")
 
 
 def word_forms(text: str) -> frozenset[str]:
