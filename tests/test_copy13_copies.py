@@ -6,10 +6,12 @@ the caller's entitlement is ever mentioned."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
-from support import spec
+from support import embedder, spec
 from toolscout.cards import CapabilityCard, ToolSpec
-from toolscout.discovery.query import PhraseIndex, closest, closest_first, word_forms
+from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.query import PhraseIndex, closest, closest_first
 from toolscout.policy import PolicyConfig, Principal, entitle
 
 NAME = "jira_create_issue"
@@ -121,7 +123,7 @@ def test_a_ranking_puts_the_callers_own_copy_in_the_first_place_its_name_holds()
     cards = by_id(COPIES, "acme")
     ranked = ["shared.jira.create_issue", "acme.jira.close_issue", "pair.jira.create_issue",
               "acme.jira.create_issue"]  # fmt: skip
-    got = closest_first(ranked, cards, word_forms("open a jira issue"))
+    got = closest_first(ranked, cards, "open a jira issue")
     assert got == ["acme.jira.create_issue", "acme.jira.close_issue", "pair.jira.create_issue",
                    "shared.jira.create_issue"]  # fmt: skip
     assert sorted(got) == sorted(ranked)  # the same ids, the other name in its place
@@ -130,7 +132,7 @@ def test_a_ranking_puts_the_callers_own_copy_in_the_first_place_its_name_holds()
 def test_a_ranking_the_request_tells_copies_apart_in_is_left_as_it_is() -> None:
     cards = by_id(COPIES, "acme")
     ranked = ["shared.jira.create_issue", "acme.jira.create_issue"]
-    assert closest_first(ranked, cards, word_forms("the shared jira: create issue")) == ranked
+    assert closest_first(ranked, cards, "the shared jira: create issue") == ranked
 
 
 def test_a_ranking_without_tenants_or_copies_is_unchanged() -> None:
@@ -141,10 +143,34 @@ def test_a_ranking_without_tenants_or_copies_is_unchanged() -> None:
     ]
     cards = by_id(specs, "")
     ranked = ["tmdb.search_movies", "weather.get_forecast_daily", "imdb.search_movies"]
-    assert closest_first(ranked, cards, word_forms("search movies")) == ranked
+    assert closest_first(ranked, cards, "search movies") == ranked
     # copies offered alike (two tenants' own, seen by a caller of neither: not entitled,
     # but given) keep their order too
     every = {c.id: c.card for c in COPIES}
     two = ["globex.jira.create_issue", "acme.jira.create_issue"]
-    assert closest_first(two, every, word_forms("create issue")) == two
-    assert closest_first([], cards, frozenset()) == []
+    assert closest_first(two, every, "create issue") == two
+    assert closest_first([], cards, "") == []
+
+
+def test_discovery_shows_the_callers_own_copy_first_and_never_another_tenants(
+    tmp_path: Path,
+) -> None:
+    """Through the whole pipeline (exact mentions and the ranking before selection): a
+    request naming a shared name gets the caller's own copy first, another tenant's copy
+    never, and a request that names the platform's copy gets that one first."""
+    filler = [spec(f"svc.tool_{i}", f"Looks up record kind {i} in the archive.") for i in range(30)]
+    with Catalog.open(tmp_path / "copies.db", embedder=embedder()) as cat:
+        cat.add([*COPIES, *filler])
+        for tenant, own in (
+            ("acme", "acme.jira.create_issue"),
+            ("globex", "globex.jira.create_issue"),
+        ):
+            who = Principal.of("u", tenant, scopes=["*"])
+            for text in (ASK, "please open a ticket in jira, create issue for the outage"):
+                got = cat.discover(text, who, k=3, tier="progressive").ids
+                assert got[0] == own, (tenant, text, got)
+                others = {c.id for c in COPIES if c.card.tenants and tenant not in c.card.tenants}
+                assert not others & set(got)
+        acme = Principal.of("u", "acme", scopes=["*"])
+        named = cat.discover("jira create issue on the shared workspace", acme, k=3).ids
+        assert named[0] == "shared.jira.create_issue"

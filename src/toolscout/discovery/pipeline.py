@@ -18,6 +18,7 @@ from toolscout.discovery import inject as rendering
 from toolscout.discovery.gates import step_on
 from toolscout.discovery.groups import expand_groups
 from toolscout.discovery.prerequisites import add_prerequisites
+from toolscout.discovery.query import closest_first
 from toolscout.discovery.search import (
     DEDUPE_YIELD,
     Candidate,
@@ -142,7 +143,7 @@ def exact_mentions(
     are on: they always make the shortlist."""
     if not step_on("exact_hits", query.text, settings):
         return {}
-    return catalog.phrases().find(query.text, ent.ids)
+    return catalog.phrases().find(query.text, ent.ids, cards=ent.by_id)
 
 
 def top_k(
@@ -163,8 +164,14 @@ def top_k(
     def cost(tool_id: str) -> int:
         return catalog.schema_tokens(tool_id, fmt)
 
+    # of copies of one name the request cannot tell apart, the caller's own first
+    ranked = retrieval.candidates
+    order = closest_first([c.id for c in ranked], ent.by_id, query.text)
+    if any(c.id != t for c, t in zip(ranked, order, strict=True)):
+        by_id = {c.id: c for c in ranked}
+        ranked = [by_id[t] for t in order]
     chosen = select_candidates(
-        retrieval.candidates,
+        ranked,
         exact,
         k,
         dedupe=step_on("dedupe", query.text, settings),
@@ -182,7 +189,7 @@ def top_k(
         index=catalog.finders(),
         allowed=ent.ids,
         specs_of=catalog.specs_of,
-        candidates=retrieval.candidates,
+        candidates=ranked,
     )
     return within_budget(with_finders, cost, token_budget)
 

@@ -215,7 +215,7 @@ def closest(tool_ids: Sequence[str], cards: Mapping[str, CapabilityCard]) -> fro
 
 
 def closest_first(
-    ids: Sequence[str], cards: Mapping[str, CapabilityCard], request: Set[str]
+    ids: Sequence[str], cards: Mapping[str, CapabilityCard], request: str
 ) -> list[str]:
     """``ids`` (a ranking) with the copies of each name reordered among the places they
     hold, the copy offered to the fewest tenants first (:func:`closest`'s order: the
@@ -224,13 +224,14 @@ def closest_first(
     the request qualifies (:func:`qualified`: ``shared`` or ``v1`` written in it), the
     ranking is left as it is. Which names hold which places never changes, and no id is
     added or dropped; with no tenants in the catalog, nothing moves. ``request``: the
-    request's :func:`word_forms`."""
+    request's text (its :func:`word_forms` are made only when a name holds two places)."""
     groups: dict[str, list[int]] = {}
     for i, tool_id in enumerate(ids):
         card = cards.get(tool_id)
         if card is not None:
             groups.setdefault(card.name, []).append(i)
     out = list(ids)
+    forms: frozenset[str] | None = None
     for places in groups.values():
         if len(places) < 2:
             continue
@@ -238,7 +239,8 @@ def closest_first(
         reach = [_reach(cards[t]) for t in group]
         if min(reach) == max(reach):
             continue
-        told = qualified(group, request)
+        forms = word_forms(request) if forms is None else forms
+        told = qualified(group, forms)
         if told and len(told) < len(group):
             continue  # the request names one of them: its ranking stands
         ordered = [t for _, _, t in sorted(zip(reach, range(len(group)), group, strict=True))]
