@@ -39,6 +39,13 @@ def _hnsw(dsn: str) -> list[tuple[int, str]]:
         ]
 
 
+def _count(dsn: str, table: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def test_a_first_bulk_load_rebuilds_the_index_it_found_and_later_writes_keep_it(
     pg_dsn: str,  # noqa: F811
 ) -> None:
@@ -59,8 +66,7 @@ def test_a_first_bulk_load_rebuilds_the_index_it_found_and_later_writes_keep_it(
         (built,) = _hnsw(pg_dsn)
         assert built[1] == before[1]
         assert built[0] != before[0]  # built again after the rows, not kept row by row
-        with psycopg.connect(pg_dsn) as conn:
-            assert conn.execute("SELECT count(*) FROM toolscout_tool_texts").fetchone()[0] == N
+        assert _count(pg_dsn, "toolscout_tool_texts") == N
         everyone = {t.spec.id for t in tools}
         # the rebuilt index answers: each tool's own vector finds it first (HNSW path)
         for i in (0, N // 2, N - 1):
@@ -97,8 +103,7 @@ def test_a_failed_first_load_leaves_the_index_as_it_was(pg_dsn: str) -> None:  #
         with pytest.raises(StoreError, match=r"refused b\.t00007"):
             store.upsert(tools, vectors, model_id="m")
         assert _hnsw(pg_dsn) == [before]
-        with psycopg.connect(pg_dsn) as conn:
-            assert conn.execute("SELECT count(*) FROM toolscout_tools").fetchone()[0] == 0
-            assert conn.execute("SELECT count(*) FROM toolscout_tool_texts").fetchone()[0] == 0
+        assert _count(pg_dsn, "toolscout_tools") == 0
+        assert _count(pg_dsn, "toolscout_tool_texts") == 0
     finally:
         store.close()
