@@ -3,8 +3,8 @@ Python SDK client over streamable HTTP (issue 25, "How it will be checked", seco
 
 One ``toolscout mcp serve --transport http`` process fronts server-everything, the
 reference filesystem server and a small paging server (both over stdio); each test
-connects as a caller with its own bearer token. Checked: progress of a 14-second
-operation (under a 7 s per-tool time-out that progress keeps moving) reaches the caller
+connects as a caller with its own bearer token. Checked: progress of an 8-second
+operation (under a 4 s per-tool time-out that progress keeps moving) reaches the caller
 and the call completes; a sampling and an elicitation request reach the caller's client
 and its answers reach the server; the caller's roots reach the filesystem server;
 resource templates resolve; every page of resources, templates and prompts comes
@@ -113,7 +113,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         "mcpServers": {
             "ev": {"command": everything[0], "args": [*everything[1:], "stdio"],
                    "toolscout": {"scopes": [],
-                                 "tools": {"trigger-long-running-operation": {"timeout_s": 7}}}},
+                                 "tools": {"trigger-long-running-operation": {"timeout_s": 4}}}},
             "fs": {"command": files[0], "args": [*files[1:], str(base)],
                    "toolscout": {"scopes": []}},
             "pg": {"command": sys.executable, "args": [str(tmp / "pager.py")],
@@ -161,10 +161,11 @@ async def _client(gw: dict[str, Any], subject: str, **kw: Any) -> AsyncIterator[
 def test_progress_of_an_operation_twice_its_time_out_reaches_the_caller(
     gateway: dict[str, Any],
 ) -> None:
-    """The one slow test here (14 s): 7 progress reports, 2 s apart, under a 7 s per-tool
+    """The one slow test here (8 s): 7 progress reports, 8/7 s apart, under a 4 s per-tool
     time-out that each report moves (the call outlives its time-out twice over, so a
-    deadline that progress did not move would fail it; 5 s of slack between reports, as
-    with the 35 s operation and 10 s time-out this test used before); the call completes."""
+    deadline that progress did not move would fail it; ~2.9 s of slack between reports,
+    where the 14 s operation and 7 s time-out this test used before had 5 s); the call
+    completes."""
     seen: list[tuple[float, float | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -174,7 +175,7 @@ def test_progress_of_an_operation_twice_its_time_out_reaches_the_caller(
         async with _client(gateway, "alice") as client:
             return await client.call_tool(
                 "trigger-long-running-operation",
-                {"duration": 14, "steps": 7},
+                {"duration": 8, "steps": 7},
                 progress_callback=on_progress,
             )
 
