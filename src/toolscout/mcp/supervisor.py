@@ -227,6 +227,12 @@ class Supervisor:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # an upstream fault never ends the gateway
+                # but a close does: inside the client's task groups the cancellation
+                # can surface as another error (a failed reconnect's), not CancelledError;
+                # the supervision then ends, with nothing left for anyone to retrieve
+                task = asyncio.current_task()
+                if self._closed or (task is not None and task.cancelling()):
+                    return
                 self.last_error = describe(exc)
                 log.warning("%s: %s", self.label, self.last_error)
             self.state, self._client = "down", None
