@@ -8,6 +8,7 @@ import asyncio
 import socket
 import sys
 import threading
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,15 @@ def _silent_server() -> tuple[socket.socket, int]:
     return srv, srv.getsockname()[1]
 
 
+async def _closed_at_once(ups: Upstreams, app: Any) -> None:
+    """``ups`` closed while ``app``'s supervision runs: it is done after ``aclose``."""
+    task = app._task
+    assert task is not None and not task.done()
+    await ups.aclose()
+    assert task.done(), "the supervision went on after aclose"
+    assert app.state == "down"
+
+
 @pytest.mark.parametrize("kind", ["http", "stdio"])
 def test_closing_while_an_upstream_connects_ends_its_supervision(kind: str) -> None:
     srv, port = _silent_server()
@@ -55,11 +65,7 @@ def test_closing_while_an_upstream_connects_ends_its_supervision(kind: str) -> N
         await ups.start()  # returns after connect_timeout_s: the server never answers
         app = ups.servers["app/"]
         assert app.state == "connecting"
-        task = app._task
-        assert task is not None and not task.done()
-        await ups.aclose()
-        assert task.done(), "the supervision went on after aclose"
-        assert app.state == "down"
+        await _closed_at_once(ups, app)
 
     try:
         asyncio.run(scenario())
@@ -88,11 +94,7 @@ def test_closing_after_the_upstream_died_ends_its_supervision() -> None:
             for _ in range(50):  # until a call meets the server gone
                 await ups.call(echo, {"text": "x"})
                 await asyncio.sleep(0.1)
-        task = app._task
-        assert task is not None and not task.done()
-        await ups.aclose()
-        assert task.done(), "the supervision went on retrying after aclose"
-        assert app.state == "down"
+        await _closed_at_once(ups, app)
 
     try:
         asyncio.run(scenario())
