@@ -39,7 +39,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import astuple
 from datetime import datetime
 from pathlib import Path
@@ -125,19 +125,28 @@ class AuditLog:
             )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _statements():
-                    self._conn.execute(statement)
-                _migrate(self._conn)
-                self._check_key()
-                self._salt = self._key or self._digest_salt()
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+            self._set_up(self._create_tables)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the audit log at {path}: {exc}") from None
+
+    def _create_tables(self) -> None:
+        for statement in _statements():
+            self._conn.execute(statement)
+        _migrate(self._conn)
+
+    def _set_up(self, create: Callable[[], None]) -> None:
+        """In one write transaction on the open connection: the tables (``create``), the
+        key check and the salt; then the log's in-process state. Nothing is kept when
+        any step fails."""
+        self._conn.execute("BEGIN IMMEDIATE")  # one opener creates the tables, others wait
+        try:
+            create()
+            self._check_key()
+            self._salt = self._key or self._digest_salt()
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
         self._lock = threading.Lock()
         #: attempts begun here and not completed yet (their stored values), by id, so
         #: :meth:`complete` chains the outcome without reading the attempt back

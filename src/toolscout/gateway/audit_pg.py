@@ -20,7 +20,6 @@ the SQLite log's own: this module only gives them a PostgreSQL connection.
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -117,26 +116,10 @@ class PostgresAuditLog(AuditLog):
         conn = _Connection(dsn, timeout_s)
         self._conn = conn  # type: ignore[assignment]
         try:
-            conn.execute("BEGIN IMMEDIATE")  # one replica creates the tables, the others wait
-            try:
-                if not _schema_current(conn):
-                    conn.execute(_PG_SCHEMA)
-                    conn.execute(
-                        "INSERT INTO audit_meta VALUES (?, ?) "
-                        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                        (_SCHEMA_KEY, _SCHEMA_DIGEST),
-                    )
-                self._check_key()
-                self._salt = self._key or self._digest_salt()
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            self._set_up(lambda: _create_schema(conn))
         except BaseException:
             conn.close()
             raise
-        self._lock = threading.Lock()
-        self._open = {}
 
     def verify(self, expected_head: Head | str | None = None) -> Verification:
         """The chain check, and the append-only triggers present (a failure if not)."""
@@ -167,6 +150,17 @@ def verify_database(
     finally:
         conn.close()
     return _judged(result, missing, stored, raw)
+
+
+def _create_schema(conn: _Connection) -> None:
+    """The log's tables and triggers, unless the stored schema digest says they are current."""
+    if not _schema_current(conn):
+        conn.execute(_PG_SCHEMA)
+        conn.execute(
+            "INSERT INTO audit_meta VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            (_SCHEMA_KEY, _SCHEMA_DIGEST),
+        )
 
 
 def _schema_current(conn: _Connection) -> bool:
