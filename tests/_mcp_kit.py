@@ -86,6 +86,15 @@ def forked_py_server(name: str, **fields: Any) -> dict[str, Any]:
     return fork_kit.upstream(Path(py_server(name)), **fields)
 
 
+def mute_listener() -> tuple[socket.socket, str]:
+    """A socket on 127.0.0.1 that accepts connections (the kernel's backlog) and never
+    answers, with its MCP URL: an HTTP upstream that hangs. Close it when done."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+
+
 def wait_port(port: int, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

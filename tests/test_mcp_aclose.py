@@ -5,37 +5,16 @@ upstream fault and retried."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
-import threading
 from typing import Any
 
 import pytest
 
-from _mcp_kit import start_app, stop
+from _mcp_kit import mute_listener, start_app, stop
 from port_kit import free_port
 from toolscout.errors import ExecutorError
 from toolscout.mcp.config import parse_config
 from toolscout.mcp.upstream import Upstreams
-
-
-def _silent_server() -> tuple[socket.socket, int]:
-    """A TCP server that accepts connections and never answers them."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            held.append(conn)
-
-    threading.Thread(target=accept, daemon=True).start()
-    return srv, srv.getsockname()[1]
 
 
 async def _closed_at_once(ups: Upstreams, app: Any) -> None:
@@ -49,9 +28,9 @@ async def _closed_at_once(ups: Upstreams, app: Any) -> None:
 
 @pytest.mark.parametrize("kind", ["http", "stdio"])
 def test_closing_while_an_upstream_connects_ends_its_supervision(kind: str) -> None:
-    srv, port = _silent_server()
+    srv, url = mute_listener()
     server: dict[str, object] = (
-        {"url": f"http://127.0.0.1:{port}/mcp"}
+        {"url": url}
         if kind == "http"
         else {"command": sys.executable, "args": ["-c", "import time; time.sleep(120)"]}
     )

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from _mcp_kit import forked_py_server, npm_server, start_app, stop
+from _mcp_kit import forked_py_server, mute_listener, npm_server, start_app, stop
 from port_kit import free_port
 from toolscout.cards import Risk
 from toolscout.errors import ExecutorError
@@ -79,10 +78,7 @@ def test_dead_server_does_not_hold_up_startup() -> None:
             "toolscout": {"connect_timeout_s": 120},
         }
     )
-    mute_socket = socket.socket()  # accepts connections, never answers
-    mute_socket.bind(("127.0.0.1", 0))
-    mute_socket.listen(8)
-    mute_url = f"http://127.0.0.1:{mute_socket.getsockname()[1]}/mcp"
+    mute_socket, mute_url = mute_listener()  # accepts connections, never answers
     hangs = parse_config(
         {"mcpServers": {"mute": {"url": mute_url}}, "toolscout": {"connect_timeout_s": 1}}
     )
