@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from demo_fixture import demo_db_copy, indexed_demo  # noqa: F401  (fixture)
 from support import card_embedder, embedder, spec
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.inject import Tier, render
@@ -30,12 +31,17 @@ ADMIN_TOOLS = ("billing.issue_full_refund", "database.drop_partition")
 
 
 @pytest.fixture(scope="module")
-def catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Catalog]:
-    db = tmp_path_factory.mktemp("demo") / "demo.db"
+def catalog(
+    tmp_path_factory: pytest.TempPathFactory,
+    indexed_demo: Path,  # noqa: F811
+) -> Iterator[Catalog]:
+    """The whole demo catalog and its policy, indexed: a copy of the run's one
+    (``demo_fixture.indexed_demo``, the same tools, policy and model), not indexed again."""
+    db = demo_db_copy(indexed_demo, tmp_path_factory.mktemp("demo"))
     cat = Catalog.open(
         db, embedder=card_embedder(), policy=read_policy(demo_catalog_dir() / "policy.yaml")
     )
-    cat.add(read_catalog([demo_catalog_dir()]))
+    assert len(cat.specs()) == len(read_catalog([demo_catalog_dir()]))
     yield cat
     cat.close()
 

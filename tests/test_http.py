@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -297,10 +297,32 @@ def _established(proc: Any, port: int) -> int:
     )
 
 
-def test_metrics_of_several_workers_are_summed_in_every_scrape(demo_db: Path) -> None:
+@pytest.fixture(scope="module")
+def two_workers(demo_db: Path) -> Iterator[Callable[[], tuple[subprocess.Popen[bytes], str]]]:
+    """``serve --workers 2`` on the demo catalog, shared by the tests below (three fresh
+    interpreters and the catalog's warm-up each time it starts): a call gives the running
+    server, started on the first call and again if a test stopped it; stopped at the end."""
+    running: list[tuple[subprocess.Popen[bytes], str]] = []
+
+    def get() -> tuple[subprocess.Popen[bytes], str]:
+        if not running or running[-1][0].poll() is not None:
+            running.append(start_server("--db", str(demo_db), "--dry-run", "--workers", "2"))
+        return running[-1]
+
+    try:
+        yield get
+    finally:
+        for proc, _ in running:
+            if proc.poll() is None:
+                stop(proc)
+
+
+def test_metrics_of_several_workers_are_summed_in_every_scrape(
+    two_workers: Callable[[], tuple[subprocess.Popen[bytes], str]],
+) -> None:
     """With ``--workers 2`` a scrape reaches one worker, chosen by the kernel; each scrape
     still counts every worker's discoveries (one worker's own counts, before)."""
-    proc, url = start_server("--db", str(demo_db), "--dry-run", "--workers", "2")
+    proc, url = two_workers()
     try:
         for i in range(20):  # a new connection each: the kernel spreads them over both
             with httpx.Client(base_url=url, timeout=30) as c:
@@ -316,18 +338,21 @@ def test_metrics_of_several_workers_are_summed_in_every_scrape(demo_db: Path) ->
                 if s.name == "toolscout_discoveries_total"
             }
             assert counts == {"toolscout_discoveries_total": 20.0}, counts
-    finally:
-        stop(proc)
+    except BaseException:
+        stop(proc)  # a failed test leaves no server with its requests to the next
+        raise
 
 
-def test_workers_each_listen_and_share_the_connections(demo_db: Path) -> None:
+def test_workers_each_listen_and_share_the_connections(
+    two_workers: Callable[[], tuple[subprocess.Popen[bytes], str]],
+) -> None:
     """``serve --workers 2``: two worker processes, each with its own listening socket on
     the port, so the kernel spreads connections over both (with uvicorn's one shared
     socket, one worker took nearly all of a load generator's keep-alive connections);
     SIGTERM stops them all."""
     import psutil
 
-    proc, url = start_server("--db", str(demo_db), "--dry-run", "--workers", "2")
+    proc, url = two_workers()
     clients = [httpx.Client(base_url=url, timeout=10) for _ in range(24)]
     try:
         for c in clients:  # one keep-alive connection each

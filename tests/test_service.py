@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from demo_fixture import demo_db_copy, indexed_demo  # noqa: F401  (fixture)
 from support import card_embedder, embedder, spec
 from toolscout import (
     DryRunExecutor,
@@ -35,12 +36,10 @@ SUPPORT = Principal.of("alice", "acme", roles=["support_agent"])
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("svc") / "demo.db"
-    with Toolscout.open(path, embedder=card_embedder()) as ts:
-        ts.catalog.set_policy(read_policy(demo_catalog_dir() / "policy.yaml"))
-        ts.add(read_catalog([demo_catalog_dir()]))
-    return path
+def demo_db(tmp_path_factory: pytest.TempPathFactory, indexed_demo: Path) -> Path:  # noqa: F811
+    """The whole demo catalog and its policy, indexed: a copy of the run's one
+    (``demo_fixture.indexed_demo``, the same tools, policy and model), not indexed again."""
+    return demo_db_copy(indexed_demo, tmp_path_factory.mktemp("svc"))
 
 
 @pytest.fixture
