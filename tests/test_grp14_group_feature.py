@@ -1,0 +1,103 @@
+"""The ranker's "the request names this tool's group" column (features(group=True))."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from toolscout.cards import CapabilityCard
+from toolscout.discovery.features import (
+    FEATURES,
+    GROUP_FEATURES,
+    FieldTerms,
+    features,
+    group_terms,
+    idf_of,
+)
+from toolscout.discovery.lexical import terms
+from toolscout.stores.base import Hits
+
+CARDS = [
+    CapabilityCard("spotify.artist", "get artist", "Look up an artist.", group="Spotify Data"),
+    CapabilityCard("spotify.album", "get album", "Look up an album.", group="Spotify Data"),
+    CapabilityCard("deezer.artist", "get artist", "Look up an artist.", group="Deezer"),
+    # the group is the first part of the name: nothing the name does not say
+    CapabilityCard("Jar.run", "JarAgent.run", "Run the agent.", group="JarAgent"),
+    CapabilityCard("plain.tool", "echo text", "Echo the text back."),
+]
+
+
+def _df(cards: list[CapabilityCard]) -> dict[str, int]:
+    df: dict[str, int] = {}
+    for card in cards:
+        for t in set(terms(f"{card.name} {card.summary}")):
+            df[t] = df.get(t, 0) + 1
+    return df
+
+
+def _matrix(query: str, ids: list[str]) -> tuple[list[str], np.ndarray, FieldTerms]:
+    fields = FieldTerms.of(CARDS)
+    idf = idf_of(_df(CARDS), len(CARDS))
+    scores = [1.0 / (1 + i) for i in range(len(ids))]
+    got, x = features(terms(query), Hits(ids, scores), Hits(ids, scores), fields, idf, group=True)
+    return got, x, fields
+
+
+def test_group_terms_are_the_groups_unless_the_name_holds_them_all() -> None:
+    fields = FieldTerms.of(CARDS)
+    assert fields.group["spotify.artist"] == frozenset(terms("Spotify Data"))
+    assert fields.group["deezer.artist"] == frozenset(terms("Deezer"))
+    assert "Jar.run" not in fields.group  # every group term is a name term
+    assert "plain.tool" not in fields.group  # no group
+    assert fields.in_group[terms("spotify")[0]] == {"spotify.artist", "spotify.album"}
+    assert group_terms("", frozenset()) == frozenset()
+    assert group_terms("Deezer music", frozenset(terms("deezer"))) == frozenset(
+        terms("Deezer music")
+    )
+
+
+def test_the_column_is_the_idf_share_of_the_group_named() -> None:
+    ids = [c.id for c in CARDS]
+    got, x, fields = _matrix("find the artist on spotify", ids)
+    assert x.shape == (len(ids), len(FEATURES) + len(GROUP_FEATURES))
+    col = {t: float(x[got.index(t), -1]) for t in ids}
+    idf = idf_of(_df(CARDS), len(CARDS))
+    spotify, data = terms("spotify")[0], terms("data")[0]
+    share = idf(spotify) / (idf(spotify) + idf(data))
+    assert 0 < share < 1
+    assert col["spotify.artist"] == pytest.approx(share)
+    assert col["spotify.album"] == pytest.approx(share)  # the group, not the name
+    assert col["deezer.artist"] == 0.0 and col["plain.tool"] == 0.0 and col["Jar.run"] == 0.0
+    _, x2, _ = _matrix("spotify data artist", ids)
+    assert x2[0, -1] == pytest.approx(1.0)  # the whole group named
+    # the other columns are the same numbers with and without the group column
+    plain_ids, plain = features(
+        terms("find the artist on spotify"),
+        Hits(ids, [1.0 / (1 + i) for i in range(len(ids))]),
+        Hits(ids, [1.0 / (1 + i) for i in range(len(ids))]),
+        fields,
+        idf,
+    )
+    assert plain_ids == got and plain.shape[1] == len(FEATURES)
+    assert np.array_equal(plain, x[:, : len(FEATURES)])
+
+
+def test_only_pool_tools_get_the_column_and_no_group_named_is_all_zero() -> None:
+    _, x, _ = _matrix("look up an artist", ["deezer.artist", "plain.tool"])
+    assert not x[:, -1].any()
+    got, x, _ = _matrix("spotify", ["deezer.artist", "spotify.album"])
+    assert got == ["deezer.artist", "spotify.album"]
+    assert x[0, -1] == 0.0 and 0 < x[1, -1] <= 1 and math.isfinite(x[1, -1])
+
+
+def test_a_catalog_without_groups_reads_the_column_as_zero() -> None:
+    cards = [CapabilityCard(c.id, c.name, c.summary) for c in CARDS]
+    fields = FieldTerms.of(cards)
+    assert not fields.group and not fields.in_group
+    idf = idf_of(_df(cards), len(cards))
+    ids = [c.id for c in cards]
+    hits = Hits(ids, [1.0] * len(ids))
+    _, x = features(terms("spotify data"), hits, hits, fields, idf, group=True)
+    assert not x[:, -1].any()
