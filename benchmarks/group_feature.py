@@ -45,7 +45,7 @@ from ranker_features import fit_without, fixed_order, learned_order, scores_at  
 def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict[str, Any]]:
     """Each query's pool: ids, the feature matrix with the group column last, the gold ids,
     BM25's and dense's orders (cached in ``workdir`` by set and limit)."""
-    from toolscout.discovery.features import features
+    from toolscout.discovery.features import FieldTerms, features
     from toolscout.evaluate.harness import eval_principal
     from toolscout.settings import SearchSettings
 
@@ -57,7 +57,13 @@ def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict
     fresh = not (workdir / f"{d.name}.db").exists()
     with opened_set(d, workdir, limit, embedder, index=fresh) as (cat, scored):
         retriever = cat.retriever(SearchSettings())
-        fields, idf = retriever.phrases.fields, retriever.phrases.idf
+        idf = retriever.phrases.idf
+        # the cards' own field terms (FieldTerms.of, as discovery/query.py builds them): a
+        # catalog's kept phrase index (discovery/derived.py) keeps no group terms
+        fields = FieldTerms.of(spec.card for spec in cat.specs())
+        kept = retriever.phrases.fields
+        if fields.name != kept.name or fields.summary != kept.summary:
+            raise SystemExit(f"{d.name}: the cards' name/summary terms differ from the index's")
         allowed = cat.entitle(eval_principal(cat)).ids
         texts = [q.query for q in scored]
         vectors = [retriever._embed(t) for t in texts]
