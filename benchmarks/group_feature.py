@@ -2,7 +2,7 @@
 
 A tool's group (``CapabilityCard.group``: the RapidAPI service in toolbench, the server in
 an MCP catalog, the API's brand in toolalpaca, a task category in apibench, a class in
-bfcl) is read at query time only: ``features(group=True)`` appends :data:`GROUP_FEATURES`,
+bfcl) is read at query time only: the last column of :data:`FEATURES`, "group", is
 the idf share of the tool's group terms (:attr:`FieldTerms.group`, none when every group
 term is already a name term) found in the request. Card text, lexical fields and vectors
 do not change, so a request that names no group is ordered as before unless the fit moves
@@ -70,7 +70,7 @@ def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict
         for q, (qterms, lex, dense) in zip(
             scored, retriever.pools(texts, vectors, allowed), strict=True
         ):
-            ids, x = features(qterms, lex, dense, fields, idf, group=True)
+            ids, x = features(qterms, lex, dense, fields, idf)
             out.append({
                 "ids": ids, "x": x, "gold": list(q.gold),
                 "lex": list(lex.ids), "dense": list(dense.ids), "args": (qterms, lex, dense),
@@ -86,25 +86,23 @@ def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict
 
 
 def time_features(rows: Sequence[Mapping[str, Any]], fields: Any, idf: Any) -> dict[str, Any]:
-    """Mean µs of the feature matrix as the default builds it and with the group column, on
-    the same pools, interleaved A/B, 3 rounds."""
-    from toolscout.discovery.features import features
+    """Mean µs of the feature matrix with the catalog's group terms and without any (the
+    same fields, no group: the column's loop is skipped, the base's work), on the same
+    pools, A/B then B/A per pool, 3 rounds."""
+    from toolscout.discovery.features import FieldTerms, features
 
-    without: list[float] = []
-    with_group: list[float] = []
-    for _ in range(3):
-        for row in rows:
+    bare = FieldTerms(fields.name, fields.summary, fields.keys, fields.in_name, fields.in_summary)
+    spent: dict[bool, list[float]] = {True: [], False: []}
+    for round_ in range(3):
+        for i, row in enumerate(rows):
             qterms, lex, dense = row["args"]
-            t0 = time.perf_counter()
-            features(qterms, lex, dense, fields, idf)
-            t1 = time.perf_counter()
-            features(qterms, lex, dense, fields, idf, group=True)
-            t2 = time.perf_counter()
-            without.append(t1 - t0)
-            with_group.append(t2 - t1)
+            for grouped in (True, False) if (i + round_) % 2 else (False, True):
+                t0 = time.perf_counter()
+                features(qterms, lex, dense, fields if grouped else bare, idf)
+                spent[grouped].append(time.perf_counter() - t0)
     return {
-        "features_us": round(1e6 * float(np.mean(without)), 1),
-        "features_group_us": round(1e6 * float(np.mean(with_group)), 1),
+        "features_us": round(1e6 * float(np.mean(spent[False])), 1),
+        "features_group_us": round(1e6 * float(np.mean(spent[True])), 1),
     }
 
 
@@ -120,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(args_list)
 
-    from toolscout.discovery.features import FEATURES, GROUP_FEATURES
+    from toolscout.discovery.features import FEATURES
     from toolscout.embed.minilm import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()
@@ -131,7 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         by_set[d.name] = pools(d, args.cache, args.limit, embedder)
         print(f"{d.name}: {len(by_set[d.name])} queries ({time.perf_counter() - start:.0f}s)",
               file=sys.stderr)  # fmt: skip
-    variants = {"before": len(FEATURES), "group": len(FEATURES) + len(GROUP_FEATURES)}
+    if FEATURES[-1] != "group":
+        raise SystemExit(f"the group column is not the last of FEATURES: {FEATURES}")
+    variants = {"before": len(FEATURES) - 1, "group": len(FEATURES)}
     fits: dict[str, dict[str, Any]] = {v: {} for v in variants}
     for v, cols in variants.items():
         for name in [*by_set, None]:
@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({
         "command": command_line("benchmarks/group_feature.py", args_list),
-        "features": [*FEATURES, *GROUP_FEATURES], "fits": fits, "sets": results, "timing": timing,
+        "features": list(FEATURES), "fits": fits, "sets": results, "timing": timing,
     }, indent=1))  # fmt: skip
     keys = list(next(iter(results.values())))[3:]
     print("| set | queries | group named (pool / gold) | " + " | ".join(keys) + " |")

@@ -1,4 +1,4 @@
-"""The ranker's "the request names this tool's group" column (features(group=True))."""
+"""The ranker's "the request names this tool's group" column (features.FEATURES' "group")."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from toolscout.cards import CapabilityCard
 from toolscout.discovery.features import (
     FEATURES,
-    GROUP_FEATURES,
+    GROUP_AT,
     FieldTerms,
     features,
     group_terms,
@@ -41,7 +41,7 @@ def _matrix(query: str, ids: list[str]) -> tuple[list[str], np.ndarray, FieldTer
     fields = FieldTerms.of(CARDS)
     idf = idf_of(_df(CARDS), len(CARDS))
     scores = [1.0 / (1 + i) for i in range(len(ids))]
-    got, x = features(terms(query), Hits(ids, scores), Hits(ids, scores), fields, idf, group=True)
+    got, x = features(terms(query), Hits(ids, scores), Hits(ids, scores), fields, idf)
     return got, x, fields
 
 
@@ -61,8 +61,8 @@ def test_group_terms_are_the_groups_unless_the_name_holds_them_all() -> None:
 def test_the_column_is_the_idf_share_of_the_group_named() -> None:
     ids = [c.id for c in CARDS]
     got, x, fields = _matrix("find the artist on spotify", ids)
-    assert x.shape == (len(ids), len(FEATURES) + len(GROUP_FEATURES))
-    col = {t: float(x[got.index(t), -1]) for t in ids}
+    assert x.shape == (len(ids), len(FEATURES)) and FEATURES[GROUP_AT] == "group"
+    col = {t: float(x[got.index(t), GROUP_AT]) for t in ids}
     idf = idf_of(_df(CARDS), len(CARDS))
     spotify, data = terms("spotify")[0], terms("data")[0]
     share = idf(spotify) / (idf(spotify) + idf(data))
@@ -71,25 +71,22 @@ def test_the_column_is_the_idf_share_of_the_group_named() -> None:
     assert col["spotify.album"] == pytest.approx(share)  # the group, not the name
     assert col["deezer.artist"] == 0.0 and col["plain.tool"] == 0.0 and col["Jar.run"] == 0.0
     _, x2, _ = _matrix("spotify data artist", ids)
-    assert x2[0, -1] == pytest.approx(1.0)  # the whole group named
-    # the other columns are the same numbers with and without the group column
-    plain_ids, plain = features(
-        terms("find the artist on spotify"),
-        Hits(ids, [1.0 / (1 + i) for i in range(len(ids))]),
-        Hits(ids, [1.0 / (1 + i) for i in range(len(ids))]),
-        fields,
-        idf,
-    )
-    assert plain_ids == got and plain.shape[1] == len(FEATURES)
-    assert np.array_equal(plain, x[:, : len(FEATURES)])
+    assert x2[0, GROUP_AT] == pytest.approx(1.0)  # the whole group named
+    # the other columns are the same numbers with and without the catalog's group terms
+    bare = FieldTerms(fields.name, fields.summary, fields.keys, fields.in_name, fields.in_summary)
+    hits = Hits(ids, [1.0 / (1 + i) for i in range(len(ids))])
+    plain_ids, plain = features(terms("find the artist on spotify"), hits, hits, bare, idf)
+    assert plain_ids == got and not plain[:, GROUP_AT].any()
+    others = [i for i in range(len(FEATURES)) if i != GROUP_AT]
+    assert np.array_equal(plain[:, others], x[:, others])
 
 
 def test_only_pool_tools_get_the_column_and_no_group_named_is_all_zero() -> None:
     _, x, _ = _matrix("look up an artist", ["deezer.artist", "plain.tool"])
-    assert not x[:, -1].any()
+    assert not x[:, GROUP_AT].any()
     got, x, _ = _matrix("spotify", ["deezer.artist", "spotify.album"])
     assert got == ["deezer.artist", "spotify.album"]
-    assert x[0, -1] == 0.0 and 0 < x[1, -1] <= 1 and math.isfinite(x[1, -1])
+    assert x[0, GROUP_AT] == 0.0 and 0 < x[1, GROUP_AT] <= 1 and math.isfinite(x[1, GROUP_AT])
 
 
 def test_a_catalog_without_groups_reads_the_column_as_zero() -> None:
@@ -99,5 +96,5 @@ def test_a_catalog_without_groups_reads_the_column_as_zero() -> None:
     idf = idf_of(_df(cards), len(cards))
     ids = [c.id for c in cards]
     hits = Hits(ids, [1.0] * len(ids))
-    _, x = features(terms("spotify data"), hits, hits, fields, idf, group=True)
-    assert not x[:, -1].any()
+    _, x = features(terms("spotify data"), hits, hits, fields, idf)
+    assert not x[:, GROUP_AT].any()
