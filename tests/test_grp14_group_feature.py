@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from support import embedder, spec
 from toolscout.cards import CapabilityCard
+from toolscout.discovery.calibrate import PRIOR, PRIOR_NONE, Calibration, check_prior
+from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.features import (
     FEATURES,
     GROUP_AT,
@@ -17,6 +22,8 @@ from toolscout.discovery.features import (
     idf_of,
 )
 from toolscout.discovery.lexical import terms
+from toolscout.discovery.search import CALIBRATION_META
+from toolscout.policy import Principal
 from toolscout.stores.base import Hits
 
 CARDS = [
@@ -98,3 +105,61 @@ def test_a_catalog_without_groups_reads_the_column_as_zero() -> None:
     hits = Hits(ids, [1.0] * len(ids))
     _, x = features(terms("spotify data"), hits, hits, fields, idf)
     assert not x[:, GROUP_AT].any()
+
+
+# -- a stored calibration of another width ---------------------------------------------------
+TOOLS = [
+    ("spotify.artist", "Look up an artist's profile and genres.", "Spotify Data"),
+    ("spotify.album", "List the tracks of an album.", "Spotify Data"),
+    ("spotify.playlist", "Create a playlist from a list of tracks.", "Spotify Data"),
+    ("weather.forecast", "Weather forecast for a city: rain and wind by day.", "OpenWeather"),
+    ("weather.alerts", "Severe weather warnings issued for a region.", "OpenWeather"),
+    ("mail.send", "Send an email message to one or more recipients.", "Mailgun"),
+    ("mail.search", "Search the mailbox for messages by sender or subject.", "Mailgun"),
+    ("maps.directions", "Driving or walking directions between two addresses.", "Mapbox"),
+    ("maps.geocode", "Latitude and longitude of a street address.", "Mapbox"),
+    ("files.upload", "Upload a document to cloud storage and get a share link.", "Dropbox"),
+    ("files.search", "Find stored documents by name or content.", "Dropbox"),
+    ("tickets.open", "Open a support ticket describing a customer's problem.", "Zendesk"),
+    ("tickets.close", "Close a resolved support ticket with a note.", "Zendesk"),
+    ("orders.track", "Where a customer's parcel is and when it will arrive.", "Shopify"),
+]
+
+
+def _older(raw: str) -> str:
+    """The stored calibration as a version with one feature fewer wrote it."""
+    d = json.loads(raw)
+    d["weights"], d["prior"] = d["weights"][:-1], d["prior"][:-1]
+    return json.dumps(d)
+
+
+def test_a_stored_calibration_of_another_width_falls_back_and_is_refitted(
+    tmp_path: Path,
+) -> None:
+    specs = [spec(tid, summary, group=group) for tid, summary, group in TOOLS]
+    anyone = Principal.of("u", scopes=["*"])
+    path = tmp_path / "c.db"
+    with Catalog.open(path, embedder=embedder(), log=False) as cat:
+        cat.add(specs)
+        raw = cat.store.meta(CALIBRATION_META) or ""
+        fitted = Calibration.from_json(raw)
+        assert fitted is not None and fitted.fitted and len(fitted.weights) == len(FEATURES)
+        cat.store.set_meta(CALIBRATION_META, _older(raw))
+    assert Calibration.from_json(_older(raw)) is None
+    with Catalog.open(path, embedder=embedder(), log=False) as cat:
+        # read as none stored: the prior orders, nothing fails
+        got = cat.discover("look up an artist on spotify", anyone, k=3)
+        assert got.ids and got.ids[0].startswith("spotify.")
+        cat.add(specs)  # nothing changed, but the stored one is unreadable: fitted again
+        again = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
+    assert again is not None and again.fitted and len(again.weights) == len(FEATURES)
+    assert again.weights == fitted.weights  # seeded: the same catalog, the same fit
+
+
+def test_a_prior_of_another_width_is_refused_by_name() -> None:
+    cal = Calibration()
+    with pytest.raises(ValueError, match=r"the ranker's prior holds 10 values; expected one"):
+        cal.weights_over((*PRIOR[:-1], PRIOR_NONE))
+    assert cal.weights_over((*PRIOR, PRIOR_NONE)) == (PRIOR, PRIOR_NONE)
+    with pytest.raises(ValueError, match="one weight per feature"):
+        check_prior(PRIOR, "x")
