@@ -116,6 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--blends", type=lambda v: tuple(float(x) for x in v.split(",")), default=(4.0, 32.0)
     )
+    parser.add_argument(
+        "--time-only",
+        action="store_true",
+        help="build the pools and time the feature matrix (a new --cache), no fit",
+    )
     args = parser.parse_args(args_list)
 
     from toolscout.discovery.features import FEATURES
@@ -129,6 +134,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         by_set[d.name] = pools(d, args.cache, args.limit, embedder)
         print(f"{d.name}: {len(by_set[d.name])} queries ({time.perf_counter() - start:.0f}s)",
               file=sys.stderr)  # fmt: skip
+    timing = {n: rows[0].get("timing", {}) for n, rows in by_set.items()}
+    if args.time_only:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "command": command_line("benchmarks/group_feature.py", args_list), "timing": timing,
+        }, indent=1))  # fmt: skip
+        print("timing (µs, feature matrix without / with the group terms):", timing)
+        return 0
     if FEATURES[-1] != "group":
         raise SystemExit(f"the group column is not the last of FEATURES: {FEATURES}")
     variants = {"before": len(FEATURES) - 1, "group": len(FEATURES)}
@@ -162,7 +175,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 order = learned_order(fits[v]["all"], blend, cols)
                 res[f"{v} in-set blend {blend:g}"] = scores_at(rows, order)
         results[name] = res
-    timing = {n: rows[0].get("timing", {}) for n, rows in by_set.items()}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({
         "command": command_line("benchmarks/group_feature.py", args_list),
