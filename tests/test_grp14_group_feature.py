@@ -1,4 +1,4 @@
-"""The ranker's "the request names this tool's group" column (features.FEATURES' "group")."""
+"""The ranker's optional "the request names this tool's group" column (features(group=True))."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from toolscout.discovery.calibrate import PRIOR, PRIOR_NONE, Calibration, check_
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.features import (
     FEATURES,
-    GROUP_AT,
+    GROUP_FEATURES,
     FieldTerms,
     features,
     group_terms,
@@ -25,6 +25,9 @@ from toolscout.discovery.lexical import terms
 from toolscout.discovery.search import CALIBRATION_META
 from toolscout.policy import Principal
 from toolscout.stores.base import Hits
+
+#: the group column's index: after FEATURES (no shape columns asked for)
+GROUP_AT = len(FEATURES)
 
 CARDS = [
     CapabilityCard("spotify.artist", "get artist", "Look up an artist.", group="Spotify Data"),
@@ -48,7 +51,7 @@ def _matrix(query: str, ids: list[str]) -> tuple[list[str], np.ndarray, FieldTer
     fields = FieldTerms.of(CARDS)
     idf = idf_of(_df(CARDS), len(CARDS))
     scores = [1.0 / (1 + i) for i in range(len(ids))]
-    got, x = features(terms(query), Hits(ids, scores), Hits(ids, scores), fields, idf)
+    got, x = features(terms(query), Hits(ids, scores), Hits(ids, scores), fields, idf, group=True)
     return got, x, fields
 
 
@@ -68,7 +71,7 @@ def test_group_terms_are_the_groups_unless_the_name_holds_them_all() -> None:
 def test_the_column_is_the_idf_share_of_the_group_named() -> None:
     ids = [c.id for c in CARDS]
     got, x, fields = _matrix("find the artist on spotify", ids)
-    assert x.shape == (len(ids), len(FEATURES)) and FEATURES[GROUP_AT] == "group"
+    assert x.shape == (len(ids), len(FEATURES) + len(GROUP_FEATURES))
     col = {t: float(x[got.index(t), GROUP_AT]) for t in ids}
     idf = idf_of(_df(CARDS), len(CARDS))
     spotify, data = terms("spotify")[0], terms("data")[0]
@@ -80,12 +83,10 @@ def test_the_column_is_the_idf_share_of_the_group_named() -> None:
     _, x2, _ = _matrix("spotify data artist", ids)
     assert x2[0, GROUP_AT] == pytest.approx(1.0)  # the whole group named
     # the other columns are the same numbers with and without the catalog's group terms
-    bare = FieldTerms(fields.name, fields.summary, fields.keys, fields.in_name, fields.in_summary)
     hits = Hits(ids, [1.0 / (1 + i) for i in range(len(ids))])
-    plain_ids, plain = features(terms("find the artist on spotify"), hits, hits, bare, idf)
-    assert plain_ids == got and not plain[:, GROUP_AT].any()
-    others = [i for i in range(len(FEATURES)) if i != GROUP_AT]
-    assert np.array_equal(plain[:, others], x[:, others])
+    plain_ids, plain = features(terms("find the artist on spotify"), hits, hits, fields, idf)
+    assert plain_ids == got and plain.shape[1] == len(FEATURES)
+    assert np.array_equal(plain, x[:, : len(FEATURES)])
 
 
 def test_only_pool_tools_get_the_column_and_no_group_named_is_all_zero() -> None:
@@ -103,7 +104,7 @@ def test_a_catalog_without_groups_reads_the_column_as_zero() -> None:
     idf = idf_of(_df(cards), len(cards))
     ids = [c.id for c in cards]
     hits = Hits(ids, [1.0] * len(ids))
-    _, x = features(terms("spotify data"), hits, hits, fields, idf)
+    _, x = features(terms("spotify data"), hits, hits, fields, idf, group=True)
     assert not x[:, GROUP_AT].any()
 
 
@@ -158,7 +159,8 @@ def test_a_stored_calibration_of_another_width_falls_back_and_is_refitted(
 
 def test_a_prior_of_another_width_is_refused_by_name() -> None:
     cal = Calibration()
-    with pytest.raises(ValueError, match=r"the ranker's prior holds 10 values; expected one"):
+    short = len(FEATURES)  # one weight too few, then the bias
+    with pytest.raises(ValueError, match=f"the ranker's prior holds {short} values; expected one"):
         cal.weights_over((*PRIOR[:-1], PRIOR_NONE))
     assert cal.weights_over((*PRIOR, PRIOR_NONE)) == (PRIOR, PRIOR_NONE)
     with pytest.raises(ValueError, match="one weight per feature"):

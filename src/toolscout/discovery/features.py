@@ -35,7 +35,6 @@ FEATURES: tuple[str, ...] = (
     "summary",  # idf share of the query's terms found in the summary
     "dense_rank",  # 1 / (1 + rank) in the dense pool, 0 when absent
     "both",  # lexical x normalised cosine: both signals agree
-    "group",  # idf share of the tool's group terms (FieldTerms.group) found in the query
 )
 #: the request's shape, read per candidate (a constant of the query alone would cancel in
 #: the softmax over the pool: each is an interaction with a candidate's signal), appended
@@ -52,10 +51,14 @@ SHAPE_FEATURES: tuple[str, ...] = (
     "cosine_disagree",  # cosine_norm x (1 - that overlap)
     "lexical_parts",  # lexical when the request reads in several parts (discovery/parts.py)
 )
-#: the "group" column: the request names the tool's group (the idf share of the tool's
-#: group terms, :attr:`FieldTerms.group`, found in the query; 0 for a tool without group
-#: terms), so a request that names no group reads 0 for every candidate
-GROUP_AT = FEATURES.index("group")
+#: the request names the tool's group: the idf share of the tool's group terms
+#: (:attr:`FieldTerms.group`) found in the query, 0 for a tool without group terms; appended
+#: after :data:`FEATURES` (and :data:`SHAPE_FEATURES`, when read) by ``features(group=True)``.
+#: **Not used by the default**: fitted leave-one-set-out it raised toolbench held out (0.713
+#: / 0.505 to 0.724 / 0.524) but cost toolalpaca 0.005 / 0.010 in-set, past the rule's 0.005
+#: (benchmarks/group_feature.py, docs/history/calibration.md, round twenty). A catalog's
+#: kept phrase index (discovery/keptparts.py) keeps no group terms: its FieldTerms.group is empty
+GROUP_FEATURES: tuple[str, ...] = ("group",)
 #: a query term is rare when its idf is at least this share of the catalog's largest idf
 RARE_IDF_SHARE = 0.5
 #: the rare-term count saturates here
@@ -162,12 +165,18 @@ def features(
     parts: int = 0,
     *,
     shape: bool = False,
+    group: bool = False,
 ) -> tuple[list[str], Matrix]:
     """The candidate pool (lexical ∪ dense ids) and its feature matrix, one row a candidate:
     :data:`FEATURES`, then with ``shape`` :data:`SHAPE_FEATURES` (``parts``: how many parts
-    the request is read in, :func:`parts.request_parts`)."""
+    the request is read in, :func:`parts.request_parts`), then with ``group``
+    :data:`GROUP_FEATURES`."""
     ids = list(dict.fromkeys([*lex.ids, *dense.ids]))
-    width = len(FEATURES) + (len(SHAPE_FEATURES) if shape else 0)
+    width = (
+        len(FEATURES)
+        + (len(SHAPE_FEATURES) if shape else 0)
+        + (len(GROUP_FEATURES) if group else 0)
+    )
     x = np.zeros((len(ids), width), dtype=np.float64)
     if not ids:
         return ids, x
@@ -212,9 +221,10 @@ def features(
         x[row[tid], 5] = w / fields.name_idf(tid, idf)
     for tid, w in summarised.items():
         x[row[tid], 6] = w / total
-    _group(x, GROUP_AT, weights, fields, idf, pool, row)
     if shape:
         _shape(x, q, weights, lex, dense, fields, idf, pool, row, parts)
+    if group:
+        _group(x, width - len(GROUP_FEATURES), weights, fields, idf, pool, row)
     return ids, x
 
 
