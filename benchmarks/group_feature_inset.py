@@ -51,13 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(args_list)
 
-    from toolscout.discovery.features import FEATURES, GROUP_FEATURES
+    from toolscout.discovery.features import FEATURES
     from toolscout.embed.minilm import MiniLMEmbedder
     from toolscout.evaluate.fitting import mean
     from toolscout.settings import SearchSettings
 
-    width = len(FEATURES) + (0 if "group" in FEATURES else len(GROUP_FEATURES))
-    if width != len(ALL) or "group" not in FEATURES:
+    if len(FEATURES) != len(ALL) or FEATURES[-1] != "group":
         raise SystemExit(f"this tree's ranker does not read the group column: {FEATURES}")
     embedder = MiniLMEmbedder()
     out: dict[str, dict[str, list[float]]] = {}
