@@ -164,7 +164,7 @@ def fit_without(
             targets = [row["ids"].index(g) for g in row["gold"] if g in row["ids"]] or [-1]
             out += [Example(x, t) for t in targets]
         examples[name] = out
-    prior = (*PRIOR, *(0.0,) * (cols - len(PRIOR)))
+    prior = (*PRIOR, *(0.0,) * (cols - len(PRIOR)))[:cols]
     return fit(_balanced(examples, held_out), l2=1e-3, steps=400,
                prior=prior, prior_none=PRIOR_NONE)  # fmt: skip
 

@@ -124,6 +124,7 @@ __all__ = [
     "VERSION",
     "blended",
     "calibrate",
+    "check_prior",
     "confidence",
     "confidence_inputs",
     "features",
@@ -241,6 +242,7 @@ class Calibration:
         """
         if prior is None:
             return self.weights, self.none_bias
+        check_prior(prior, "the ranker's prior")
         pw, pb = prior[: len(FEATURES)], prior[len(FEATURES)]
         w = tuple(p + (a - b) for p, a, b in zip(pw, self.weights, self.prior, strict=True))
         return w, pb + (self.none_bias - self.prior_none)
@@ -262,6 +264,17 @@ class Calibration:
         dense = abs(w["cosine"]) + abs(w["cosine_norm"]) + abs(w["cosine_gap"])
         ratio = dense / max(lex + dense, 1e-9)
         return "dense" if ratio > 0.65 else "lexical" if ratio < 0.35 else "balanced"
+
+
+def check_prior(prior: Sequence[float], what: str) -> None:
+    """A prior holds one weight per feature, then the none option's bias: a ValueError
+    naming ``what``, the width it has and the one expected otherwise (a prior written for
+    another version's :data:`FEATURES`)."""
+    if len(prior) != len(FEATURES) + 1:
+        raise ValueError(
+            f"{what} holds {len(prior)} values; expected one weight per feature "
+            f"({len(FEATURES)}: {', '.join(FEATURES)}) and then the none option's bias"
+        )
 
 
 def fingerprint(specs: Sequence[ToolSpec]) -> str:
@@ -305,6 +318,8 @@ def calibrate(
     pseudo-queries cost index time, about a third of the calibration's on bfcl).
     """
     began = time.perf_counter()
+    if start is not None:
+        check_prior(start, "the calibration's start")
     prior = PRIOR if start is None else tuple(float(w) for w in start[: len(FEATURES)])
     prior_none = PRIOR_NONE if start is None else float(start[len(FEATURES)])
     if len(specs) < MIN_TOOLS:

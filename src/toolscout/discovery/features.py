@@ -51,6 +51,14 @@ SHAPE_FEATURES: tuple[str, ...] = (
     "cosine_disagree",  # cosine_norm x (1 - that overlap)
     "lexical_parts",  # lexical when the request reads in several parts (discovery/parts.py)
 )
+#: the request names the tool's group: the idf share of the tool's group terms
+#: (:attr:`FieldTerms.group`) found in the query, 0 for a tool without group terms; appended
+#: after :data:`FEATURES` (and :data:`SHAPE_FEATURES`, when read) by ``features(group=True)``.
+#: **Not used by the default**: fitted leave-one-set-out it raised toolbench held out (0.713
+#: / 0.505 to 0.724 / 0.524) but cost toolalpaca 0.005 / 0.010 in-set, past the rule's 0.005
+#: (benchmarks/group_feature.py, docs/history/calibration.md, round twenty). A catalog's
+#: kept phrase index (discovery/keptparts.py) keeps no group terms: its FieldTerms.group is empty
+GROUP_FEATURES: tuple[str, ...] = ("group",)
 #: a query term is rare when its idf is at least this share of the catalog's largest idf
 RARE_IDF_SHARE = 0.5
 #: the rare-term count saturates here
@@ -75,8 +83,16 @@ class FieldTerms:
     #: the same two fields inverted: term -> the tools whose name (summary) holds it
     in_name: Mapping[str, frozenset[str]] = field(default_factory=dict)
     in_summary: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: each tool's stemmed group terms (:attr:`CapabilityCard.group`: a service, a server, an
+    #: API's brand, a task category, a class), empty when the card has no group or every
+    #: group term is already a name term (:func:`group_terms`), and the same inverted
+    group: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    in_group: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: each tool's summed name-term idf, as :func:`features` reads it, kept per idf function
     _name_idf: dict[str, tuple[Callable[[str], float], float]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    _group_idf: dict[str, tuple[Callable[[str], float], float]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -90,16 +106,39 @@ class FieldTerms:
         self._name_idf[tool_id] = (idf, total)
         return total
 
+    def group_idf(self, tool_id: str, idf: Callable[[str], float]) -> float:
+        """``sum(idf(t) for t in self.group[tool_id])``, computed once per tool and ``idf``."""
+        hit = self._group_idf.get(tool_id)
+        if hit is not None and hit[0] is idf:
+            return hit[1]
+        total = sum(idf(t) for t in self.group[tool_id])
+        self._group_idf[tool_id] = (idf, total)
+        return total
+
     @classmethod
     def of(cls, cards: Iterable[CapabilityCard]) -> FieldTerms:
         name: dict[str, frozenset[str]] = {}
         summary: dict[str, frozenset[str]] = {}
         keys: dict[str, frozenset[str]] = {}
+        group: dict[str, frozenset[str]] = {}
         for card in cards:
             name[card.id] = frozenset(terms(card.name))
             summary[card.id] = frozenset(terms(card.summary))
             keys[card.id] = frozenset((phrase_key(card.id), phrase_key(card.name)))
-        return cls(name, summary, keys, _inverted(name), _inverted(summary))
+            grouped = group_terms(card.group, name[card.id])
+            if grouped:
+                group[card.id] = grouped
+        return cls(
+            name, summary, keys, _inverted(name), _inverted(summary), group, _inverted(group)
+        )
+
+
+def group_terms(group: str, name_terms: Set[str]) -> frozenset[str]:
+    """A tool's group as terms the request may name: the group's stemmed terms, or none
+    when it has none or every one is already a term of the tool's name (a class that
+    begins every method's name says nothing the name does not)."""
+    out = frozenset(terms(group))
+    return frozenset() if out <= name_terms else out
 
 
 def _inverted(field_terms: Mapping[str, frozenset[str]]) -> dict[str, frozenset[str]]:
@@ -126,12 +165,18 @@ def features(
     parts: int = 0,
     *,
     shape: bool = False,
+    group: bool = False,
 ) -> tuple[list[str], Matrix]:
     """The candidate pool (lexical ∪ dense ids) and its feature matrix, one row a candidate:
     :data:`FEATURES`, then with ``shape`` :data:`SHAPE_FEATURES` (``parts``: how many parts
-    the request is read in, :func:`parts.request_parts`)."""
+    the request is read in, :func:`parts.request_parts`), then with ``group``
+    :data:`GROUP_FEATURES`."""
     ids = list(dict.fromkeys([*lex.ids, *dense.ids]))
-    width = len(FEATURES) + (len(SHAPE_FEATURES) if shape else 0)
+    width = (
+        len(FEATURES)
+        + (len(SHAPE_FEATURES) if shape else 0)
+        + (len(GROUP_FEATURES) if group else 0)
+    )
     x = np.zeros((len(ids), width), dtype=np.float64)
     if not ids:
         return ids, x
@@ -178,7 +223,30 @@ def features(
         x[row[tid], 6] = w / total
     if shape:
         _shape(x, q, weights, lex, dense, fields, idf, pool, row, parts)
+    if group:
+        _group(x, width - len(GROUP_FEATURES), weights, fields, idf, pool, row)
     return ids, x
+
+
+def _group(
+    x: Matrix,
+    col: int,
+    weights: Mapping[str, float],
+    fields: FieldTerms,
+    idf: Callable[[str], float],
+    pool: Set[str],
+    row: Mapping[str, int],
+) -> None:
+    """The "group" column (at ``col``): as the "name" column is computed, from the query's
+    terms to the pool's tools whose group holds one."""
+    if not fields.in_group:
+        return
+    grouped: dict[str, float] = {}
+    for t, w in weights.items():
+        for tid in fields.in_group.get(t, frozenset()) & pool:
+            grouped[tid] = grouped.get(tid, 0.0) + w
+    for tid, w in grouped.items():
+        x[row[tid], col] = w / fields.group_idf(tid, idf)
 
 
 def _shape(

@@ -1,0 +1,191 @@
+"""The ranker's "the request names this tool's group" column, A/B, held out.
+
+A tool's group (``CapabilityCard.group``: the RapidAPI service in toolbench, the server in
+an MCP catalog, the API's brand in toolalpaca, a task category in apibench, a class in
+bfcl) is read at query time only: ``features(group=True)`` appends :data:`GROUP_FEATURES`,
+the idf share of the tool's group terms (:attr:`FieldTerms.group`, none when every group
+term is already a name term) found in the request. Card text, lexical fields and vectors
+do not change, so a request that names no group is ordered as before unless the fit moves
+the other weights.
+
+As ``benchmarks/ranker_features.py`` measures the shape columns, fast and offline: every
+query of every set goes once through the product's own BM25 and dense retrieval
+(``Retriever.pools``); the ranker prior is fitted leave-one-set-out on the other sets'
+queries (``fitting.fit_prior``'s data and settings), once on :data:`calibrate.FEATURES`
+and once with the group column; each set is ordered by its held-out fit with the blend of
+the fixed fusion added and scored at recall@5 and complete@5. No per-catalog refit, exact
+hits, dedupe, parts or prerequisites: the full default is ``benchmarks/quality.py``'s. It
+also times the feature matrix with and without the column on the same pools, and counts
+how many queries have some pool tool with the column set.
+
+Run: ``PYTHONPATH=src .venv/bin/python benchmarks/group_feature.py [--limit N]
+[--cache DIR] [--blends 4,32]``; writes ``benchmarks/results/group_feature.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from quality import DEFAULT_BENCH, bench_sets, command_line, opened_set  # noqa: E402
+from ranker_features import fit_without, fixed_order, learned_order, scores_at  # noqa: E402
+
+
+def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict[str, Any]]:
+    """Each query's pool: ids, the feature matrix with the group column last, the gold ids,
+    BM25's and dense's orders (cached in ``workdir`` by set and limit)."""
+    from toolscout.discovery.features import FieldTerms, features
+    from toolscout.evaluate.harness import eval_principal
+    from toolscout.settings import SearchSettings
+
+    cache = workdir / f"{d.name}.group-{limit}.pkl"
+    if cache.exists():
+        out: list[dict[str, Any]] = pickle.loads(cache.read_bytes())
+        return out
+    out = []
+    fresh = not (workdir / f"{d.name}.db").exists()
+    with opened_set(d, workdir, limit, embedder, index=fresh) as (cat, scored):
+        retriever = cat.retriever(SearchSettings())
+        idf = retriever.phrases.idf
+        # the cards' own field terms (FieldTerms.of, as discovery/query.py builds them): a
+        # catalog's kept phrase index (discovery/derived.py) keeps no group terms
+        fields = FieldTerms.of(spec.card for spec in cat.specs())
+        kept = retriever.phrases.fields
+        if fields.name != kept.name or fields.summary != kept.summary:
+            raise SystemExit(f"{d.name}: the cards' name/summary terms differ from the index's")
+        allowed = cat.entitle(eval_principal(cat)).ids
+        texts = [q.query for q in scored]
+        vectors = [retriever._embed(t) for t in texts]
+        for q, (qterms, lex, dense) in zip(
+            scored, retriever.pools(texts, vectors, allowed), strict=True
+        ):
+            ids, x = features(qterms, lex, dense, fields, idf, group=True)
+            out.append({
+                "ids": ids, "x": x, "gold": list(q.gold),
+                "lex": list(lex.ids), "dense": list(dense.ids), "args": (qterms, lex, dense),
+            })  # fmt: skip
+        timing = time_features(out, fields, idf)
+        timing["tools with group terms"] = len(fields.group)
+        timing["tools"] = len(fields.name)
+    for row in out:
+        row.pop("args")
+    out[0]["timing"] = timing
+    cache.write_bytes(pickle.dumps(out))
+    return out
+
+
+def time_features(rows: Sequence[Mapping[str, Any]], fields: Any, idf: Any) -> dict[str, Any]:
+    """Mean µs of the feature matrix as the default builds it and with the group column, on
+    the same pools, A/B then B/A per pool, 3 rounds."""
+    from toolscout.discovery.features import features
+
+    spent: dict[bool, list[float]] = {True: [], False: []}
+    for round_ in range(3):
+        for i, row in enumerate(rows):
+            qterms, lex, dense = row["args"]
+            for grouped in (True, False) if (i + round_) % 2 else (False, True):
+                t0 = time.perf_counter()
+                features(qterms, lex, dense, fields, idf, group=grouped)
+                spent[grouped].append(time.perf_counter() - t0)
+    return {
+        "features_us": round(1e6 * float(np.mean(spent[False])), 1),
+        "features_group_us": round(1e6 * float(np.mean(spent[True])), 1),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bench", type=Path, default=DEFAULT_BENCH)
+    parser.add_argument("--limit", type=int, default=None, help="N queries per set (seeded)")
+    parser.add_argument("--cache", type=Path, default=ROOT / ".cache" / "group-feature")
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/group_feature.json")
+    parser.add_argument(
+        "--blends", type=lambda v: tuple(float(x) for x in v.split(",")), default=(4.0, 32.0)
+    )
+    parser.add_argument(
+        "--time-only",
+        action="store_true",
+        help="build the pools and time the feature matrix (a new --cache), no fit",
+    )
+    args = parser.parse_args(args_list)
+
+    from toolscout.discovery.features import FEATURES, GROUP_FEATURES
+    from toolscout.embed.minilm import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    by_set: dict[str, list[dict[str, Any]]] = {}
+    for d in bench_sets(args.bench):
+        start = time.perf_counter()
+        by_set[d.name] = pools(d, args.cache, args.limit, embedder)
+        print(f"{d.name}: {len(by_set[d.name])} queries ({time.perf_counter() - start:.0f}s)",
+              file=sys.stderr)  # fmt: skip
+    timing = {n: rows[0].get("timing", {}) for n, rows in by_set.items()}
+    if args.time_only:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "command": command_line("benchmarks/group_feature.py", args_list), "timing": timing,
+        }, indent=1))  # fmt: skip
+        print("timing (µs, feature matrix without / with the group column):", timing)
+        return 0
+    variants = {"before": len(FEATURES), "group": len(FEATURES) + len(GROUP_FEATURES)}
+    fits: dict[str, dict[str, Any]] = {v: {} for v in variants}
+    for v, cols in variants.items():
+        for name in [*by_set, None]:
+            w, b = fit_without(by_set, name, cols)
+            fits[v][name or "all"] = [round(x, 4) for x in (*w, b)]
+    results: dict[str, Any] = {}
+    for name, rows in by_set.items():
+        fired = [bool(r["x"][:, -1].any()) for r in rows]
+        gold_fired = [
+            any(r["x"][r["ids"].index(g), -1] > 0 for g in r["gold"] if g in r["ids"]) for r in rows
+        ]
+        res: dict[str, Any] = {
+            "queries": len(rows),
+            "pool group named": float(np.mean(fired)),
+            "gold group named": float(np.mean(gold_fired)),
+            "bm25": scores_at(rows, lambda r: r["lex"]),
+            "dense": scores_at(rows, lambda r: r["dense"]),
+            "fixed": scores_at(rows, fixed_order),
+        }
+        for v, cols in variants.items():
+            for blend in args.blends:
+                res[f"{v} blend {blend:g}"] = scores_at(
+                    rows, learned_order(fits[v][name], blend, cols)
+                )
+        # the ceiling, not a result: the fit on all six sets, this one included
+        for v, cols in variants.items():
+            for blend in args.blends:
+                order = learned_order(fits[v]["all"], blend, cols)
+                res[f"{v} in-set blend {blend:g}"] = scores_at(rows, order)
+        results[name] = res
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({
+        "command": command_line("benchmarks/group_feature.py", args_list),
+        "features": [*FEATURES, *GROUP_FEATURES], "fits": fits, "sets": results, "timing": timing,
+    }, indent=1))  # fmt: skip
+    keys = list(next(iter(results.values())))[3:]
+    print("| set | queries | group named (pool / gold) | " + " | ".join(keys) + " |")
+    print("|---|---|---|" + "---|" * len(keys))
+    for name, res in results.items():
+        cells = [f"{res[k]['recall@5']:.3f} / {res[k]['complete@5']:.3f}" for k in keys]
+        named = f"{res['pool group named']:.2f} / {res['gold group named']:.2f}"
+        print(f"| {name} | {res['queries']} | {named} | " + " | ".join(cells) + " |")
+    print("timing (µs, feature matrix without / with the group column):", timing)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
