@@ -23,6 +23,7 @@ from toolscout.discovery.features import (
 )
 from toolscout.discovery.lexical import terms
 from toolscout.discovery.search import CALIBRATION_META
+from toolscout.errors import ConfigError
 from toolscout.policy import Principal
 from toolscout.stores.base import Hits
 
@@ -160,8 +161,8 @@ def test_a_stored_calibration_of_another_width_falls_back_and_is_refitted(
 def test_a_prior_of_another_width_is_refused_by_name() -> None:
     cal = Calibration()
     short = len(FEATURES)  # one weight too few, then the bias
-    with pytest.raises(ValueError, match=f"the ranker's prior holds {short} values; expected one"):
+    with pytest.raises(ConfigError, match=f"the ranker's prior holds {short} values; expected one"):
         cal.weights_over((*PRIOR[:-1], PRIOR_NONE))
     assert cal.weights_over((*PRIOR, PRIOR_NONE)) == (PRIOR, PRIOR_NONE)
-    with pytest.raises(ValueError, match="one weight per feature"):
+    with pytest.raises(ConfigError, match="one weight per feature"):
         check_prior(PRIOR, "x")

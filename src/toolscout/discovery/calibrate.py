@@ -82,6 +82,7 @@ from toolscout.discovery.ranker import (
     scores,
     top_probability,
 )
+from toolscout.errors import ConfigError
 from toolscout.stores.base import Hits, Vector
 
 __all__ = [
@@ -267,11 +268,11 @@ class Calibration:
 
 
 def check_prior(prior: Sequence[float], what: str) -> None:
-    """A prior holds one weight per feature, then the none option's bias: a ValueError
+    """A prior holds one weight per feature, then the none option's bias: a ConfigError
     naming ``what``, the width it has and the one expected otherwise (a prior written for
     another version's :data:`FEATURES`)."""
     if len(prior) != len(FEATURES) + 1:
-        raise ValueError(
+        raise ConfigError(
             f"{what} holds {len(prior)} values; expected one weight per feature "
             f"({len(FEATURES)}: {', '.join(FEATURES)}) and then the none option's bias"
         )
