@@ -99,21 +99,11 @@ class FieldTerms:
     def name_idf(self, tool_id: str, idf: Callable[[str], float]) -> float:
         """``sum(idf(t) for t in self.name[tool_id])``, computed once per tool and ``idf``
         (the same sum, in the same order: the same float)."""
-        hit = self._name_idf.get(tool_id)
-        if hit is not None and hit[0] is idf:
-            return hit[1]
-        total = sum(idf(t) for t in self.name[tool_id])
-        self._name_idf[tool_id] = (idf, total)
-        return total
+        return _summed_idf(self._name_idf, self.name, tool_id, idf)
 
     def group_idf(self, tool_id: str, idf: Callable[[str], float]) -> float:
         """``sum(idf(t) for t in self.group[tool_id])``, computed once per tool and ``idf``."""
-        hit = self._group_idf.get(tool_id)
-        if hit is not None and hit[0] is idf:
-            return hit[1]
-        total = sum(idf(t) for t in self.group[tool_id])
-        self._group_idf[tool_id] = (idf, total)
-        return total
+        return _summed_idf(self._group_idf, self.group, tool_id, idf)
 
     @classmethod
     def of(cls, cards: Iterable[CapabilityCard]) -> FieldTerms:
@@ -131,6 +121,22 @@ class FieldTerms:
         return cls(
             name, summary, keys, _inverted(name), _inverted(summary), group, _inverted(group)
         )
+
+
+def _summed_idf(
+    kept: dict[str, tuple[Callable[[str], float], float]],
+    field_terms: Mapping[str, frozenset[str]],
+    tool_id: str,
+    idf: Callable[[str], float],
+) -> float:
+    """``sum(idf(t) for t in field_terms[tool_id])``, kept in ``kept`` per tool for the
+    last ``idf`` it was asked with (the same sum, in the same order: the same float)."""
+    hit = kept.get(tool_id)
+    if hit is not None and hit[0] is idf:
+        return hit[1]
+    total = sum(idf(t) for t in field_terms[tool_id])
+    kept[tool_id] = (idf, total)
+    return total
 
 
 def group_terms(group: str, name_terms: Set[str]) -> frozenset[str]:
