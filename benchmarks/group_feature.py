@@ -60,7 +60,7 @@ def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict
         idf = retriever.phrases.idf
         # the cards' own field terms (FieldTerms.of, as discovery/query.py builds them): a
         # catalog's kept phrase index (discovery/derived.py) keeps no group terms
-        fields = FieldTerms.of(spec.card for spec in cat.specs())
+        fields = FieldTerms.of((spec.card for spec in cat.specs()), group=True)
         kept = retriever.phrases.fields
         if fields.name != kept.name or fields.summary != kept.summary:
             raise SystemExit(f"{d.name}: the cards' name/summary terms differ from the index's")

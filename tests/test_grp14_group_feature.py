@@ -49,7 +49,7 @@ def _df(cards: list[CapabilityCard]) -> dict[str, int]:
 
 
 def _matrix(query: str, ids: list[str]) -> tuple[list[str], np.ndarray, FieldTerms]:
-    fields = FieldTerms.of(CARDS)
+    fields = FieldTerms.of(CARDS, group=True)
     idf = idf_of(_df(CARDS), len(CARDS))
     scores = [1.0 / (1 + i) for i in range(len(ids))]
     got, x = features(terms(query), Hits(ids, scores), Hits(ids, scores), fields, idf, group=True)
@@ -57,7 +57,7 @@ def _matrix(query: str, ids: list[str]) -> tuple[list[str], np.ndarray, FieldTer
 
 
 def test_group_terms_are_the_groups_unless_the_name_holds_them_all() -> None:
-    fields = FieldTerms.of(CARDS)
+    fields = FieldTerms.of(CARDS, group=True)
     assert fields.group["spotify.artist"] == frozenset(terms("Spotify Data"))
     assert fields.group["deezer.artist"] == frozenset(terms("Deezer"))
     assert "Jar.run" not in fields.group  # every group term is a name term
@@ -67,6 +67,14 @@ def test_group_terms_are_the_groups_unless_the_name_holds_them_all() -> None:
     assert group_terms("Deezer music", frozenset(terms("deezer"))) == frozenset(
         terms("Deezer music")
     )
+
+
+def test_the_default_fields_carry_no_group_terms() -> None:
+    """Only a caller of the (off by default) column asks for group terms: the product's
+    phrase index, like a kept one, has none, and costs nothing for them."""
+    fields = FieldTerms.of(CARDS)
+    assert not fields.group and not fields.in_group
+    assert fields.name == FieldTerms.of(CARDS, group=True).name
 
 
 def test_the_column_is_the_idf_share_of_the_group_named() -> None:
@@ -100,7 +108,7 @@ def test_only_pool_tools_get_the_column_and_no_group_named_is_all_zero() -> None
 
 def test_a_catalog_without_groups_reads_the_column_as_zero() -> None:
     cards = [CapabilityCard(c.id, c.name, c.summary) for c in CARDS]
-    fields = FieldTerms.of(cards)
+    fields = FieldTerms.of(cards, group=True)
     assert not fields.group and not fields.in_group
     idf = idf_of(_df(cards), len(cards))
     ids = [c.id for c in cards]

@@ -106,20 +106,28 @@ class FieldTerms:
         return _summed_idf(self._group_idf, self.group, tool_id, idf)
 
     @classmethod
-    def of(cls, cards: Iterable[CapabilityCard]) -> FieldTerms:
+    def of(cls, cards: Iterable[CapabilityCard], *, group: bool = False) -> FieldTerms:
+        """The fields of ``cards``; their group terms only with ``group`` (the column that
+        reads them is off by default, and a kept phrase index keeps none either)."""
         name: dict[str, frozenset[str]] = {}
         summary: dict[str, frozenset[str]] = {}
         keys: dict[str, frozenset[str]] = {}
-        group: dict[str, frozenset[str]] = {}
+        grouped_terms: dict[str, frozenset[str]] = {}
         for card in cards:
             name[card.id] = frozenset(terms(card.name))
             summary[card.id] = frozenset(terms(card.summary))
             keys[card.id] = frozenset((phrase_key(card.id), phrase_key(card.name)))
-            grouped = group_terms(card.group, name[card.id])
+            grouped = group_terms(card.group, name[card.id]) if group else frozenset()
             if grouped:
-                group[card.id] = grouped
+                grouped_terms[card.id] = grouped
         return cls(
-            name, summary, keys, _inverted(name), _inverted(summary), group, _inverted(group)
+            name,
+            summary,
+            keys,
+            _inverted(name),
+            _inverted(summary),
+            grouped_terms,
+            _inverted(grouped_terms),
         )
 
 
