@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from quality import DEFAULT_BENCH, bench_sets, command_line, opened_set  # noqa: E402
-from ranker_features import fit_without, fixed_order, learned_order, scores_at  # noqa: E402
+from ranker_features import fit_variants, fixed_order, scores_at, variant_scores  # noqa: E402
 
 
 def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict[str, Any]]:
@@ -141,11 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("timing (µs, feature matrix without / with the group column):", timing)
         return 0
     variants = {"before": len(FEATURES), "group": len(FEATURES) + len(GROUP_FEATURES)}
-    fits: dict[str, dict[str, Any]] = {v: {} for v in variants}
-    for v, cols in variants.items():
-        for name in [*by_set, None]:
-            w, b = fit_without(by_set, name, cols)
-            fits[v][name or "all"] = [round(x, 4) for x in (*w, b)]
+    fits = fit_variants(by_set, variants)
     results: dict[str, Any] = {}
     for name, rows in by_set.items():
         fired = [bool(r["x"][:, -1].any()) for r in rows]
@@ -160,16 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "dense": scores_at(rows, lambda r: r["dense"]),
             "fixed": scores_at(rows, fixed_order),
         }
-        for v, cols in variants.items():
-            for blend in args.blends:
-                res[f"{v} blend {blend:g}"] = scores_at(
-                    rows, learned_order(fits[v][name], blend, cols)
-                )
-        # the ceiling, not a result: the fit on all six sets, this one included
-        for v, cols in variants.items():
-            for blend in args.blends:
-                order = learned_order(fits[v]["all"], blend, cols)
-                res[f"{v} in-set blend {blend:g}"] = scores_at(rows, order)
+        res.update(variant_scores(rows, name, fits, variants, args.blends))
         results[name] = res
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({

@@ -169,6 +169,37 @@ def fit_without(
                prior=prior, prior_none=PRIOR_NONE)  # fmt: skip
 
 
+def fit_variants(
+    by_set: Mapping[str, Sequence[Mapping[str, Any]]], variants: Mapping[str, int]
+) -> dict[str, dict[str, list[float]]]:
+    """Per variant (a name and its first ``cols`` columns): the prior fitted without each
+    set, and on all of them ("all"), each weight and then the none bias, rounded."""
+    fits: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
+    for v, cols in variants.items():
+        for name in [*by_set, None]:
+            w, b = fit_without(by_set, name, cols)
+            fits[v][name or "all"] = [round(x, 4) for x in (*w, b)]
+    return fits
+
+
+def variant_scores(
+    rows: Sequence[Mapping[str, Any]],
+    name: str,
+    fits: Mapping[str, Mapping[str, Sequence[float]]],
+    variants: Mapping[str, int],
+    blends: Sequence[float],
+) -> dict[str, dict[str, float]]:
+    """Set ``name``'s scores ordered by each variant's fit without it at each blend, then,
+    the ceiling and not a result, by the fit on all sets, this one included ("in-set")."""
+    res: dict[str, dict[str, float]] = {}
+    for fit_of, label in ((name, ""), ("all", " in-set")):
+        for v, cols in variants.items():
+            for blend in blends:
+                order = learned_order(fits[v][fit_of], blend, cols)
+                res[f"{v}{label} blend {blend:g}"] = scores_at(rows, order)
+    return res
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -190,11 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.cache.mkdir(parents=True, exist_ok=True)
     by_set = pools_by_set(args.bench, args.cache, args.limit, embedder)
     variants = {"before": len(FEATURES), "shape": len(FEATURES) + len(SHAPE_FEATURES)}
-    fits: dict[str, dict[str, Any]] = {v: {} for v in variants}
-    for v, cols in variants.items():
-        for name in [*by_set, None]:
-            w, b = fit_without(by_set, name, cols)
-            fits[v][name or "all"] = [round(x, 4) for x in (*w, b)]
+    fits = fit_variants(by_set, variants)
     results: dict[str, Any] = {}
     for name, rows in by_set.items():
         res: dict[str, Any] = {
@@ -204,16 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "dense": scores_at(rows, lambda r: r["dense"]),
             "fixed": scores_at(rows, fixed_order),
         }
-        for v, cols in variants.items():
-            for blend in args.blends:
-                order = learned_order(fits[v][name], blend, cols)
-                res[f"{v} blend {blend:g}"] = scores_at(rows, order)
+        res.update(variant_scores(rows, name, fits, variants, args.blends))
         results[name] = res
-        # the ceiling, not a result: the fit on all six sets, this one included
-        for v, cols in variants.items():
-            for blend in args.blends:
-                order = learned_order(fits[v]["all"], blend, cols)
-                res[f"{v} in-set blend {blend:g}"] = scores_at(rows, order)
     timing = {n: rows[0].get("timing", {}) for n, rows in by_set.items()}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({
