@@ -58,8 +58,9 @@ def pools(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[dict
     with opened_set(d, workdir, limit, embedder, index=fresh) as (cat, scored):
         retriever = cat.retriever(SearchSettings())
         idf = retriever.phrases.idf
-        # the cards' own field terms (FieldTerms.of, as discovery/query.py builds them): a
-        # catalog's kept phrase index (discovery/derived.py) keeps no group terms
+        # the cards' own field terms with their group terms (FieldTerms.of(group=True)): the
+        # product's phrase index (discovery/query.py, or a kept one: discovery/derived.py)
+        # holds none, since its ranker does not read the column
         fields = FieldTerms.of((spec.card for spec in cat.specs()), group=True)
         kept = retriever.phrases.fields
         if fields.name != kept.name or fields.summary != kept.summary:

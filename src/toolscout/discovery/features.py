@@ -56,8 +56,9 @@ SHAPE_FEATURES: tuple[str, ...] = (
 #: after :data:`FEATURES` (and :data:`SHAPE_FEATURES`, when read) by ``features(group=True)``.
 #: **Not used by the default**: fitted leave-one-set-out it raised toolbench held out (0.713
 #: / 0.505 to 0.724 / 0.524) but cost toolalpaca 0.005 / 0.010 in-set, past the rule's 0.005
-#: (benchmarks/group_feature.py, docs/history/calibration.md, round twenty). A catalog's
-#: kept phrase index (discovery/keptparts.py) keeps no group terms: its FieldTerms.group is empty
+#: (benchmarks/group_feature.py, docs/history/calibration.md, round twenty). The product's
+#: phrase index holds no group terms (``FieldTerms.of`` without ``group``, and a kept one,
+#: discovery/keptparts.py): its FieldTerms.group is empty
 GROUP_FEATURES: tuple[str, ...] = ("group",)
 #: a query term is rare when its idf is at least this share of the catalog's largest idf
 RARE_IDF_SHARE = 0.5
