@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,12 @@ async def _call(url: str, token: str) -> tuple[Any, list[tuple[float, float | No
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http,
         Client(streamable_http_client(url, http_client=http)) as client,
     ):
+        # the gateway answers before its upstream is connected and indexed (it serves at
+        # once and connects in the background): call once the tool is listed
+        deadline = time.monotonic() + 60
+        while "polled" not in [t.name for t in (await client.list_tools()).tools]:
+            assert time.monotonic() < deadline, "the upstream's tool was never listed"
+            await asyncio.sleep(0.1)
         result = await client.call_tool("polled", {"text": "über ✓"}, progress_callback=progress)
     return result, seen
 
