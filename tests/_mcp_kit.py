@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import fork_kit
+from port_kit import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -122,6 +123,18 @@ def start_app(port: int, *args: str) -> subprocess.Popen[bytes]:
         proc.kill()
         raise
     return proc
+
+
+def http_gateway(config: Path, tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """``toolscout mcp serve --transport http`` with ``config`` on a free port (forked:
+    ``fork_kit.toolscout``), with its own user data dir under ``tmp_path``; not yet waited on."""
+    port = free_port()
+    proc = subprocess.Popen(
+        fork_kit.toolscout("mcp", "serve", "--config", str(config), "--transport", "http",
+                           "--port", str(port)),
+        stderr=subprocess.DEVNULL, env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")},
+    )  # fmt: skip
+    return proc, port
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -7,31 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from _mcp_kit import APP, node_env, node_script, stop, wait_port
-from fork_kit import toolscout as fork_toolscout
+from _mcp_kit import APP, http_gateway, node_env, node_script, stop, wait_port
 from fork_kit import upstream as forked
-from port_kit import free_port
 from toolscout.gateway.auth import issue_token
 
 KEY = "mcp-sessions-test-secret-0123456789abcdef"
-
-
-def _http_gateway(config: Path, tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """``toolscout mcp serve`` over HTTP on a free port, with its own user data dir."""
-    port = free_port()
-    proc = subprocess.Popen(
-        fork_toolscout("mcp", "serve", "--config", str(config), "--transport", "http",
-                       "--port", str(port)),
-        stderr=subprocess.DEVNULL, env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")},
-    )  # fmt: skip
-    return proc, port
 
 
 def _text(result: Any) -> str:
@@ -60,7 +45,7 @@ def test_callers_do_not_share_upstream_state(tmp_path: Path, sessions: str) -> N
         "toolscout": {"jwt_key": KEY, "mode": "direct", "connect_timeout_s": 60,
                       "upstream_sessions": sessions, "db": str(tmp_path / "g.db")},
     }))  # fmt: skip
-    proc, port = _http_gateway(config, tmp_path)
+    proc, port = http_gateway(config, tmp_path)
     url = f"http://127.0.0.1:{port}/mcp"
     alice = issue_token(subject="alice", key=KEY, scopes=[])
     bob = issue_token(subject="bob", key=KEY, scopes=[])
@@ -119,7 +104,7 @@ def test_each_caller_gets_the_instructions_of_the_servers_it_can_see(tmp_path: P
         "toolscout": {"jwt_key": KEY, "mode": "direct", "connect_timeout_s": 60,
                       "db": str(tmp_path / "g.db")},
     }))  # fmt: skip
-    proc, port = _http_gateway(config, tmp_path)
+    proc, port = http_gateway(config, tmp_path)
     url = f"http://127.0.0.1:{port}/mcp"
     red = issue_token(subject="alice", key=KEY, scopes=["red"])
     blue = issue_token(subject="bob", key=KEY, scopes=["blue"])

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from _mcp_kit import node_env, node_script, stop, wait_port
-from fork_kit import toolscout as fork_toolscout
+from _mcp_kit import http_gateway, node_env, node_script, stop, wait_port
 from port_kit import free_port
 from toolscout.gateway.audit import AuditLog
 from toolscout.gateway.auth import issue_token
@@ -156,12 +154,7 @@ def test_a_call_whose_upstream_closes_its_stream_is_resumed_and_answered(tmp_pat
         "toolscout": {"jwt_key": KEY, "mode": "direct", "connect_timeout_s": 60,
                       "timeout_s": 60, "db": str(tmp_path / "g.db")},
     }))  # fmt: skip
-    port = free_port()
-    gateway = subprocess.Popen(
-        fork_toolscout("mcp", "serve", "--config", str(config), "--transport", "http",
-                       "--port", str(port)),
-        stderr=subprocess.DEVNULL, env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")},
-    )  # fmt: skip
+    gateway, port = http_gateway(config, tmp_path)
     token = issue_token(subject="poller", key=KEY, scopes=["mcp:poll"])
     try:
         wait_port(up_port, 60)
