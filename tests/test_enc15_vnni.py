@@ -14,7 +14,7 @@ from toolscout.embed import server_embedder, vnni
 from toolscout.embed.coalesce import CoalescingEmbedder
 from toolscout.embed.minilm import MODEL_SHA256, MiniLMEmbedder, default_model_path
 from toolscout.embed.queries import query_embedder
-from toolscout.errors import ModelError
+from toolscout.errors import ConfigError, ModelError
 from toolscout.modelcache import sidecar
 
 WITH_VNNI = frozenset({"fpu", "avx2", "avx512f", "avx512_vnni"})
@@ -35,7 +35,7 @@ def _reader(flags: frozenset[str]) -> vnni.FlagsReader:
 def test_the_cpu_flags_choose_the_query_graph(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(vnni.VNNI_ENV, raising=False)
+    monkeypatch.setenv(vnni.VNNI_ENV, "1")
     assert vnni.has_vnni(WITH_VNNI) and vnni.has_vnni(WITH_AVX_VNNI)
     assert not vnni.has_vnni(WITHOUT) and not vnni.has_vnni(frozenset())
     for flags in (WITH_VNNI, WITH_AVX_VNNI):
@@ -52,13 +52,20 @@ def test_the_cpu_flags_choose_the_query_graph(
         MiniLMEmbedder(Path("x.onnx"), vnni=True)
 
 
-def test_the_env_switch_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_env_switch_turns_it_on_and_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(vnni.VNNI_ENV, raising=False)
+    assert vnni.vnni_enabled(_reader(WITH_VNNI)) is vnni.DEFAULT_ON is False  # off unset
+    assert MiniLMEmbedder(cpu_flags=_reader(WITH_VNNI)).query_side is None
     monkeypatch.setenv(vnni.VNNI_ENV, "0")
     assert not vnni.vnni_enabled(_reader(WITH_VNNI))
     assert MiniLMEmbedder(cpu_flags=_reader(WITH_VNNI)).query_side is None
     monkeypatch.setenv(vnni.VNNI_ENV, "1")
     assert vnni.vnni_enabled(_reader(WITH_VNNI))
-    assert not vnni.vnni_enabled(_reader(WITHOUT))
+    assert MiniLMEmbedder(cpu_flags=_reader(WITH_VNNI)).query_side is not None
+    assert not vnni.vnni_enabled(_reader(WITHOUT))  # on, but no VNNI: the fused graph
+    monkeypatch.setenv(vnni.VNNI_ENV, "yes")
+    with pytest.raises(ConfigError, match="TOOLSCOUT_VNNI_QUERIES must be 0 or 1, not 'yes'"):
+        MiniLMEmbedder(cpu_flags=_reader(WITH_VNNI))
     # asked for explicitly: the caller's word over the CPU's flags
     assert MiniLMEmbedder(vnni_queries=True, cpu_flags=_reader(WITHOUT)).query_side is not None
     assert MiniLMEmbedder(vnni_queries=False, cpu_flags=_reader(WITH_VNNI)).query_side is None
