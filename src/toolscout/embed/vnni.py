@@ -9,7 +9,7 @@ summed in int32 by the CPU's VNNI dot-product instructions). The weights are the
 file's own int8 values, exactly: each column's values plus 128 against ``MatMulNBits``'s
 default zero point of 128, the column's scale repeated in each of its blocks. Only the
 activations are rounded, per block of 64 of a token's inputs, so the vectors are near the
-float graph's (cosine to the fused graph's at least 0.9994, mean 0.9999, over 1,188 dev
+float graph's (cosine to the shipped graph's at least 0.9994, mean 0.9999, over 1,188 dev
 texts; docs/history/http-load.md, h/enc15). Each layer's Q/K/V weight stays float inside
 its fused ``Attention`` node.
 
