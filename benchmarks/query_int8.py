@@ -12,7 +12,9 @@ graph (default: the product's int8 graph, ``embed/quantise.py``, through
 with the query-vector cache cleared before each. ``--graph NAME=FILE`` measures another
 ONNX file of the same model (a recipe being screened) instead; ``--graph fused`` the
 product's fused-attention graph (``embed/fused.py``, its own session options), ``--graph
-int8`` the product's int8 one. "float" is always the shipped graph (fused off). Beside recall@5 and
+int8`` the product's int8 one, ``--graph vnni`` the product's VNNI query graph
+(``embed/vnni.py``, made whatever the CPU). "float" is always the shipped graph (fused
+off). Beside recall@5 and
 complete@5 of each, the cosine between the query vectors and the encoders' CPU time (one
 text a call, this thread's CPU). ``--sets`` measures some sets and merges them into
 ``--out``, so that a full run can be made in pieces (each under the heavy lock for a while).
@@ -49,7 +51,9 @@ def _cpu_embed(embedder: Any, text: str) -> tuple[Any, float]:
 
 def graph_embedder(path: Path) -> Any:
     """An embedder over a given ONNX file of the default model (a recipe being screened):
-    the shipped tokenizer and pooling, one thread, no spinning."""
+    the shipped tokenizer and pooling, one thread, no spinning; a file whose name starts
+    with ``f`` (a recipe over the fused graph, ``query_int8_recipes.py``) with the fused
+    graph's session options unless it ends in ``_sln``."""
     from toolscout.embed import session as embed_session
     from toolscout.embed.minilm import MiniLMEmbedder
 
@@ -57,7 +61,8 @@ def graph_embedder(path: Path) -> Any:
         def _make_session(self, ort: Any) -> tuple[Any, str]:
             return embed_session.plain(ort, path, self._options(ort)), "screened"
 
-    return _Graph(threads=1, spin_wait=False, keep_session=False, fused=False)
+    fused = path.stem.startswith("f") and not path.stem.endswith("_sln")
+    return _Graph(threads=1, spin_wait=False, keep_session=False, fused=fused, vnni_queries=False)
 
 
 def measure_set(
@@ -146,10 +151,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from toolscout.embed.minilm import MiniLMEmbedder
 
     # one thread each, as a `serve --workers 2` worker runs them on 2 cores
-    cards = MiniLMEmbedder(threads=1, spin_wait=False, fused=False)
+    # (no query side of its own: "float" is the shipped graph for cards and requests alike)
+    cards = MiniLMEmbedder(threads=1, spin_wait=False, fused=False, vnni_queries=False)
     product = {
         "int8": lambda: MiniLMEmbedder(threads=1, spin_wait=False, quantised=True),
-        "fused": lambda: MiniLMEmbedder(threads=1, spin_wait=False, fused=True),
+        "fused": lambda: MiniLMEmbedder(threads=1, spin_wait=False, fused=True, vnni_queries=False),
+        "vnni": lambda: MiniLMEmbedder(threads=1, spin_wait=False, vnni=True),
     }
     graphs: dict[str, Any] = {}
     for spec in args.graph:

@@ -13,6 +13,14 @@ as ``embed/quantise.py`` does). Recipes (names are parsed):
   ``ao`` attention output, ``fi`` feed-forward input, ``fo``) or layers (``L0``–``L5``) float;
 - ``nbB_bS_aA``: ``MatMulNBits``, B-bit weights in blocks of S, symmetric,
   ``accuracy_level`` A (4: activations quantised to int8 per block);
+- ``nb8x_bS_aA``: the same with the shipped int8 weights exactly (each column's int8
+  values plus 128 against the default zero point 128, its scale repeated in every block:
+  no weight is rounded again; only the activations are quantised);
+- ``fused``: the product's fused-attention graph (``embed/fused.py``) as it runs today;
+  ``f`` before any recipe above (``fnb8x_b32_a4``): the recipe over the fused graph (each
+  layer's Q/K/V weight stays float inside its ``Attention`` node); every ``f`` graph is
+  screened with ``fused.SESSION_CONFIG`` unless its name ends in ``_sln`` (ONNX Runtime's
+  SkipLayerNorm fusion left on: the same file);
 - ``sqNN_s8|u8[_ffnf]``: SmoothQuant with alpha NN/100 (a ``Mul`` by 1/s before each
   weight MatMul's input, its rows times s; s from the activations' per-channel maximum
   over the demo catalog's summaries, aliases and not-for hints), then ``s8pc``/``u8pc``.
@@ -50,15 +58,35 @@ import quality  # noqa: E402
 KINDS = ("qkv", "ao", "fi", "fo")
 
 
-def _folded() -> Any:
+def _folded(fused: bool = False) -> Any:
     import onnx
 
     from toolscout.embed import quantise
+    from toolscout.embed.fused import make_fused
     from toolscout.embed.minilm import default_model_path
 
-    model = onnx.load(str(default_model_path()))
+    path = default_model_path()
+    model = onnx.load_from_string(make_fused(path.read_bytes())) if fused else onnx.load(str(path))
     quantise._fold_weights(model)
     return model
+
+
+def _shipped_int8() -> dict[str, tuple[Any, Any]]:
+    """Every shipped weight's int8 values and per-column scales, by the folded weight's name."""
+    import onnx
+    from onnx import numpy_helper
+
+    from toolscout.embed.minilm import default_model_path
+
+    inits = {i.name: i for i in onnx.load(str(default_model_path())).graph.initializer}
+    return {
+        name.removesuffix("_q"): (
+            numpy_helper.to_array(inits[name]),
+            numpy_helper.to_array(inits[name.removesuffix("_q") + "_scale"]).reshape(-1),
+        )
+        for name in inits
+        if name.endswith("_q") and name.removesuffix("_q") + "_scale" in inits
+    }
 
 
 def _weight_matmuls(model: Any) -> tuple[list[Any], dict[str, Any]]:
@@ -106,7 +134,21 @@ def _dynamic(model: Any, target: Path, weights: str, exclude: list[str], rr: boo
     )
 
 
-def _nbits(model: Any, target: Path, bits: int, block: int, accuracy: int) -> None:
+def _exact8(w: Any, shipped: tuple[Any, Any], block: int) -> tuple[Any, Any]:
+    """The shipped weight (``shipped``: its int8 values and one scale a column; ``w``: the
+    two folded) as 8-bit ``MatMulNBits`` blocks with no rounding: (packed ``[N, blocks,
+    block]``, scales)."""
+    q, scale = shipped[0].astype(np.int32), shipped[1].astype(np.float32)
+    k_in, n_out = w.shape
+    if q.shape != w.shape or not np.array_equal((q * scale).astype(np.float32), w):
+        raise SystemExit("the folded weight is not the shipped int8 values times their scales")
+    packed = (q + 128).astype(np.uint8).T.reshape(n_out, k_in // block, block)
+    return packed, np.repeat(scale[:, None], k_in // block, axis=1).astype(np.float32)
+
+
+def _nbits(
+    model: Any, target: Path, bits: int, block: int, accuracy: int, exact: bool = False
+) -> None:
     import onnx
     from onnx import helper, numpy_helper
     from onnxruntime.capi._pybind_state import quantize_matmul_4bits, quantize_matmul_8bits
@@ -114,6 +156,7 @@ def _nbits(model: Any, target: Path, bits: int, block: int, accuracy: int) -> No
     nodes, inits = _weight_matmuls(model)
     graph = model.graph
     replaced: dict[str, Any] = {}
+    shipped = _shipped_int8() if exact else {}
     for node in nodes:
         w = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
         k_in, n_out = w.shape
@@ -122,7 +165,10 @@ def _nbits(model: Any, target: Path, bits: int, block: int, accuracy: int) -> No
         zero = np.zeros((n_out, (blocks + per_byte - 1) // per_byte), dtype=np.uint8)
         scales = np.zeros((n_out, blocks), dtype=np.float32)
         quant = quantize_matmul_8bits if bits == 8 else quantize_matmul_4bits
-        quant(packed, np.ascontiguousarray(w), scales, zero, block, n_out, k_in, True)
+        if exact:
+            packed, scales = _exact8(w, shipped[inits[node.input[1]].name], block)
+        else:
+            quant(packed, np.ascontiguousarray(w), scales, zero, block, n_out, k_in, True)
         name = inits[node.input[1]].name
         graph.initializer.extend([
             numpy_helper.from_array(packed, name + "_Q"),
@@ -227,13 +273,26 @@ def _smoothed(model: Any, alpha: float) -> Any:
 def build(recipe: str, out: Path) -> Path:
     """Make one recipe's file under ``out``."""
     target = out / f"{recipe}.onnx"
-    model = _folded()
-    parts = recipe.split("_")
-    if recipe.startswith("nb"):
-        bits, block, accuracy = int(parts[0][2:]), int(parts[1][1:]), int(parts[2][1:])
-        _nbits(model, target, bits, block, accuracy)
+    name = recipe.removesuffix("_sln")
+    if name == "fused":
+        from toolscout.embed.fused import make_fused
+        from toolscout.embed.minilm import default_model_path
+
+        target.write_bytes(make_fused(default_model_path().read_bytes()))
         return target
-    if recipe.startswith("sq"):
+    fused = name.startswith("f")
+    name = name[1:] if fused else name
+    model = _folded(fused)
+    parts = name.split("_")
+    if name.startswith("nb"):
+        exact = parts[0].endswith("x")
+        bits = int(parts[0][2:].removesuffix("x"))
+        block, accuracy = int(parts[1][1:]), int(parts[2][1:])
+        if exact and bits != 8:
+            raise SystemExit(f"{recipe}: exact weights are 8-bit only")
+        _nbits(model, target, bits, block, accuracy, exact)
+        return target
+    if name.startswith("sq"):
         model = _smoothed(model, int(parts[0][2:]) / 100)
         parts = parts[1:]
     weights = parts[0][:2]
@@ -270,6 +329,7 @@ def dev_texts(bench: Path, limit: int = 500) -> list[str]:
 def screen(graphs: dict[str, Path], texts: Sequence[str], timed: int) -> dict[str, Any]:
     import onnxruntime as ort
 
+    from toolscout.embed.fused import SESSION_CONFIG
     from toolscout.embed.minilm import _pooled, default_model_path, load_tokenizer
 
     def session(path: Path) -> Any:
@@ -277,6 +337,9 @@ def screen(graphs: dict[str, Path], texts: Sequence[str], timed: int) -> dict[st
         opts.intra_op_num_threads = opts.inter_op_num_threads = 1
         opts.log_severity_level = 3
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if path.stem.startswith("f") and not path.stem.endswith("_sln"):
+            for key, value in SESSION_CONFIG.items():
+                opts.add_session_config_entry(key, value)
         return ort.InferenceSession(str(path), opts, ["CPUExecutionProvider"])
 
     def vector(s: Any, ids: Any) -> Any:

@@ -50,13 +50,18 @@ def server_embedder(cards: Embedder) -> Embedder:
     indexed with: concurrent requests' texts share encoder runs, and a request read in
     parts is read as a library process reads it (``embed/coalesce.py``),
     and with the int8 query encoder chosen (:func:`query_encoder_choice`) and the default
-    model, requests are encoded by its int8 graph while cards keep the float one."""
+    model, requests are encoded by its int8 graph while cards keep the float one; else,
+    when the default model has a VNNI query side (``embed/vnni.py``), by that one."""
     from toolscout.embed.coalesce import coalescing
     from toolscout.embed.minilm import MiniLMEmbedder
-
-    if query_encoder_choice() != "int8" or type(cards) is not MiniLMEmbedder or cards.quantised:
-        return coalescing(cards)
     from toolscout.embed.queries import QuerySide
+
+    int8 = query_encoder_choice() == "int8"
+    if not int8 and type(cards) is MiniLMEmbedder and cards.query_side is not None:
+        # the VNNI query graph (embed/vnni.py): its own coalesced runs, as the int8 one's
+        return QuerySide(coalescing(cards), coalescing(cards.query_side))
+    if not int8 or type(cards) is not MiniLMEmbedder or cards.quantised:
+        return coalescing(cards)
 
     threads, _ = _runtime_options()
     queries = MiniLMEmbedder(threads=threads, spin_wait=cards.spin_wait, quantised=True)

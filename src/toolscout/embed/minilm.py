@@ -88,6 +88,18 @@ class MiniLMEmbedder:
     with the shipped graph keeps its vectors. Off, or for a model given by ``model_path``:
     the shipped graph.
 
+    ``vnni_queries`` (default: off unless ``$TOOLSCOUT_VNNI_QUERIES=1``, and then only
+    where the CPU has VNNI; ``cpu_flags`` reads the CPU's flags): requests are encoded by
+    :attr:`query_side`, an embedder over the graph ``embed/vnni.py`` makes from the
+    shipped file (the fused graph with 8-bit block-wise MatMuls: about 0.77 of the fused
+    graph's CPU a text with VNNI, slower than float without it), its vectors near the
+    cards' (cosine ≥ 0.999) but not equal: off by default because one restbench request
+    of 155 loses its gold tool (``embed/vnni.py``). Cards are still encoded by this
+    embedder's own graph.
+    :meth:`load` loads the query side first (what a discovery waits for), then this one.
+    Off, without VNNI, or for a model given by ``model_path``: :attr:`query_side` is None
+    and this embedder encodes requests too.
+
     ``keep_session`` (default: on unless ``$TOOLSCOUT_KEPT_SESSION=0``): the model's
     optimised graph (the fused one, when on) is kept in ``model_cache`` (default: the user
     cache) by the first session made on the machine and mapped by the later ones, with the
@@ -110,14 +122,22 @@ class MiniLMEmbedder:
         model_cache: Path | None = None,
         keep_session: bool | None = None,
         fused: bool | None = None,
+        vnni_queries: bool | None = None,
+        cpu_flags: Callable[[], frozenset[str]] | None = None,
+        vnni: bool = False,
     ) -> None:
+        from toolscout.embed import vnni as vnni_graph
         from toolscout.embed.fused import fused_enabled
 
+        if vnni and (quantised or model_path is not None):
+            raise ModelError("the VNNI query graph is made from the shipped model only")
         self._model_path = model_path
         self.quantised = quantised
+        #: whether this embedder runs the VNNI query graph (``embed/vnni.py``): a query side
+        self.vnni = vnni
         use_fused = fused_enabled() if fused is None else fused
         #: whether the fused-attention graph (``embed/fused.py``) encodes the texts
-        self.fused = use_fused and not quantised and model_path is None
+        self.fused = use_fused and not quantised and model_path is None and not vnni
         self._model_cache = model_cache
         keep = embed_session.keeping_enabled() if keep_session is None else keep_session
         self._keep = keep and not quantised and model_path is None
@@ -131,6 +151,24 @@ class MiniLMEmbedder:
         #: where the session came from: "kept" (the kept graph), "shipped, kept" (the
         #: shipped file, its graph kept by this load) or "shipped"; "" before loading
         self.session_kind = ""
+        wanted = (
+            vnni_queries
+            if vnni_queries is not None
+            else vnni_graph.vnni_enabled(cpu_flags or vnni_graph.cpu_flags)
+        )
+        #: the embedder that encodes requests over the VNNI graph, when this one has it
+        self.query_side: MiniLMEmbedder | None = None
+        if wanted and not vnni and not quantised and model_path is None:
+            self.query_side = MiniLMEmbedder(
+                max_tokens=max_tokens,
+                batch_size=batch_size,
+                threads=threads,
+                spin_wait=spin_wait,
+                model_cache=model_cache,
+                keep_session=keep_session,
+                vnni_queries=False,
+                vnni=True,
+            )
 
     def _load(self) -> None:
         import onnxruntime as ort
@@ -155,6 +193,13 @@ class MiniLMEmbedder:
             model = quantised_model(model, MODEL_SHA256, self._model_cache)
             return embed_session.plain(ort, model, options), "shipped"
         graph: Path | bytes = model
+        if self.vnni:  # made beside the fused graph, as it is
+            from toolscout.embed.vnni import make_vnni, vnni_model
+
+            if self._keep:
+                graph = vnni_model(model, MODEL_SHA256, self._model_cache)
+            else:
+                graph = make_vnni(model.read_bytes())
         if self.fused:  # in the cache beside the kept graph; keeping off: this process's
             from toolscout.embed.fused import fused_model, make_fused
 
@@ -180,22 +225,27 @@ class MiniLMEmbedder:
             opts.add_session_config_entry(
                 "session.intra_op.allow_spinning", "1" if self.spin_wait else "0"
             )
-            for key, value in (fused_config if self.fused else {}).items():
+            for key, value in (fused_config if self.fused or self.vnni else {}).items():
                 opts.add_session_config_entry(key, value)
             return opts
 
         return options
 
     def _kept_path(self, ort: Any) -> Path:
+        from toolscout.embed import vnni
         from toolscout.embed.fused import RECIPE
         from toolscout.modelcache import model_cache_dir
 
         where = self._model_cache if self._model_cache is not None else model_cache_dir()
         recipe = RECIPE if self.fused else ""  # the shipped graph's kept name as before
+        recipe = vnni.RECIPE if self.vnni else recipe
         return where / embed_session.kept_name(MODEL_SHA256, ort.__version__, recipe)
 
     def load(self) -> None:
-        """Load the model and tokenizer now (otherwise on the first ``embed``)."""
+        """Load the model and tokenizer now (otherwise on the first ``embed``): the query
+        side's first, when there is one (a discovery waits only for it)."""
+        if self.query_side is not None:
+            self.query_side.load()
         self._ensure()
 
     def _ensure(self) -> None:
