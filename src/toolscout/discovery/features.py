@@ -12,6 +12,7 @@ by default. The learned ranker (discovery/ranker.py) weighs these columns, calib
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
@@ -96,11 +97,21 @@ class FieldTerms:
     _group_idf: dict[str, tuple[Callable[[str], float], float]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _group_sizes: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def name_idf(self, tool_id: str, idf: Callable[[str], float]) -> float:
         """``sum(idf(t) for t in self.name[tool_id])``, computed once per tool and ``idf``
         (the same sum, in the same order: the same float)."""
         return _summed_idf(self._name_idf, self.name, tool_id, idf)
+
+    def group_size(self, tool_id: str) -> int:
+        """How many tools have ``tool_id``'s group terms (itself included; 1 for a tool
+        without group terms), counted once per field set."""
+        sizes = self._group_sizes
+        if not sizes and self.group:
+            count = Counter(self.group.values())
+            sizes.update({t: count[g] for t, g in self.group.items()})
+        return sizes.get(tool_id, 1)
 
     def group_idf(self, tool_id: str, idf: Callable[[str], float]) -> float:
         """``sum(idf(t) for t in self.group[tool_id])``, computed once per tool and ``idf``."""
