@@ -116,9 +116,9 @@ def time_features(rows: Sequence[Mapping[str, Any]], fields: Any, idf: Any) -> d
     }
 
 
-#: the column's variants derived from the cached pools (besides "before", "group" and
-#: "prior-only"): see the module's docstring
-DERIVED: tuple[str, ...] = ("own-term", "size", "size-sqrt")
+#: the column's variants derived from the cached pools ("group": the plain share; besides
+#: "before" and "prior-only"): see the module's docstring
+DERIVED: tuple[str, ...] = ("group", "own-term", "size", "size-sqrt")
 
 
 def group_sizes(d: Path) -> dict[str, int]:
@@ -143,7 +143,9 @@ def derive(
     for row in rows:
         x = row["x"]
         group = x[:, -1].copy()
-        if variant == "own-term":
+        if variant == "group":
+            pass
+        elif variant == "own-term":
             group *= (x[:, FEATURES.index("name")] > 0) | (x[:, FEATURES.index("summary")] > 0)
         elif variant == "size":
             group /= np.array([sizes[t] for t in row["ids"]], dtype=np.float64)
@@ -191,8 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         }, indent=1))  # fmt: skip
         print("timing (µs, feature matrix without / with the group column):", timing)
         return 0
-    base = len(FEATURES)
-    variants = {"before": base, "group": base + len(GROUP_FEATURES)}
+    # the columns of the ranker without any group column (the cached pools: these, then
+    # the plain group column last; built anew by a tree whose FEATURES end in
+    # "group_per_tool": these, that, then the plain one)
+    base = FEATURES.index("group_per_tool") if "group_per_tool" in FEATURES else len(FEATURES)
+    variants = {"before": base}
     fits = fit_variants(by_set, variants)
     sizes = {d.name: group_sizes(d) for d in bench_sets(args.bench) if d.name in by_set}
     for v in DERIVED:
@@ -213,17 +218,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             "fixed": scores_at(rows, fixed_order),
         }
         res.update(variant_scores(rows, name, fits, variants, args.blends))
+        res.update(variant_scores(derive(rows, "group", sizes[name], base), name, fits,
+                                  {"group": base + 1}, args.blends))  # fmt: skip
         # the prior fitted with the column, ordered without it
         res.update(variant_scores(rows, name, {"prior-only": fits["group"]},
                                   {"prior-only": base}, args.blends))  # fmt: skip
-        for v in DERIVED:
+        for v in DERIVED[1:]:
             res.update(variant_scores(derive(rows, v, sizes[name], base), name, fits,
                                       {v: base + 1}, args.blends))  # fmt: skip
         results[name] = res
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({
         "command": command_line("benchmarks/group_feature.py", args_list),
-        "features": [*FEATURES, *GROUP_FEATURES], "fits": fits, "sets": results, "timing": timing,
+        "features": [*FEATURES[:base], *GROUP_FEATURES], "fits": fits, "sets": results,
+        "timing": timing,
     }, indent=1))  # fmt: skip
     keys = list(next(iter(results.values())))[3:]
     print("| set | queries | group named (pool / gold) | " + " | ".join(keys) + " |")
