@@ -36,14 +36,7 @@ FEATURES: tuple[str, ...] = (
     "summary",  # idf share of the query's terms found in the summary
     "dense_rank",  # 1 / (1 + rank) in the dense pool, 0 when absent
     "both",  # lexical x normalised cosine: both signals agree
-    "group_per_tool",  # the "group" share (GROUP_FEATURES) / the group's size in the catalog
 )
-#: the "group_per_tool" column: the request names the tool's group (the idf share of the
-#: tool's group terms, :attr:`FieldTerms.group`, found in the query), divided by how many of
-#: the catalog's tools have that group (:meth:`FieldTerms.group_size`): a named group
-#: spreads its evidence over all its tools, so a brand of five tools lifts each less than a
-#: service of two. 0 for a tool without group terms and for a request that names no group
-GROUP_PER_TOOL_AT = FEATURES.index("group_per_tool")
 #: the request's shape, read per candidate (a constant of the query alone would cancel in
 #: the softmax over the pool: each is an interaction with a candidate's signal), appended
 #: after :data:`FEATURES` by ``features(shape=True)``. **Not used by the default**: fitted
@@ -125,8 +118,9 @@ class FieldTerms:
         return _summed_idf(self._group_idf, self.group, tool_id, idf)
 
     @classmethod
-    def of(cls, cards: Iterable[CapabilityCard], *, group: bool = True) -> FieldTerms:
-        """The fields of ``cards``, with their group terms unless not ``group``."""
+    def of(cls, cards: Iterable[CapabilityCard], *, group: bool = False) -> FieldTerms:
+        """The fields of ``cards``; their group terms only with ``group`` (the column that
+        reads them is off by default, and a kept phrase index keeps none either)."""
         name: dict[str, frozenset[str]] = {}
         summary: dict[str, frozenset[str]] = {}
         keys: dict[str, frozenset[str]] = {}
@@ -253,7 +247,6 @@ def features(
         x[row[tid], 5] = w / fields.name_idf(tid, idf)
     for tid, w in summarised.items():
         x[row[tid], 6] = w / total
-    _group(x, GROUP_PER_TOOL_AT, weights, fields, idf, pool, row, sized=True)
     if shape:
         _shape(x, q, weights, lex, dense, fields, idf, pool, row, parts)
     if group:
@@ -269,12 +262,9 @@ def _group(
     idf: Callable[[str], float],
     pool: Set[str],
     row: Mapping[str, int],
-    *,
-    sized: bool = False,
 ) -> None:
     """The "group" column (at ``col``): as the "name" column is computed, from the query's
-    terms to the pool's tools whose group holds one; with ``sized`` divided by the group's
-    size (the "group_per_tool" column)."""
+    terms to the pool's tools whose group holds one."""
     if not fields.in_group:
         return
     grouped: dict[str, float] = {}
@@ -282,8 +272,7 @@ def _group(
         for tid in fields.in_group.get(t, frozenset()) & pool:
             grouped[tid] = grouped.get(tid, 0.0) + w
     for tid, w in grouped.items():
-        share = w / fields.group_idf(tid, idf)
-        x[row[tid], col] = share / fields.group_size(tid) if sized else share
+        x[row[tid], col] = w / fields.group_idf(tid, idf)
 
 
 def _shape(
