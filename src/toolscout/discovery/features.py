@@ -59,7 +59,9 @@ SHAPE_FEATURES: tuple[str, ...] = (
 #: / 0.505 to 0.724 / 0.524) but cost toolalpaca 0.005 / 0.010 in-set, past the rule's 0.005
 #: (benchmarks/group_feature.py, docs/history/calibration.md, round twenty). The product's
 #: phrase index holds no group terms (``FieldTerms.of`` without ``group``, and a kept one,
-#: discovery/keptparts.py): its FieldTerms.group is empty
+#: discovery/keptparts.py): its FieldTerms.group is empty. Divided by the group's size
+#: (:meth:`FieldTerms.group_size`) it kept toolbench's held-out gain (0.723 / 0.526) and
+#: toolalpaca whole held out, but still cost toolalpaca one request in-set (round twenty-one)
 GROUP_FEATURES: tuple[str, ...] = ("group",)
 #: a query term is rare when its idf is at least this share of the catalog's largest idf
 RARE_IDF_SHARE = 0.5
