@@ -18,6 +18,17 @@ hits, dedupe, parts or prerequisites: the full default is ``benchmarks/quality.p
 also times the feature matrix with and without the column on the same pools, and counts
 how many queries have some pool tool with the column set.
 
+Round twenty-one adds three general variants of the column (:data:`VARIANTS`), each fitted
+and scored as the column is: ``prior-only`` (the prior fitted with the group column on the
+other sets, the column then dropped: the held-out set is ordered by the first
+:data:`FEATURES` weights alone, as a product that reads no group column would order it with
+that prior), ``own-term`` (the column counted only for a tool whose own name or summary
+shares a term with the request: its "name" or "summary" column is above 0) and
+``size`` (the column divided by the number of the catalog's tools in the tool's group,
+:meth:`FieldTerms.group_size`: a named group spreads its evidence over all its tools) and
+``size-sqrt`` (divided by that number's square root). Each is derived from the cached
+pools and the set's ``tools.jsonl``, nothing read of the requests.
+
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/group_feature.py [--limit N]
 [--cache DIR] [--blends 4,32]``; writes ``benchmarks/results/group_feature.json``.
 """
@@ -105,6 +116,47 @@ def time_features(rows: Sequence[Mapping[str, Any]], fields: Any, idf: Any) -> d
     }
 
 
+#: the column's variants derived from the cached pools ("group": the plain share; besides
+#: "before" and "prior-only"): see the module's docstring
+DERIVED: tuple[str, ...] = ("group", "own-term", "size", "size-sqrt")
+
+
+def group_sizes(d: Path) -> dict[str, int]:
+    """Each tool's group's size as the product counts it (:meth:`FieldTerms.group_size`):
+    how many of the set's tools have the same group terms (tools without: 1)."""
+    from toolscout.discovery.features import FieldTerms
+    from toolscout.evaluate.evalset import read_tools
+
+    specs, _ = read_tools(d / "tools.jsonl")
+    fields = FieldTerms.of((spec.card for spec in specs), group=True)
+    return {t: fields.group_size(t) for t in fields.name}
+
+
+def derive(
+    rows: Sequence[Mapping[str, Any]], variant: str, sizes: Mapping[str, int], base: int
+) -> list[dict[str, Any]]:
+    """The rows with the first ``base`` columns and the group column as ``variant`` reads
+    it (the cached pools keep the plain group column last)."""
+    from toolscout.discovery.features import FEATURES
+
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        x = row["x"]
+        group = x[:, -1].copy()
+        if variant == "group":
+            pass
+        elif variant == "own-term":
+            group *= (x[:, FEATURES.index("name")] > 0) | (x[:, FEATURES.index("summary")] > 0)
+        elif variant == "size":
+            group /= np.array([sizes[t] for t in row["ids"]], dtype=np.float64)
+        elif variant == "size-sqrt":
+            group /= np.sqrt(np.array([sizes[t] for t in row["ids"]], dtype=np.float64))
+        else:
+            raise ValueError(f"unknown group variant {variant!r}; known: {', '.join(DERIVED)}")
+        out.append({**row, "x": np.column_stack([x[:, :base], group])})
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -141,8 +193,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         }, indent=1))  # fmt: skip
         print("timing (µs, feature matrix without / with the group column):", timing)
         return 0
-    variants = {"before": len(FEATURES), "group": len(FEATURES) + len(GROUP_FEATURES)}
+    # the columns of the ranker without any group column (the cached pools: these, then
+    # the plain group column last; built anew by a tree whose FEATURES end in
+    # "group_per_tool": these, that, then the plain one)
+    base = FEATURES.index("group_per_tool") if "group_per_tool" in FEATURES else len(FEATURES)
+    variants = {"before": base}
     fits = fit_variants(by_set, variants)
+    sizes = {d.name: group_sizes(d) for d in bench_sets(args.bench) if d.name in by_set}
+    for v in DERIVED:
+        derived = {n: derive(rows, v, sizes[n], base) for n, rows in by_set.items()}
+        fits.update(fit_variants(derived, {v: base + 1}))
     results: dict[str, Any] = {}
     for name, rows in by_set.items():
         fired = [bool(r["x"][:, -1].any()) for r in rows]
@@ -158,11 +218,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             "fixed": scores_at(rows, fixed_order),
         }
         res.update(variant_scores(rows, name, fits, variants, args.blends))
+        res.update(variant_scores(derive(rows, "group", sizes[name], base), name, fits,
+                                  {"group": base + 1}, args.blends))  # fmt: skip
+        # the prior fitted with the column, ordered without it
+        res.update(variant_scores(rows, name, {"prior-only": fits["group"]},
+                                  {"prior-only": base}, args.blends))  # fmt: skip
+        for v in DERIVED[1:]:
+            res.update(variant_scores(derive(rows, v, sizes[name], base), name, fits,
+                                      {v: base + 1}, args.blends))  # fmt: skip
         results[name] = res
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({
         "command": command_line("benchmarks/group_feature.py", args_list),
-        "features": [*FEATURES, *GROUP_FEATURES], "fits": fits, "sets": results, "timing": timing,
+        "features": [*FEATURES[:base], *GROUP_FEATURES], "fits": fits, "sets": results,
+        "timing": timing,
     }, indent=1))  # fmt: skip
     keys = list(next(iter(results.values())))[3:]
     print("| set | queries | group named (pool / gold) | " + " | ".join(keys) + " |")

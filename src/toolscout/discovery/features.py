@@ -12,6 +12,7 @@ by default. The learned ranker (discovery/ranker.py) weighs these columns, calib
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
@@ -58,7 +59,9 @@ SHAPE_FEATURES: tuple[str, ...] = (
 #: / 0.505 to 0.724 / 0.524) but cost toolalpaca 0.005 / 0.010 in-set, past the rule's 0.005
 #: (benchmarks/group_feature.py, docs/history/calibration.md, round twenty). The product's
 #: phrase index holds no group terms (``FieldTerms.of`` without ``group``, and a kept one,
-#: discovery/keptparts.py): its FieldTerms.group is empty
+#: discovery/keptparts.py): its FieldTerms.group is empty. Divided by the group's size
+#: (:meth:`FieldTerms.group_size`) it kept toolbench's held-out gain (0.723 / 0.526) and
+#: toolalpaca whole held out, but still cost toolalpaca one request in-set (round twenty-one)
 GROUP_FEATURES: tuple[str, ...] = ("group",)
 #: a query term is rare when its idf is at least this share of the catalog's largest idf
 RARE_IDF_SHARE = 0.5
@@ -96,11 +99,21 @@ class FieldTerms:
     _group_idf: dict[str, tuple[Callable[[str], float], float]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _group_sizes: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def name_idf(self, tool_id: str, idf: Callable[[str], float]) -> float:
         """``sum(idf(t) for t in self.name[tool_id])``, computed once per tool and ``idf``
         (the same sum, in the same order: the same float)."""
         return _summed_idf(self._name_idf, self.name, tool_id, idf)
+
+    def group_size(self, tool_id: str) -> int:
+        """How many tools have ``tool_id``'s group terms (itself included; 1 for a tool
+        without group terms), counted once per field set."""
+        sizes = self._group_sizes
+        if not sizes and self.group:
+            count = Counter(self.group.values())
+            sizes.update({t: count[g] for t, g in self.group.items()})
+        return sizes.get(tool_id, 1)
 
     def group_idf(self, tool_id: str, idf: Callable[[str], float]) -> float:
         """``sum(idf(t) for t in self.group[tool_id])``, computed once per tool and ``idf``."""
