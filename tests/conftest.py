@@ -73,11 +73,13 @@ def pytest_configure(config: pytest.Config) -> None:
     one (``$TOOLSCOUT_VECTOR_CACHE``; set empty: no cache): the demo and bench card texts
     that many tests index into catalogs of their own are embedded once per run. The
     vectors are the model's own (stored as it returned them); a test of the model itself
-    calls it directly. And byte-compile the package once (:func:`_compile_package`)."""
+    calls it directly. And byte-compile the package and the test modules once
+    (:func:`_compile_package`, :func:`_compile_tests`)."""
     global _RUN_VECTORS, _RUN_LEDGER
     if hasattr(config, "workerinput"):
         return  # a worker inherits the controlling process's cache and compiled package
     _compile_package()
+    _compile_tests(config)
     counting = config.getoption("cpu_durations") is not None or config.getoption("cpu_json")
     if counting and LEDGER_ENV not in os.environ:
         fd, _RUN_LEDGER = tempfile.mkstemp(prefix="toolscout-ledger-", suffix=".jsonl")
@@ -101,6 +103,44 @@ def _compile_package() -> None:
 
     with contextlib.suppress(OSError):
         compileall.compile_dir(Path(toolscout.__file__).parent, quiet=2)
+
+
+def _compile_tests(config: pytest.Config) -> None:
+    """Write the ``__pycache__`` of ``tests/`` before any worker starts, where it is missing
+    or stale: each test module as pytest rewrites its asserts (pytest's own rewriting and
+    file format, so a worker's import finds it and does not rewrite), every other module
+    here (the kits) as Python compiles it. In a fresh clone each xdist worker otherwise
+    rewrote and compiled all of them itself, at once with the others (~3.5 s of CPU a
+    worker, three under ``make test``; round twenty-one, h/suite15). A pytest whose
+    rewriting module lacks these names only loses the head start: the workers write the
+    cache as before (:func:`pytest_make_collect_report`)."""
+    import compileall
+
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    tests = Path(__file__).resolve().parent
+    state = config.stash.get(rewrite.assertstate_key, None)
+    needed = ("PYC_TAIL", "_read_pyc", "_rewrite_test", "_write_pyc", "get_cache_dir")
+    if state is None or not all(hasattr(rewrite, name) for name in needed):
+        return
+    patterns = config.getini("python_files") or ["test_*.py"]
+    for source in sorted(tests.glob("*.py")):
+        # pytest rewrites this file too (every conftest.py), before any hook of it runs
+        rewritten = source.name == "conftest.py" or any(source.match(p) for p in patterns)
+        if not rewritten:
+            with contextlib.suppress(OSError):
+                compileall.compile_file(source, quiet=2)
+            continue
+        cache = rewrite.get_cache_dir(source)
+        pyc = cache / (source.name[:-3] + rewrite.PYC_TAIL)
+        if rewrite._read_pyc(source, pyc) is not None:
+            continue
+        with contextlib.suppress(OSError, SyntaxError):  # the worker then meets it itself
+            source_hash, code = rewrite._rewrite_test(source, config)
+            cache.mkdir(exist_ok=True)
+            rewrite._write_pyc(state, code, source_hash, pyc)
 
 
 @pytest.hookimpl(hookwrapper=True)
