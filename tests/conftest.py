@@ -45,6 +45,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -73,11 +74,13 @@ def pytest_configure(config: pytest.Config) -> None:
     one (``$TOOLSCOUT_VECTOR_CACHE``; set empty: no cache): the demo and bench card texts
     that many tests index into catalogs of their own are embedded once per run. The
     vectors are the model's own (stored as it returned them); a test of the model itself
-    calls it directly. And byte-compile the package once (:func:`_compile_package`)."""
+    calls it directly. And byte-compile the package and the test modules once
+    (:func:`_compile_package`, :func:`_compile_tests`)."""
     global _RUN_VECTORS, _RUN_LEDGER
     if hasattr(config, "workerinput"):
         return  # a worker inherits the controlling process's cache and compiled package
     _compile_package()
+    _compile_tests(config)
     counting = config.getoption("cpu_durations") is not None or config.getoption("cpu_json")
     if counting and LEDGER_ENV not in os.environ:
         fd, _RUN_LEDGER = tempfile.mkstemp(prefix="toolscout-ledger-", suffix=".jsonl")
@@ -101,6 +104,78 @@ def _compile_package() -> None:
 
     with contextlib.suppress(OSError):
         compileall.compile_dir(Path(toolscout.__file__).parent, quiet=2)
+
+
+def _compile_tests(config: pytest.Config) -> None:
+    """Write the ``__pycache__`` of ``tests/`` before any worker starts, where it is missing
+    or stale: each test module as pytest rewrites its asserts (pytest's own rewriting and
+    file format, so a worker's import finds it and does not rewrite), every other module
+    here (the kits) as Python compiles it. In a fresh clone each xdist worker otherwise
+    rewrote and compiled all of them itself, at once with the others (~3.5 s of CPU a
+    worker, three under ``make test``; round twenty-one, h/suite15). A pytest whose
+    rewriting module lacks these names only loses the head start: the workers write the
+    cache as before (:func:`pytest_make_collect_report`)."""
+    import compileall
+
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    tests = Path(__file__).resolve().parent
+    state = config.stash.get(rewrite.assertstate_key, None)
+    needed = ("PYC_TAIL", "_read_pyc", "_rewrite_test", "_write_pyc", "get_cache_dir")
+    if state is None or not all(hasattr(rewrite, name) for name in needed):
+        return
+    patterns = config.getini("python_files") or ["test_*.py"]
+    for source in sorted(tests.glob("*.py")):
+        # pytest rewrites this file too (every conftest.py), before any hook of it runs
+        rewritten = source.name == "conftest.py" or any(source.match(p) for p in patterns)
+        if not rewritten:
+            with contextlib.suppress(OSError):
+                compileall.compile_file(source, quiet=2)
+            continue
+        cache = rewrite.get_cache_dir(source)
+        pyc = cache / (source.name[:-3] + rewrite.PYC_TAIL)
+        if rewrite._read_pyc(source, pyc) is not None:
+            continue
+        with contextlib.suppress(OSError, SyntaxError):  # the worker then meets it itself
+            source_hash, code = rewrite._rewrite_test(source, config)
+            cache.mkdir(exist_ok=True)
+            rewrite._write_pyc(state, code, source_hash, pyc)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In the controlling process: start removing the old runs' temporary directories that
+    pytest removes as this run ends, in a thread, so that the end does not wait for it.
+    Pytest keeps the last ``tmp_path_retention_count`` (3) numbered ``pytest-N`` directories
+    and, at the end of a session, deletes the older ones (``cleanup_numbered_dir``): a whole
+    run's is ~2 GB in ~3,000 entries, and deleting one took 4.7 s of waiting on the disk (0.24 s
+    of CPU) while other work wrote to it, at the end of every run (round twenty-one, h/suite15).
+    The same call with the same arguments, earlier: it skips a directory whose lock is held
+    (another run still using it) as it does at the end, which does whatever is left. Not with
+    ``--basetemp`` (no numbered directories) or pytest without these names."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.option.basetemp:
+        return
+    try:
+        from _pytest.pathlib import LOCK_TIMEOUT, cleanup_numbered_dir
+
+        base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+        keep = int(config.getini("tmp_path_retention_count"))
+        if config.getini("tmp_path_retention_policy") == "none":
+            keep = 0
+        before = base.stat().st_mtime - LOCK_TIMEOUT
+    except (ImportError, AttributeError, ValueError, OSError):
+        return
+    if keep == 0 or not base.name.startswith("pytest-"):
+        return  # pytest removes every run's directory, this one's too, as it ends
+
+    def clear() -> None:
+        with contextlib.suppress(OSError):
+            cleanup_numbered_dir(base.parent, "pytest-", keep, before)
+
+    threading.Thread(target=clear, name="old-basetemps", daemon=True).start()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from demo_fixture import demo_db_copy, demo_template  # noqa: F401  (fixture)
+from fork_kit import toolscout as fork_toolscout
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)
@@ -63,11 +64,6 @@ def test_every_block_runs_in_order(tmp_path: Path) -> None:
 KEY = "a-development-secret-of-32-bytes!"
 
 
-def _exe() -> str:
-    exe = ROOT / ".venv" / "bin" / "toolscout"
-    return str(exe if exe.exists() else Path(sys.executable).with_name("toolscout"))
-
-
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -> Path:  # noqa: F811
     """What ``toolscout demo`` leaves (one run's copy: tests/demo_fixture.py)."""
@@ -76,26 +72,29 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -> Pa
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "mcp"])
 def test_a_searched_name_calls_from_the_shell(demo_db: Path, fmt: str) -> None:
-    """What `toolscout search --format F --json` names is what `toolscout call` accepts."""
+    """What `toolscout search --format F --json` names is what `toolscout call` accepts.
+    Each command is a process of its own forked from the worker's fork server
+    (``fork_kit.toolscout``: ``python -m toolscout ARGS`` with the imports done; what the
+    README's own blocks and ``make demo`` run is tested above, cold)."""
     import json
 
     env = dict(os.environ, TOOLSCOUT_TOKEN_KEY=KEY)
-    exe = _exe()
     found = subprocess.run(
-        [exe, "search", "where is order 94218", "--db", str(demo_db), "--roles", "support_agent",
-         "--tenant", "acme", "--format", fmt, "--json"],
+        fork_toolscout("search", "where is order 94218", "--db", str(demo_db), "--roles",
+                           "support_agent", "--tenant", "acme", "--format", fmt, "--json"),
         check=True, capture_output=True, text=True, env=env,
     )  # fmt: skip
     schema = json.loads(found.stdout)["schemas"][0]
     name = schema["function"]["name"] if fmt == "openai" else schema["name"]
     assert name != "orders.find_order" or fmt == "mcp"
     token = subprocess.run(
-        [exe, "token", "issue", "--sub", "alice", "--tenant", "acme", "--roles", "support_agent"],
+        fork_toolscout("token", "issue", "--sub", "alice", "--tenant", "acme", "--roles",
+                           "support_agent"),
         check=True, capture_output=True, text=True, env=env,
     ).stdout.strip()  # fmt: skip
     called = subprocess.run(
-        [exe, "call", name, "--db", str(demo_db), "--token", token, "--args",
-         '{"order_id": "94218"}'],
+        fork_toolscout("call", name, "--db", str(demo_db), "--token", token, "--args",
+                           '{"order_id": "94218"}'),
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert called.returncode == 0, called.stderr

@@ -36,9 +36,13 @@ def kill_children() -> int:
     The SDK starts each stdio server in its own session (so a terminal's Ctrl-C does not
     reach it) and stops it when its connection closes; a connection abandoned mid-call
     or a gateway stopped by a signal could leave one running. Each connection records
-    the session leaders it started (:data:`SPAWNED`). Returns how many were killed."""
+    the session leaders it started (:data:`SPAWNED`). Returns how many were killed.
+    With none recorded there is nothing to look for: ``/proc`` is not read (a gateway of
+    HTTP upstreams only, which runs this as it stops)."""
     import signal
 
+    if not SPAWNED:
+        return 0
     killed = 0
     for pid in sorted(leaders() & SPAWNED):
         with contextlib.suppress(ProcessLookupError, PermissionError):
