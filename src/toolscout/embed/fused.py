@@ -86,15 +86,15 @@ def make_fused(shipped: bytes) -> bytes:
     }
     nodes, added = _fuse_attention(nodes, inits)
     inits.update((t.name, t) for t in added)
-    outputs = [_value_name(v) for n, _, v in graph if n == wire.GRAPH_OUTPUT]
-    nodes = _live(nodes, outputs)
+    outputs = [wire.value_name(v) for n, _, v in graph if n == wire.GRAPH_OUTPUT]
+    nodes = wire.live_nodes(nodes, outputs)
     produced = {o for node in nodes for o in node.outputs}
     used = {i for node in nodes for i in node.inputs}
     rest: list[wire.Field] = []
     for number, kind, value in graph:
         if number in (wire.GRAPH_NODE, wire.GRAPH_INITIALIZER):
             continue
-        if number == wire.GRAPH_VALUE_INFO and _value_name(value) not in produced:
+        if number == wire.GRAPH_VALUE_INFO and wire.value_name(value) not in produced:
             continue  # a shape of a value the rewrite removed
         rest.append((number, kind, value))
     new_graph = [(wire.GRAPH_NODE, wire.LEN, n.write()) for n in nodes]
@@ -113,13 +113,10 @@ def make_fused(shipped: bytes) -> bytes:
     return wire.encode([*out, (wire.MODEL_OPSET, wire.LEN, opset)])
 
 
-def _value_name(value: int | bytes) -> str:
-    return "".join(wire.strings(wire.parse(bytes(value)), wire.VALUE_NAME)) if value else ""
-
-
 def _fuse_attention(nodes: list[Node], inits: dict[str, Tensor]) -> tuple[list[Node], list[Tensor]]:
     """The nodes with each layer's attention output made by one ``Attention`` node (the
-    old chain left for :func:`_live` to drop), and the new initializers."""
+    old chain left for :func:`~toolscout.embed.onnxwire.live_nodes` to drop), and the new
+    initializers."""
     producer = {o: node for node in nodes for o in node.outputs}
     consumers: dict[str, list[Node]] = {}
     for node in nodes:
@@ -226,19 +223,6 @@ def _biased_matmul(
     add = next((n for n in consumers.get(bias, []) if n.op_type == "Add"), None)
     matmul = producer.get(add.inputs[0]) if add is not None else None
     return matmul if matmul is not None and matmul.op_type == "MatMul" else None
-
-
-def _live(nodes: list[Node], outputs: list[str]) -> list[Node]:
-    """The nodes the outputs depend on, in their order (a topological one)."""
-    producer = {o: i for i, node in enumerate(nodes) for o in node.outputs}
-    keep: set[int] = set()
-    stack = list(outputs)
-    while stack:
-        index = producer.get(stack.pop())
-        if index is not None and index not in keep:
-            keep.add(index)
-            stack.extend(n for n in nodes[index].inputs if n)
-    return [node for i, node in enumerate(nodes) if i in keep]
 
 
 __all__ = [

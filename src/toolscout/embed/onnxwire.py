@@ -193,13 +193,33 @@ class Tensor:
         return encode([*fields, (TENSOR_RAW, LEN, self.raw)])
 
 
+def value_name(value: int | bytes) -> str:
+    """The name of a graph's ``ValueInfoProto`` (an input, output or value info), "" if empty."""
+    return "".join(strings(parse(bytes(value)), VALUE_NAME)) if value else ""
+
+
+def live_nodes(nodes: list[Node], outputs: list[str]) -> list[Node]:
+    """The nodes the outputs depend on, in their order (a topological one)."""
+    producer = {o: i for i, node in enumerate(nodes) for o in node.outputs}
+    keep: set[int] = set()
+    stack = list(outputs)
+    while stack:
+        index = producer.get(stack.pop())
+        if index is not None and index not in keep:
+            keep.add(index)
+            stack.extend(n for n in nodes[index].inputs if n)
+    return [node for i, node in enumerate(nodes) if i in keep]
+
+
 __all__ = [
     "Field",
     "Node",
     "Tensor",
     "encode",
     "int_attribute",
+    "live_nodes",
     "parse",
     "string_field",
     "strings",
+    "value_name",
 ]

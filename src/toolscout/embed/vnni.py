@@ -161,15 +161,15 @@ def make_vnni(shipped: bytes, block: int = BLOCK) -> bytes:
     if not replaced:
         raise ModelError("ONNX file: no int8 weight MatMuls found where the model has them")
     inits.update((t.name, t) for t in added)
-    outputs = [_value_name(v) for n, _, v in graph if n == wire.GRAPH_OUTPUT]
-    body = _live(body, outputs)
+    outputs = [wire.value_name(v) for n, _, v in graph if n == wire.GRAPH_OUTPUT]
+    body = wire.live_nodes(body, outputs)
     produced = {o for node in body for o in node.outputs}
     used = {i for node in body for i in node.inputs}
     rest = [
         (number, kind, value)
         for number, kind, value in graph
         if number not in (wire.GRAPH_NODE, wire.GRAPH_INITIALIZER)
-        and not (number == wire.GRAPH_VALUE_INFO and _value_name(value) not in produced)
+        and not (number == wire.GRAPH_VALUE_INFO and wire.value_name(value) not in produced)
     ]
     new_graph = [(wire.GRAPH_NODE, wire.LEN, n.write()) for n in body]
     new_graph += [
@@ -200,23 +200,6 @@ def _int8_weight(
         raise ModelError(f"ONNX file: unexpected scales of weight {q.name}")
     values = np.frombuffer(q.raw, dtype=np.int8).reshape(q.dims)
     return values, np.frombuffer(scale.raw, dtype=np.float32)
-
-
-def _value_name(value: int | bytes) -> str:
-    return "".join(wire.strings(wire.parse(bytes(value)), wire.VALUE_NAME)) if value else ""
-
-
-def _live(nodes: list[Node], outputs: list[str]) -> list[Node]:
-    """The nodes the outputs depend on, in their order (a topological one)."""
-    producer = {o: i for i, node in enumerate(nodes) for o in node.outputs}
-    keep: set[int] = set()
-    stack = list(outputs)
-    while stack:
-        index = producer.get(stack.pop())
-        if index is not None and index not in keep:
-            keep.add(index)
-            stack.extend(n for n in nodes[index].inputs if n)
-    return [node for i, node in enumerate(nodes) if i in keep]
 
 
 __all__ = [
