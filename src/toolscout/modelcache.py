@@ -14,7 +14,7 @@ import os
 import tempfile
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 #: where made models are kept (default: the user cache directory's ``models``)
@@ -97,3 +97,20 @@ def sidecar_holds(path: Path) -> bool:
         return file_check(path) == expected
     except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
         return False
+
+
+def cached_or_made(target: Path, make: Callable[[], bytes], **meta: object) -> Path | bytes:
+    """``target`` when its sidecar's check holds; else ``make()``'s bytes kept there
+    (:func:`keep_made`, with ``meta`` in the sidecar) and ``target`` returned; the bytes
+    themselves when the cache cannot be written (this process only: no sidecar is left
+    naming a file that is not there)."""
+    if sidecar_holds(target):
+        return target
+    made = make()
+    try:
+        keep_made(target, lambda tmp: tmp.write_bytes(made), **meta)
+    except OSError:
+        with suppress(OSError):
+            sidecar(target).unlink()
+        return made
+    return target

@@ -23,7 +23,6 @@ a reader checks them and makes the file again when they differ.
 from __future__ import annotations
 
 import os
-from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +30,7 @@ import numpy as np
 from toolscout.embed import onnxwire as wire
 from toolscout.embed.onnxwire import Node, Tensor
 from toolscout.errors import ModelError
-from toolscout.modelcache import keep_made, model_cache_dir, sidecar, sidecar_holds
+from toolscout.modelcache import cached_or_made, model_cache_dir
 
 #: ``0`` turns the fused graph off (the shipped graph encodes every text)
 FUSED_ENV = "TOOLSCOUT_FUSED_ATTENTION"
@@ -59,17 +58,9 @@ def fused_model(source: Path, source_sha256: str, cache_dir: Path | None = None)
     when its check holds, else made and kept there; its bytes when the cache cannot be
     written (this process only)."""
     where = cache_dir if cache_dir is not None else model_cache_dir()
-    target = where / fused_name(source_sha256)
-    if sidecar_holds(target):
-        return target
-    made = make_fused(source.read_bytes())
-    try:
-        keep_made(target, lambda tmp: tmp.write_bytes(made), recipe=RECIPE)
-    except OSError:
-        with suppress(OSError):
-            sidecar(target).unlink()
-        return made
-    return target
+    return cached_or_made(
+        where / fused_name(source_sha256), lambda: make_fused(source.read_bytes()), recipe=RECIPE
+    )
 
 
 def make_fused(shipped: bytes) -> bytes:

@@ -45,7 +45,7 @@ from toolscout.embed import onnxwire as wire
 from toolscout.embed.fused import make_fused
 from toolscout.embed.onnxwire import Node, Tensor
 from toolscout.errors import ConfigError, ModelError
-from toolscout.modelcache import keep_made, model_cache_dir, sidecar, sidecar_holds
+from toolscout.modelcache import cached_or_made, model_cache_dir
 
 #: ``1`` turns the VNNI query graph on where the CPU has VNNI, ``0`` off; unset:
 #: :data:`DEFAULT_ON` (off: requests are encoded by the cards' graph)
@@ -100,17 +100,9 @@ def vnni_model(source: Path, source_sha256: str, cache_dir: Path | None = None) 
     file when its check holds, else made and kept there; its bytes when the cache cannot
     be written (this process only)."""
     where = cache_dir if cache_dir is not None else model_cache_dir()
-    target = where / vnni_name(source_sha256)
-    if sidecar_holds(target):
-        return target
-    made = make_vnni(source.read_bytes())
-    try:
-        keep_made(target, lambda tmp: tmp.write_bytes(made), recipe=RECIPE)
-    except OSError:
-        with suppress(OSError):
-            sidecar(target).unlink()
-        return made
-    return target
+    return cached_or_made(
+        where / vnni_name(source_sha256), lambda: make_vnni(source.read_bytes()), recipe=RECIPE
+    )
 
 
 def make_vnni(shipped: bytes, block: int = BLOCK) -> bytes:
