@@ -65,16 +65,7 @@ def fused_model(source: Path, source_sha256: str, cache_dir: Path | None = None)
 
 def make_fused(shipped: bytes) -> bytes:
     """The rewrite: every layer's attention as one ``Attention`` node (see the module)."""
-    model = wire.parse(shipped)
-    graphs = [v for n, w, v in model if n == wire.MODEL_GRAPH and isinstance(v, bytes)]
-    if len(graphs) != 1:
-        raise ModelError("ONNX file: expected one graph")
-    graph = wire.parse(graphs[0])
-    nodes = [Node.read(bytes(v)) for n, _, v in graph if n == wire.GRAPH_NODE]
-    inits = {
-        t.name: t
-        for t in (Tensor.read(bytes(v)) for n, _, v in graph if n == wire.GRAPH_INITIALIZER)
-    }
+    model, graph, nodes, inits = wire.read_graph(shipped)
     nodes, added = _fuse_attention(nodes, inits)
     inits.update((t.name, t) for t in added)
     outputs = [wire.value_name(v) for n, _, v in graph if n == wire.GRAPH_OUTPUT]

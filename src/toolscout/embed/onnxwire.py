@@ -211,6 +211,23 @@ def live_nodes(nodes: list[Node], outputs: list[str]) -> list[Node]:
     return [node for i, node in enumerate(nodes) if i in keep]
 
 
+def read_graph(
+    model_bytes: bytes,
+) -> tuple[list[Field], list[Field], list[Node], dict[str, Tensor]]:
+    """A model's fields, its one graph's fields, the graph's nodes and its initializers by
+    name; ModelError when the model does not hold exactly one graph."""
+    model = parse(model_bytes)
+    graphs = [v for n, w, v in model if n == MODEL_GRAPH and isinstance(v, bytes)]
+    if len(graphs) != 1:
+        raise ModelError("ONNX file: expected one graph")
+    graph = parse(graphs[0])
+    nodes = [Node.read(bytes(v)) for n, _, v in graph if n == GRAPH_NODE]
+    inits = {
+        t.name: t for t in (Tensor.read(bytes(v)) for n, _, v in graph if n == GRAPH_INITIALIZER)
+    }
+    return model, graph, nodes, inits
+
+
 __all__ = [
     "Field",
     "Node",
@@ -219,6 +236,7 @@ __all__ = [
     "int_attribute",
     "live_nodes",
     "parse",
+    "read_graph",
     "string_field",
     "strings",
     "value_name",

@@ -107,16 +107,7 @@ def vnni_model(source: Path, source_sha256: str, cache_dir: Path | None = None) 
 
 def make_vnni(shipped: bytes, block: int = BLOCK) -> bytes:
     """The rewrite (see the module): the fused graph with its weight MatMuls block-wise."""
-    model = wire.parse(make_fused(shipped))
-    graphs = [v for n, w, v in model if n == wire.MODEL_GRAPH and isinstance(v, bytes)]
-    if len(graphs) != 1:
-        raise ModelError("ONNX file: expected one graph")
-    graph = wire.parse(graphs[0])
-    nodes = [Node.read(bytes(v)) for n, _, v in graph if n == wire.GRAPH_NODE]
-    inits = {
-        t.name: t
-        for t in (Tensor.read(bytes(v)) for n, _, v in graph if n == wire.GRAPH_INITIALIZER)
-    }
+    model, graph, nodes, inits = wire.read_graph(make_fused(shipped))
     producer = {o: node for node in nodes for o in node.outputs}
     added: list[Tensor] = []
     body: list[Node] = []
