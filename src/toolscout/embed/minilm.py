@@ -193,20 +193,19 @@ class MiniLMEmbedder:
             model = quantised_model(model, MODEL_SHA256, self._model_cache)
             return embed_session.plain(ort, model, options), "shipped"
         graph: Path | bytes = model
-        if self.vnni:  # made beside the fused graph, as it is
-            from toolscout.embed.vnni import make_vnni, vnni_model
+        if self.fused or self.vnni:  # a graph made from the shipped one: in the cache beside
+            # the kept graph; keeping off, this process's own
+            from toolscout.embed import fused, vnni
 
+            made, make = (
+                (vnni.vnni_model, vnni.make_vnni)
+                if self.vnni
+                else (fused.fused_model, fused.make_fused)
+            )
             if self._keep:
-                graph = vnni_model(model, MODEL_SHA256, self._model_cache)
+                graph = made(model, MODEL_SHA256, self._model_cache)
             else:
-                graph = make_vnni(model.read_bytes())
-        if self.fused:  # in the cache beside the kept graph; keeping off: this process's
-            from toolscout.embed.fused import fused_model, make_fused
-
-            if self._keep:
-                graph = fused_model(model, MODEL_SHA256, self._model_cache)
-            else:
-                graph = make_fused(model.read_bytes())
+                graph = make(model.read_bytes())
         if self._keep:
             session, kept_now = embed_session.make_and_keep(
                 ort, graph, self._kept_path(ort), options
