@@ -68,30 +68,13 @@ def make_fused(shipped: bytes) -> bytes:
     model, graph, nodes, inits = wire.read_graph(shipped)
     nodes, added = _fuse_attention(nodes, inits)
     inits.update((t.name, t) for t in added)
-    outputs = [wire.value_name(v) for n, _, v in graph if n == wire.GRAPH_OUTPUT]
-    nodes = wire.live_nodes(nodes, outputs)
-    produced = {o for node in nodes for o in node.outputs}
-    used = {i for node in nodes for i in node.inputs}
-    rest: list[wire.Field] = []
-    for number, kind, value in graph:
-        if number in (wire.GRAPH_NODE, wire.GRAPH_INITIALIZER):
-            continue
-        if number == wire.GRAPH_VALUE_INFO and wire.value_name(value) not in produced:
-            continue  # a shape of a value the rewrite removed
-        rest.append((number, kind, value))
-    new_graph = [(wire.GRAPH_NODE, wire.LEN, n.write()) for n in nodes]
-    new_graph += [
-        (wire.GRAPH_INITIALIZER, wire.LEN, t.write()) for t in inits.values() if t.name in used
-    ]
     opset = wire.encode(
         [
             wire.string_field(wire.OPSET_DOMAIN, "com.microsoft"),
             (wire.OPSET_VERSION, wire.VARINT, 1),
         ]
     )
-    out = [
-        (n, w, wire.encode(new_graph + rest) if n == wire.MODEL_GRAPH else v) for n, w, v in model
-    ]
+    out = wire.with_graph(model, graph, nodes, inits)
     return wire.encode([*out, (wire.MODEL_OPSET, wire.LEN, opset)])
 
 

@@ -228,6 +228,27 @@ def read_graph(
     return model, graph, nodes, inits
 
 
+def with_graph(
+    model: list[Field], graph: list[Field], nodes: list[Node], inits: dict[str, Tensor]
+) -> list[Field]:
+    """``model``'s fields with its graph rewritten to ``nodes``: only the nodes the graph's
+    outputs depend on (:func:`live_nodes`), the initializers they read, and the graph's other
+    fields but the shapes of values no kept node produces (a rewrite removed them)."""
+    outputs = [value_name(v) for n, _, v in graph if n == GRAPH_OUTPUT]
+    nodes = live_nodes(nodes, outputs)
+    produced = {o for node in nodes for o in node.outputs}
+    used = {i for node in nodes for i in node.inputs}
+    rest = [
+        (number, kind, value)
+        for number, kind, value in graph
+        if number not in (GRAPH_NODE, GRAPH_INITIALIZER)
+        and not (number == GRAPH_VALUE_INFO and value_name(value) not in produced)
+    ]
+    new_graph: list[Field] = [(GRAPH_NODE, LEN, n.write()) for n in nodes]
+    new_graph += [(GRAPH_INITIALIZER, LEN, t.write()) for t in inits.values() if t.name in used]
+    return [(n, w, encode(new_graph + rest) if n == MODEL_GRAPH else v) for n, w, v in model]
+
+
 __all__ = [
     "Field",
     "Node",
@@ -240,4 +261,5 @@ __all__ = [
     "string_field",
     "strings",
     "value_name",
+    "with_graph",
 ]

@@ -144,23 +144,7 @@ def make_vnni(shipped: bytes, block: int = BLOCK) -> bytes:
     if not replaced:
         raise ModelError("ONNX file: no int8 weight MatMuls found where the model has them")
     inits.update((t.name, t) for t in added)
-    outputs = [wire.value_name(v) for n, _, v in graph if n == wire.GRAPH_OUTPUT]
-    body = wire.live_nodes(body, outputs)
-    produced = {o for node in body for o in node.outputs}
-    used = {i for node in body for i in node.inputs}
-    rest = [
-        (number, kind, value)
-        for number, kind, value in graph
-        if number not in (wire.GRAPH_NODE, wire.GRAPH_INITIALIZER)
-        and not (number == wire.GRAPH_VALUE_INFO and wire.value_name(value) not in produced)
-    ]
-    new_graph = [(wire.GRAPH_NODE, wire.LEN, n.write()) for n in body]
-    new_graph += [
-        (wire.GRAPH_INITIALIZER, wire.LEN, t.write()) for t in inits.values() if t.name in used
-    ]
-    return wire.encode(
-        [(n, w, wire.encode(new_graph + rest) if n == wire.MODEL_GRAPH else v) for n, w, v in model]
-    )
+    return wire.encode(wire.with_graph(model, graph, body, inits))
 
 
 def _int8_weight(
