@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import quality  # noqa: E402
 from encoder_skip import recall  # noqa: E402
+from query_int8_recipes import fused_options  # noqa: E402
 
 #: a set may lose at most this much recall@5 for the int8 query encoder to be the default
 MAX_LOSS = 0.005
@@ -61,8 +62,13 @@ def graph_embedder(path: Path) -> Any:
         def _make_session(self, ort: Any) -> tuple[Any, str]:
             return embed_session.plain(ort, path, self._options(ort)), "screened"
 
-    fused = path.stem.startswith("f") and not path.stem.endswith("_sln")
-    return _Graph(threads=1, spin_wait=False, keep_session=False, fused=fused, vnni_queries=False)
+    return _Graph(
+        threads=1,
+        spin_wait=False,
+        keep_session=False,
+        fused=fused_options(path),
+        vnni_queries=False,
+    )
 
 
 def measure_set(

@@ -58,6 +58,13 @@ import quality  # noqa: E402
 KINDS = ("qkv", "ao", "fi", "fo")
 
 
+def fused_options(graph: Path) -> bool:
+    """Whether a recipe's file is screened with the fused graph's session options
+    (``fused.SESSION_CONFIG``): a recipe over the fused graph (its name starts with ``f``)
+    unless its name ends in ``_sln``."""
+    return graph.stem.startswith("f") and not graph.stem.endswith("_sln")
+
+
 def _folded(fused: bool = False) -> Any:
     import onnx
 
@@ -337,7 +344,7 @@ def screen(graphs: dict[str, Path], texts: Sequence[str], timed: int) -> dict[st
         opts.intra_op_num_threads = opts.inter_op_num_threads = 1
         opts.log_severity_level = 3
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if path.stem.startswith("f") and not path.stem.endswith("_sln"):
+        if fused_options(path):
             for key, value in SESSION_CONFIG.items():
                 opts.add_session_config_entry(key, value)
         return ort.InferenceSession(str(path), opts, ["CPUExecutionProvider"])
