@@ -200,9 +200,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = {"before": base}
     fits = fit_variants(by_set, variants)
     sizes = {d.name: group_sizes(d) for d in bench_sets(args.bench) if d.name in by_set}
+    # each variant's rows, derived once for its fit and its scores
+    derived = {
+        v: {n: derive(rows, v, sizes[n], base) for n, rows in by_set.items()} for v in DERIVED
+    }
     for v in DERIVED:
-        derived = {n: derive(rows, v, sizes[n], base) for n, rows in by_set.items()}
-        fits.update(fit_variants(derived, {v: base + 1}))
+        fits.update(fit_variants(derived[v], {v: base + 1}))
     results: dict[str, Any] = {}
     for name, rows in by_set.items():
         fired = [bool(r["x"][:, -1].any()) for r in rows]
@@ -218,13 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "fixed": scores_at(rows, fixed_order),
         }
         res.update(variant_scores(rows, name, fits, variants, args.blends))
-        res.update(variant_scores(derive(rows, "group", sizes[name], base), name, fits,
+        res.update(variant_scores(derived["group"][name], name, fits,
                                   {"group": base + 1}, args.blends))  # fmt: skip
         # the prior fitted with the column, ordered without it
         res.update(variant_scores(rows, name, {"prior-only": fits["group"]},
                                   {"prior-only": base}, args.blends))  # fmt: skip
         for v in DERIVED[1:]:
-            res.update(variant_scores(derive(rows, v, sizes[name], base), name, fits,
+            res.update(variant_scores(derived[v][name], name, fits,
                                       {v: base + 1}, args.blends))  # fmt: skip
         results[name] = res
     args.json.parent.mkdir(parents=True, exist_ok=True)
