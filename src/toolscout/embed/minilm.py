@@ -132,12 +132,19 @@ class MiniLMEmbedder:
         if vnni and (quantised or model_path is not None):
             raise ModelError("the VNNI query graph is made from the shipped model only")
         self._model_path = model_path
-        self.quantised = quantised
-        #: whether this embedder runs the VNNI query graph (``embed/vnni.py``): a query side
-        self.vnni = vnni
         use_fused = fused_enabled() if fused is None else fused
-        #: whether the fused-attention graph (``embed/fused.py``) encodes the texts
-        self.fused = use_fused and not quantised and model_path is None and not vnni
+        #: the graph this embedder runs: "vnni" (``embed/vnni.py``: a query side), "fused"
+        #: (``embed/fused.py``), "quantised" (``embed/quantise.py``) or "shipped" (the file
+        #: as shipped, or the one given by ``model_path``)
+        self.graph = (
+            "vnni"
+            if vnni
+            else "quantised"
+            if quantised
+            else "fused"
+            if use_fused and model_path is None
+            else "shipped"
+        )
         self._model_cache = model_cache
         keep = embed_session.keeping_enabled() if keep_session is None else keep_session
         self._keep = keep and not quantised and model_path is None
@@ -170,6 +177,21 @@ class MiniLMEmbedder:
                 vnni=True,
             )
 
+    @property
+    def quantised(self) -> bool:
+        """Whether the int8 graph (``embed/quantise.py``) encodes the texts."""
+        return self.graph == "quantised"
+
+    @property
+    def fused(self) -> bool:
+        """Whether the fused-attention graph (``embed/fused.py``) encodes the texts."""
+        return self.graph == "fused"
+
+    @property
+    def vnni(self) -> bool:
+        """Whether this embedder runs the VNNI query graph (``embed/vnni.py``)."""
+        return self.graph == "vnni"
+
     def _load(self) -> None:
         import onnxruntime as ort
 
@@ -187,19 +209,19 @@ class MiniLMEmbedder:
             if kept is not None:
                 return kept, "kept"
         model = _checked(self._model_path or default_model_path(), MODEL_SHA256, "ONNX model")
-        if self.quantised:
+        if self.graph == "quantised":
             from toolscout.embed.quantise import quantised_model
 
             model = quantised_model(model, MODEL_SHA256, self._model_cache)
             return embed_session.plain(ort, model, options), "shipped"
         graph: Path | bytes = model
-        if self.fused or self.vnni:  # a graph made from the shipped one: in the cache beside
+        if self.graph != "shipped":  # a graph made from the shipped one: in the cache beside
             # the kept graph; keeping off, this process's own
             from toolscout.embed import fused, vnni
 
             made, make = (
                 (vnni.vnni_model, vnni.make_vnni)
-                if self.vnni
+                if self.graph == "vnni"
                 else (fused.fused_model, fused.make_fused)
             )
             if self._keep:
@@ -224,7 +246,8 @@ class MiniLMEmbedder:
             opts.add_session_config_entry(
                 "session.intra_op.allow_spinning", "1" if self.spin_wait else "0"
             )
-            for key, value in (fused_config if self.fused or self.vnni else {}).items():
+            made = self.graph in ("fused", "vnni")  # both have the fused attention nodes
+            for key, value in (fused_config if made else {}).items():
                 opts.add_session_config_entry(key, value)
             return opts
 
@@ -236,8 +259,8 @@ class MiniLMEmbedder:
         from toolscout.modelcache import model_cache_dir
 
         where = self._model_cache if self._model_cache is not None else model_cache_dir()
-        recipe = RECIPE if self.fused else ""  # the shipped graph's kept name as before
-        recipe = vnni.RECIPE if self.vnni else recipe
+        # the shipped graph's kept name as before: no recipe
+        recipe = {"fused": RECIPE, "vnni": vnni.RECIPE}.get(self.graph, "")
         return where / embed_session.kept_name(MODEL_SHA256, ort.__version__, recipe)
 
     def load(self) -> None:
