@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: ``[text](target)`` and ``![alt](target)``; the text may hold one level of brackets
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+STRAY = re.compile(r"\]\(\s*<?([^)\s>]+)")
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 INLINE_CODE = re.compile(r"`[^`]*`")
@@ -91,9 +92,23 @@ def links(path: Path) -> list[tuple[int, str]]:
     ]
 
 
+def unlinked(path: Path) -> list[tuple[int, str]]:
+    """Each target written as a link's ``](target)`` whose text is not taken as a link's
+    (a stray bracket, as in ``[text]](target)``), with its paragraph's first line."""
+    return [
+        (number, match.group(1))
+        for number, paragraph in paragraphs(path.read_text(encoding="utf-8"))
+        for match in STRAY.finditer(LINK.sub("", INLINE_CODE.sub("", paragraph)))
+    ]
+
+
 def broken(path: Path, root: Path = ROOT) -> list[str]:
-    """One line per link of ``path`` that names a missing file or a missing heading."""
-    problems = []
+    """One line per link of ``path`` that names a missing file or a missing heading, or that
+    is not read as a link at all."""
+    problems = [
+        f"{path.relative_to(root)}:{number}: {target}: not a link (a stray bracket before it)"
+        for number, target in unlinked(path)
+    ]
     for number, target in links(path):
         if target.startswith(EXTERNAL):
             continue
@@ -132,11 +147,12 @@ def test_a_missing_file_and_a_missing_anchor_are_found(tmp_path: Path) -> None:
     page.write_text(
         "# Page\n\n[ok](other.md#a-part-its-figures) [self](#page)\n"
         "[gone](missing.md) [no anchor](other.md#a-part) [a wrapped\nlink](other.md#nowhere)\n"
-        "```\n[in a fence](missing-too.md)\n```\n",
+        "```\n[in a fence](missing-too.md)\n```\n[a stray bracket]](other.md)\n",
         encoding="utf-8",
     )
     problems = broken(page, root=tmp_path)
     assert [p.split(": ")[1] for p in problems] == [
+        "other.md",
         "missing.md",
         "other.md#a-part",
         "other.md#nowhere",
