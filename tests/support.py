@@ -13,7 +13,7 @@ from typing import Any
 from toolscout.cards import ToolSpec, make_spec
 from toolscout.embed.base import Embedder, Wrapped
 from toolscout.embed.minilm import MiniLMEmbedder
-from toolscout.embed.vectorcache import with_vector_cache
+from toolscout.embed.vectorcache import VECTOR_CACHE_ENV, CachedEmbedder, with_vector_cache
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
@@ -48,7 +48,31 @@ def e5_embedder() -> Embedder:
     one the model gives. The tests of the model itself make their own."""
     from toolscout.embed.e5 import MultilingualE5Embedder
 
-    return with_vector_cache(MultilingualE5Embedder())
+    e5 = with_vector_cache(MultilingualE5Embedder())
+    _parallel_texts_in_the_cache(e5)
+    return e5
+
+
+def _parallel_texts_in_the_cache(e5: Embedder) -> None:
+    """Put the texts the language space is measured on (``languagespace.PARALLEL``, 168 of
+    them, ~6 s of CPU at one thread) in the run's vector cache, one process at a time: the
+    first process of the run to get here encodes them and the others wait for it, then find
+    them there. Without it the workers whose first e5 tests ran at the same time each
+    encoded them (two workers, 8.1 and 6.7 s of CPU, round twenty-two). Each process still
+    measures the language space itself from these vectors, as it did when another worker
+    had put them there first. Without a run cache, nothing is done."""
+    import fcntl
+    import os
+
+    where = os.environ.get(VECTOR_CACHE_ENV, "").strip()
+    if not where or not isinstance(e5, CachedEmbedder):
+        return
+    from toolscout.discovery.languagespace import PARALLEL
+
+    texts = [text for lang in PARALLEL for text in PARALLEL[lang]]
+    with (Path(where) / "e5-parallel.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        e5.embed(texts)
 
 
 class CountingEmbedder(Wrapped):

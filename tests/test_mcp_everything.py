@@ -20,7 +20,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import warnings
 from collections.abc import AsyncIterator, Iterator
@@ -39,6 +38,7 @@ from _mcp_kit import (
     wait_port,
 )
 from fork_kit import toolscout as fork_toolscout
+from fork_kit import upstream as fork_upstream
 from port_kit import free_port
 from toolscout.gateway.auth import issue_token
 from toolscout.mcp.wire import raw_request
@@ -116,8 +116,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                                  "tools": {"trigger-long-running-operation": {"timeout_s": 4}}}},
             "fs": {"command": files[0], "args": [*files[1:], str(base)],
                    "toolscout": {"scopes": []}},
-            "pg": {"command": sys.executable, "args": [str(tmp / "pager.py")],
-                   "toolscout": {"scopes": []}},
+            # forked (fork_kit): a Python upstream's pages, not its start
+            "pg": fork_upstream(tmp / "pager.py", toolscout={"scopes": []}),
             "tk": {"command": tasker[0], "args": [*tasker[1:], "tk"], "env": node_env(),
                    "toolscout": {"scopes": []}},
         },
