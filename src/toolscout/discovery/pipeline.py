@@ -164,12 +164,15 @@ def top_k(
     def cost(tool_id: str) -> int:
         return catalog.schema_tokens(tool_id, fmt)
 
-    # of copies of one name the request cannot tell apart, the caller's own first
+    # of copies of one name the request cannot tell apart, the caller's own first (none
+    # moves when no entitled card is offered to named tenants: every copy reaches alike)
     ranked = retrieval.candidates
-    order = closest_first([c.id for c in ranked], ent.by_id, query.text)
-    if any(c.id != t for c, t in zip(ranked, order, strict=True)):
-        by_id = {c.id: c for c in ranked}
-        ranked = [by_id[t] for t in order]
+    if _tenanted(ent):
+        ids = [c.id for c in ranked]
+        order = closest_first(ids, ent.by_id, query.text)
+        if ids != order:
+            by_id = {c.id: c for c in ranked}
+            ranked = [by_id[t] for t in order]
     chosen = select_candidates(
         ranked,
         exact,
@@ -192,6 +195,27 @@ def top_k(
         candidates=ranked,
     )
     return within_budget(with_finders, cost, token_budget)
+
+
+#: per entitlement (by the identity of its immutable tuple of cards, a reference held):
+#: whether any of its cards is offered to named tenants; the catalog reuses an entitlement
+#: across requests, so this is one pass over its cards, not one a request
+_TENANTED: dict[int, tuple[tuple[Any, ...], bool]] = {}
+_TENANTED_SIZE = 512
+
+
+def _tenanted(ent: Entitlement) -> bool:
+    """Whether a card of ``ent`` is offered to named tenants (only then can
+    :func:`closest_first` move an id)."""
+    cards = ent.allowed
+    hit = _TENANTED.get(id(cards))
+    if hit is not None and hit[0] is cards:
+        return hit[1]
+    out = any(c.tenants for c in ent.by_id.values()) or any(c.tenants for c in cards)
+    if len(_TENANTED) >= _TENANTED_SIZE:  # entitlements of past generations: start over
+        _TENANTED.clear()
+    _TENANTED[id(cards)] = (cards, out)
+    return out
 
 
 def shown_confidence(
