@@ -14,6 +14,7 @@ import pytest
 
 from support import spec
 from toolscout.discovery import pipeline
+from toolscout.discovery.query import closest_first
 from toolscout.policy import PolicyConfig, Principal, entitle
 from toolscout.stores.base import KIND_ALIAS, KIND_CARD, IndexedTool
 from toolscout.stores.sqlite import SQLiteStore
@@ -70,22 +71,41 @@ def test_the_lexical_lists_ids_are_added_with_their_best_rows_cosine(
     store.close()
 
 
-def test_a_ranking_is_reordered_only_where_an_entitled_card_is_offered_to_named_tenants() -> (
-    None
-):
-    plain = [spec("a.search", name="Search"), spec("b.search", name="Search")]
-    tenanted = [*plain, spec("acme.search", name="Search", tenants=["acme"])]
-    who = Principal.of("u", "acme", scopes=["*"])
-    none = entitle([s.card for s in plain], who, PolicyConfig())
-    some = entitle([s.card for s in tenanted], who, PolicyConfig())
-    assert pipeline._tenanted(none) is False
-    assert pipeline._tenanted(some) is True
-    # held per entitlement: asked again, the same answers (not the other's)
-    assert (pipeline._tenanted(none), pipeline._tenanted(some)) == (False, True)
-    # a caller of another tenant is not entitled to acme's card: nothing tenanted
-    other = entitle([s.card for s in tenanted], Principal.of("v", "globex", scopes=["*"]),
+def test_only_the_copies_of_a_name_offered_to_different_numbers_of_tenants_can_move() -> None:
+    specs = [
+        spec("a.search", name="Search"),
+        spec("b.search", name="Search"),
+        spec("acme.search", name="Search", tenants=["acme"]),
+        spec("acme.close", name="Close", tenants=["acme"]),
+        spec("pair.close", name="Close", tenants=["acme", "globex"]),
+        spec("acme.open", name="Open", tenants=["acme"]),
+        spec("globex.open", name="Open", tenants=["globex"]),
+        spec("x.open", name="Open", tenants=["x", "globex"]),
+    ]
+    acme = entitle([s.card for s in specs], Principal.of("u", "acme", scopes=["*"]),
+                   PolicyConfig())  # fmt: skip
+    assert pipeline._movable(acme) == {
+        "a.search",
+        "b.search",
+        "acme.search",
+        "acme.close",
+        "pair.close",
+    }  # "Open": acme's own copy alone is entitled
+    assert pipeline._movable(acme) is pipeline._movable(acme)  # held per entitlement
+    plain = entitle([s.card for s in specs[:2]], Principal.of("u", "acme", scopes=["*"]),
                     PolicyConfig())  # fmt: skip
-    assert pipeline._tenanted(other) is False
+    assert pipeline._movable(plain) == frozenset()  # no tenants: nothing moves
+    # and where it says nothing moves, closest_first agrees, for every order of the ids
+    for ent in (acme, plain):
+        movable = pipeline._movable(ent)
+        ids = list(ent.by_id)
+        for shift in range(len(ids)):
+            ranked = ids[shift:] + ids[:shift]
+            for request in ("search", "close the ticket", "open"):
+                moved = closest_first(ranked, ent.by_id, request) != ranked
+                assert not moved or not movable.isdisjoint(ranked)
+            still = [t for t in ranked if t not in movable]
+            assert closest_first(still, ent.by_id, "search") == still
 
 
 def test_the_query_hash_is_the_keyed_digest_of_the_normalised_query(tmp_path: Path) -> None:
