@@ -67,11 +67,16 @@ def swaps(base: Path, targets: list[str]) -> list[tuple[Any, str, Any, Any]]:
         module_name, sep, attr = spec.partition(":")
         if not sep or not attr:
             raise SystemExit(f"--swap {target!r}: expected module:attr or module:Class.attr")
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise SystemExit(f"--swap {target!r}: cannot import {module_name}: {exc}") from exc
         old = _base_module(base, source or module_name, held)
         *path, name = attr.split(".")
         owner_new, owner_old = module, old
         for part in path:
+            if not hasattr(owner_new, part) or not hasattr(owner_old, part):
+                raise SystemExit(f"--swap {target!r}: {part} is not in both trees")
             owner_new, owner_old = getattr(owner_new, part), getattr(owner_old, part)
         if name not in vars(owner_new) or name not in vars(owner_old):
             raise SystemExit(f"--swap {target!r}: {attr} is not in both trees")
