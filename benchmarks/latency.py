@@ -134,9 +134,9 @@ def end_to_end(
     for q in queries:
         clear_query_cache()  # each variant encodes the query anew (when it encodes it)
         t = time.perf_counter()
-        out = discover(cat, q, p, k=5, settings=skipping)
+        shown = discover(cat, q, p, k=5, settings=skipping)
         t_disc.append(time.perf_counter() - t)
-        skipped.append(bool(out.trace.encoder_skipped))
+        skipped.append(bool(shown.trace.encoder_skipped))
         clear_query_cache()
         t = time.perf_counter()
         discover(cat, q, p, k=5, settings=always)

@@ -158,7 +158,9 @@ class PhraseIndex:
         idents = [phrase_key(token) for token in identifiers(text)]
         read_ahead(self.identifiers, idents)
         for key in idents:
-            take(self.identifiers.get(key, ()), key)
+            got = self.identifiers.get(key)
+            if got:  # most keys name nothing: no call for them
+                take(got, key)
         tokens = words(text)
         distinct = set(tokens)
         read_ahead(self.starts, distinct)
@@ -172,8 +174,11 @@ class PhraseIndex:
             if i + n <= len(tokens)
         ]
         read_ahead(self.phrases, keys)
+        phrases = self.phrases
         for key in keys:
-            take(self.phrases.get(key, ()), key)
+            got = phrases.get(key)
+            if got:
+                take(got, key)
         return found
 
 

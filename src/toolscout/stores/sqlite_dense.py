@@ -74,7 +74,16 @@ class _PerAllowed(Generic[_T]):
 class _Subset:
     """The rows of one allowed set (and kinds), grouped by tool for ``np.maximum.reduceat``."""
 
-    __slots__ = ("identity", "local", "needed", "one_row", "rows_u", "starts", "tools")
+    __slots__ = (
+        "every_tool",
+        "identity",
+        "local",
+        "needed",
+        "one_row",
+        "rows_u",
+        "starts",
+        "tools",
+    )
 
     def __init__(
         self,
@@ -84,6 +93,8 @@ class _Subset:
         n_unique: int,
     ) -> None:
         self.tools = tools  # positions of the tools that own a row, ascending
+        #: every tool of the index owns a row here (``tools`` is 0, 1, ..., n - 1)
+        self.every_tool = False
         self.starts = starts  # where each tool's rows start in ``rows_u``
         self.rows_u = rows_u  # each row's unique-vector index
         #: every tool has exactly one row (no aliases): the rows are the tools
@@ -197,6 +208,7 @@ class _DenseIndex:
         owners = self.owner_of[rows]  # ascending: rows are sorted by owner
         tools, starts = np.unique(owners, return_index=True)
         sub = _Subset(tools, starts, self.row_u[rows], len(self.matrix))
+        sub.every_tool = len(tools) == len(self.ids)  # sorted, distinct, in range(n)
         return self._subsets.put(allowed, sub, frozenset(kinds))
 
     def search(
@@ -228,6 +240,10 @@ class _DenseIndex:
         position = self.position
         wanted = [t for t in dict.fromkeys(also) if t not in seen and t in position]
         if not wanted:
+            return
+        if sub.every_tool:  # every tool has rows here: a tool's position is its place
+            hits.ids.extend(wanted)
+            hits.scores.extend(per_tool[[position[t] for t in wanted]].tolist())
             return
         pos = np.fromiter((position[t] for t in wanted), dtype=np.int64, count=len(wanted))
         at = np.minimum(np.searchsorted(sub.tools, pos), len(sub.tools) - 1)
