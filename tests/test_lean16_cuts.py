@@ -13,9 +13,6 @@ import numpy as np
 import pytest
 
 from support import spec
-from toolscout.discovery import pipeline
-from toolscout.discovery.query import closest_first
-from toolscout.policy import PolicyConfig, Principal, entitle
 from toolscout.stores.base import KIND_ALIAS, KIND_CARD, IndexedTool
 from toolscout.stores.sqlite import SQLiteStore
 from toolscout.telemetry.log import DiscoveryLog, normalise_query
@@ -69,43 +66,6 @@ def test_the_lexical_lists_ids_are_added_with_their_best_rows_cosine(
     assert hits.ids == [*top, *extra]
     assert hits.scores == pytest.approx([best[t] for t in hits.ids], rel=1e-6)
     store.close()
-
-
-def test_only_the_copies_of_a_name_offered_to_different_numbers_of_tenants_can_move() -> None:
-    specs = [
-        spec("a.search", name="Search"),
-        spec("b.search", name="Search"),
-        spec("acme.search", name="Search", tenants=["acme"]),
-        spec("acme.close", name="Close", tenants=["acme"]),
-        spec("pair.close", name="Close", tenants=["acme", "globex"]),
-        spec("acme.open", name="Open", tenants=["acme"]),
-        spec("globex.open", name="Open", tenants=["globex"]),
-        spec("x.open", name="Open", tenants=["x", "globex"]),
-    ]
-    acme = entitle([s.card for s in specs], Principal.of("u", "acme", scopes=["*"]),
-                   PolicyConfig())  # fmt: skip
-    assert pipeline._movable(acme) == {
-        "a.search",
-        "b.search",
-        "acme.search",
-        "acme.close",
-        "pair.close",
-    }  # "Open": acme's own copy alone is entitled
-    assert pipeline._movable(acme) is pipeline._movable(acme)  # held per entitlement
-    plain = entitle([s.card for s in specs[:2]], Principal.of("u", "acme", scopes=["*"]),
-                    PolicyConfig())  # fmt: skip
-    assert pipeline._movable(plain) == frozenset()  # no tenants: nothing moves
-    # and where it says nothing moves, closest_first agrees, for every order of the ids
-    for ent in (acme, plain):
-        movable = pipeline._movable(ent)
-        ids = list(ent.by_id)
-        for shift in range(len(ids)):
-            ranked = ids[shift:] + ids[:shift]
-            for request in ("search", "close the ticket", "open"):
-                moved = closest_first(ranked, ent.by_id, request) != ranked
-                assert not moved or not movable.isdisjoint(ranked)
-            still = [t for t in ranked if t not in movable]
-            assert closest_first(still, ent.by_id, "search") == still
 
 
 def test_the_query_hash_is_the_keyed_digest_of_the_normalised_query(tmp_path: Path) -> None:

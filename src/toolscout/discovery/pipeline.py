@@ -164,15 +164,12 @@ def top_k(
     def cost(tool_id: str) -> int:
         return catalog.schema_tokens(tool_id, fmt)
 
-    # of copies of one name the request cannot tell apart, the caller's own first (only
-    # the copies of a name offered to different numbers of tenants can move)
+    # of copies of one name the request cannot tell apart, the caller's own first
     ranked = retrieval.candidates
-    ids = [c.id for c in ranked]
-    if not _movable(ent).isdisjoint(ids):
-        order = closest_first(ids, ent.by_id, query.text)
-        if ids != order:
-            by_id = {c.id: c for c in ranked}
-            ranked = [by_id[t] for t in order]
+    order = closest_first([c.id for c in ranked], ent.by_id, query.text)
+    if any(c.id != t for c, t in zip(ranked, order, strict=True)):
+        by_id = {c.id: c for c in ranked}
+        ranked = [by_id[t] for t in order]
     chosen = select_candidates(
         ranked,
         exact,
@@ -195,32 +192,6 @@ def top_k(
         candidates=ranked,
     )
     return within_budget(with_finders, cost, token_budget)
-
-
-#: per entitlement (by the identity of its cards by id, a reference held): the ids
-#: :func:`closest_first` could move; the catalog reuses an entitlement across requests,
-#: so this is one pass over its cards, not one a request
-_MOVABLE: dict[int, tuple[Mapping[str, Any], frozenset[str]]] = {}
-_MOVABLE_SIZE = 512
-
-
-def _movable(ent: Entitlement) -> frozenset[str]:
-    """The entitled ids whose name other entitled cards hold with another reach (offered
-    to another number of tenants): :func:`closest_first` reorders only copies of one name
-    whose reach differs, so a ranking holding none of these ids stays as it is (a catalog
-    without tenants has none)."""
-    cards = ent.by_id
-    hit = _MOVABLE.get(id(cards))
-    if hit is not None and hit[0] is cards:
-        return hit[1]
-    reach: dict[str, set[float]] = {}
-    for card in cards.values():
-        reach.setdefault(card.name, set()).add(len(card.tenants) if card.tenants else float("inf"))
-    out = frozenset(t for t, card in cards.items() if len(reach[card.name]) > 1)
-    if len(_MOVABLE) >= _MOVABLE_SIZE:  # entitlements of past generations: start over
-        _MOVABLE.clear()
-    _MOVABLE[id(cards)] = (cards, out)
-    return out
 
 
 def shown_confidence(
