@@ -1,6 +1,5 @@
 """Round twenty-two's same-answer cuts outside the encoder (h/lean16): the dense index's
-extra hits when every tool is allowed, the ranking's copies left alone without tenanted
-cards, and the discovery log's query hash keyed once."""
+extra hits when every tool is allowed and the discovery log's query hash keyed once."""
 
 from __future__ import annotations
 
