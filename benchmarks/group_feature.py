@@ -207,7 +207,7 @@ def derive(
     variant: str,
     sizes: Mapping[str, int],
     base: int,
-    shape: Sequence[tuple[int, int]] = (),
+    shape: Sequence[tuple[int, int, int]] = (),
     keys: Mapping[str, frozenset[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """The rows with the first ``base`` columns and the group column as ``variant`` reads
@@ -304,12 +304,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # each variant's rows, derived once for its fit and its scores
     shape = {d.name: shapes(d, args.cache, args.limit, embedder)
              for d in bench_sets(args.bench) if d.name in by_set}  # fmt: skip
-    keys = {d.name: group_keys(d) for d in bench_sets(args.bench) if d.name in by_set}
+    group_of = {d.name: group_keys(d) for d in bench_sets(args.bench) if d.name in by_set}
     for n, rows in by_set.items():
         if len(shape[n]) != len(rows):
             raise SystemExit(f"{n}: {len(shape[n])} query shapes for {len(rows)} pools")
     derived = {
-        v: {n: derive(rows, v, sizes[n], base, shape[n], keys[n]) for n, rows in by_set.items()}
+        v: {n: derive(rows, v, sizes[n], base, shape[n], group_of[n]) for n, rows in by_set.items()}
         for v in chosen
     }
     for v in chosen:

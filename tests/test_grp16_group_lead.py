@@ -99,7 +99,7 @@ def test_a_long_request_naming_the_leading_group_reads_the_plain_share() -> None
 def test_a_short_request_reads_zero_even_when_it_names_the_group() -> None:
     query = "find the artist on spotify"
     assert len(set(terms(query))) < GROUP_MIN_TERMS
-    got, x = _matrix(query)
+    _, x = _matrix(query)
     assert x[:, -1].any()  # the plain share is there
     assert not x[:, GROUP_LEAD_AT].any()
 
@@ -112,15 +112,15 @@ def test_a_named_group_that_does_not_lead_the_pool_reads_zero() -> None:
     assert col["deezer.artist"] == pytest.approx(plain[got.index("deezer.artist")])
     assert col["spotify.artist"] == col["spotify.album"] == 0.0  # named, behind Deezer
     # a tool of no group leads: no named group leads
-    got, x = _matrix(query, lead="plain.tool")
+    _, x = _matrix(query, lead="plain.tool")
     assert not x[:, GROUP_LEAD_AT].any()
 
 
 def test_no_group_named_or_no_groups_reads_zero() -> None:
-    got, x = _matrix(f"look up an album for the {CONTEXT}")
+    _, x = _matrix(f"look up an album for the {CONTEXT}")
     assert not x[:, GROUP_LEAD_AT].any()
     bare = [CapabilityCard(c.id, c.name, c.summary) for c in CARDS]
-    got, x = _matrix(f"spotify data deezer for the {CONTEXT}", cards=bare)
+    _, x = _matrix(f"spotify data deezer for the {CONTEXT}", cards=bare)
     assert not x[:, GROUP_LEAD_AT].any()
 
 
