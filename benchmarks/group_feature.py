@@ -29,8 +29,21 @@ shares a term with the request: its "name" or "summary" column is above 0) and
 ``size-sqrt`` (divided by that number's square root). Each is derived from the cached
 pools and the set's ``tools.jsonl``, nothing read of the requests.
 
+Round twenty-two adds the request's shape and the pool's separation (:func:`shapes`,
+:func:`separating`): ``parts`` (the plain column only for a request the default reads in
+several parts, :func:`parts.request_parts`), ``long`` (only for a request of at least
+:data:`parts.MIN_TERMS` distinct content terms), ``long-read`` (the same count over the
+terms the ranker's features read, after frequent-term pruning: what ``features()`` can
+see), ``sep-top`` (each named group's column kept on its best pool tool by the fixed
+fusion only), ``sep-lead`` (kept on all of a named group's tools only when its best tool
+is the pool's best by the fixed fusion), and the gated forms ``parts-size``,
+``parts-sep-lead``, ``long-size`` and ``long-sep-lead`` (the gate of ``parts`` or
+``long-read``, then the form). ``long-sep-lead`` is what the default's "group_lead"
+column computes.
+
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/group_feature.py [--limit N]
-[--cache DIR] [--blends 4,32]``; writes ``benchmarks/results/group_feature.json``.
+[--cache DIR] [--blends 4,32] [--variants a,b]``; writes
+``benchmarks/results/group_feature.json``.
 """
 
 from __future__ import annotations
