@@ -309,8 +309,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     # the columns of the ranker without any group column (the cached pools: these, then
     # the plain group column last; built anew by a tree whose FEATURES end in
-    # "group_per_tool": these, that, then the plain one)
-    base = FEATURES.index("group_per_tool") if "group_per_tool" in FEATURES else len(FEATURES)
+    # "group_per_tool" or "group_lead": these, that, then the plain one)
+    base = next(
+        (FEATURES.index(c) for c in ("group_per_tool", "group_lead") if c in FEATURES),
+        len(FEATURES),
+    )
     variants = {"before": base}
     fits = fit_variants(by_set, variants)
     sizes = {d.name: group_sizes(d) for d in bench_sets(args.bench) if d.name in by_set}
