@@ -38,9 +38,8 @@ see), ``sep-top`` (each named group's column kept on its best pool tool by the f
 fusion only), ``sep-lead`` (kept on all of a named group's tools only when its best tool
 is the pool's best by the fixed fusion), and the gated forms ``parts-size``,
 ``parts-sep-lead``, ``long-size`` and ``long-sep-lead`` (the gate of ``parts`` or
-``long-read``, then the form). ``long-sep-lead`` is what round twenty-two's
-"group_lead" column computed (ship candidate 0376768, not shipped: it cost toolalpaca two
-requests in-set, docs/history/calibration.md).
+``long-read``, then the form). ``long-sep-lead`` is what the default's "group_lead"
+column computes (round twenty-two, docs/history/calibration.md).
 
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/group_feature.py [--limit N]
 [--cache DIR] [--blends 4,32] [--variants a,b]``; writes
