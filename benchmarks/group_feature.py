@@ -29,8 +29,21 @@ shares a term with the request: its "name" or "summary" column is above 0) and
 ``size-sqrt`` (divided by that number's square root). Each is derived from the cached
 pools and the set's ``tools.jsonl``, nothing read of the requests.
 
+Round twenty-two adds the request's shape and the pool's separation (:func:`shapes`,
+:func:`separating`): ``parts`` (the plain column only for a request the default reads in
+several parts, :func:`parts.request_parts`), ``long`` (only for a request of at least
+:data:`parts.MIN_TERMS` distinct content terms), ``long-read`` (the same count over the
+terms the ranker's features read, after frequent-term pruning: what ``features()`` can
+see), ``sep-top`` (each named group's column kept on its best pool tool by the fixed
+fusion only), ``sep-lead`` (kept on all of a named group's tools only when its best tool
+is the pool's best by the fixed fusion), and the gated forms ``parts-size``,
+``parts-sep-lead``, ``long-size`` and ``long-sep-lead`` (the gate of ``parts`` or
+``long-read``, then the form). ``long-sep-lead`` is what the default's "group_lead"
+column computes (round twenty-two, docs/history/calibration.md).
+
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/group_feature.py [--limit N]
-[--cache DIR] [--blends 4,32]``; writes ``benchmarks/results/group_feature.json``.
+[--cache DIR] [--blends 4,32] [--variants a,b]``; writes
+``benchmarks/results/group_feature.json``.
 """
 
 from __future__ import annotations
@@ -118,7 +131,77 @@ def time_features(rows: Sequence[Mapping[str, Any]], fields: Any, idf: Any) -> d
 
 #: the column's variants derived from the cached pools ("group": the plain share; besides
 #: "before" and "prior-only"): see the module's docstring
-DERIVED: tuple[str, ...] = ("group", "own-term", "size", "size-sqrt")
+DERIVED: tuple[str, ...] = (
+    "group", "own-term", "size", "size-sqrt",
+    "parts", "parts-size", "long", "long-read", "sep-top", "sep-lead", "parts-sep-lead",
+    "long-size", "long-sep-lead",
+)  # fmt: skip
+
+
+def shapes(d: Path, workdir: Path, limit: int | None, embedder: Any) -> list[tuple[int, int, int]]:
+    """Each query's shape as the product reads it, in the cached pools' order: how many
+    parts the default reads it in (:func:`parts.request_parts`; the default reads no
+    intents), its distinct content terms, and its distinct terms the ranker's features
+    read (the query's terms after frequent-term pruning, :func:`query.parse_query`);
+    cached in ``workdir``."""
+    from toolscout.discovery.lexical import terms
+    from toolscout.discovery.parts import request_parts
+    from toolscout.discovery.query import parse_query
+    from toolscout.errors import QueryError
+    from toolscout.settings import SearchSettings
+
+    cache = workdir / f"{d.name}.shape-{limit}.pkl"
+    if cache.exists():
+        kept: list[tuple[int, int, int]] = pickle.loads(cache.read_bytes())
+        return kept
+    settings = SearchSettings()
+    out: list[tuple[int, int, int]] = []
+    with opened_set(d, workdir, limit, embedder) as (cat, scored):
+        df, n_docs = cat.retriever(settings).store.document_frequency()
+        for q in scored:
+            text = q.query[: settings.max_query_chars]
+            try:
+                read = len(set(parse_query(text, df, n_docs, settings).terms))
+            except QueryError:
+                read = 0
+            out.append((len(request_parts(q.query)), len(set(terms(q.query))), read))
+    cache.write_bytes(pickle.dumps(out))
+    return out
+
+
+def group_keys(d: Path) -> dict[str, frozenset[str]]:
+    """Each tool's group terms (:attr:`FieldTerms.group`; tools without none)."""
+    from toolscout.discovery.features import FieldTerms
+    from toolscout.evaluate.evalset import read_tools
+
+    specs, _ = read_tools(d / "tools.jsonl")
+    return dict(FieldTerms.of((spec.card for spec in specs), group=True).group)
+
+
+def separating(
+    row: Mapping[str, Any], group: Any, keys: Mapping[str, frozenset[str]], lead: bool
+) -> Any:
+    """The group column kept, per named group (the pool tools with the column set that
+    share group terms), on its best tool by the fixed fusion only (``lead`` False:
+    "sep-top"), or on all its tools only when that best tool is the pool's best by the
+    fixed fusion against every tool outside the group (``lead`` True: "sep-lead")."""
+    from toolscout.discovery.calibrate import FIXED_MIX
+
+    fixed = row["x"][:, : len(FIXED_MIX)] @ np.asarray(FIXED_MIX)
+    ids = row["ids"]
+    members: dict[frozenset[str], list[int]] = {}
+    for i in np.flatnonzero(group > 0).tolist():
+        members.setdefault(keys[ids[i]], []).append(i)
+    out = np.zeros_like(group)
+    for g, at in members.items():
+        best = max(at, key=lambda i: fixed[i])
+        if not lead:
+            out[best] = group[best]
+            continue
+        outside = [fixed[i] for i in range(len(ids)) if keys.get(ids[i]) != g]
+        if not outside or fixed[best] >= max(outside):
+            out[at] = group[at]
+    return out
 
 
 def group_sizes(d: Path) -> dict[str, int]:
@@ -133,26 +216,46 @@ def group_sizes(d: Path) -> dict[str, int]:
 
 
 def derive(
-    rows: Sequence[Mapping[str, Any]], variant: str, sizes: Mapping[str, int], base: int
+    rows: Sequence[Mapping[str, Any]],
+    variant: str,
+    sizes: Mapping[str, int],
+    base: int,
+    shape: Sequence[tuple[int, int, int]] = (),
+    keys: Mapping[str, frozenset[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """The rows with the first ``base`` columns and the group column as ``variant`` reads
     it (the cached pools keep the plain group column last)."""
     from toolscout.discovery.features import FEATURES
+    from toolscout.discovery.parts import MIN_TERMS
 
+    if variant not in DERIVED:
+        raise ValueError(f"unknown group variant {variant!r}; known: {', '.join(DERIVED)}")
+    # a "parts-" ("long-") variant: the form after the prefix, read only for a request in
+    # parts (of at least parts.MIN_TERMS distinct terms read, as "long-read")
+    gate = "parts" if variant.startswith("parts") else None
+    if variant in ("long-size", "long-sep-lead"):
+        gate = "long"
+    form = "group" if variant == "parts" else variant.removeprefix(f"{gate}-")
     out: list[dict[str, Any]] = []
-    for row in rows:
+    for n, row in enumerate(rows):
         x = row["x"]
         group = x[:, -1].copy()
-        if variant == "group":
-            pass
-        elif variant == "own-term":
+        if gate == "parts":
+            group *= float(shape[n][0] > 1)
+        elif gate == "long":
+            group *= float(shape[n][2] >= MIN_TERMS)
+        if form == "long":
+            group *= float(shape[n][1] >= MIN_TERMS)
+        elif form == "long-read":
+            group *= float(shape[n][2] >= MIN_TERMS)
+        elif form == "own-term":
             group *= (x[:, FEATURES.index("name")] > 0) | (x[:, FEATURES.index("summary")] > 0)
-        elif variant == "size":
+        elif form == "size":
             group /= np.array([sizes[t] for t in row["ids"]], dtype=np.float64)
-        elif variant == "size-sqrt":
+        elif form == "size-sqrt":
             group /= np.sqrt(np.array([sizes[t] for t in row["ids"]], dtype=np.float64))
-        else:
-            raise ValueError(f"unknown group variant {variant!r}; known: {', '.join(DERIVED)}")
+        elif form in ("sep-top", "sep-lead"):
+            group = separating(row, group, keys or {}, lead=form == "sep-lead")
         out.append({**row, "x": np.column_stack([x[:, :base], group])})
     return out
 
@@ -168,11 +271,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--blends", type=lambda v: tuple(float(x) for x in v.split(",")), default=(4.0, 32.0)
     )
     parser.add_argument(
+        "--variants",
+        type=lambda v: tuple(v.split(",")),
+        default=DERIVED,
+        help=f"the derived variants to fit and score (default all: {','.join(DERIVED)}); "
+        '"group" is always one (prior-only reads its fit)',
+    )
+    parser.add_argument(
         "--time-only",
         action="store_true",
         help="build the pools and time the feature matrix (a new --cache), no fit",
     )
     args = parser.parse_args(args_list)
+    unknown = sorted(set(args.variants) - set(DERIVED))
+    if unknown:
+        parser.error(f"unknown --variants {unknown}; known: {', '.join(DERIVED)}")
+    chosen = ("group", *(v for v in DERIVED if v in args.variants and v != "group"))
 
     from toolscout.discovery.features import FEATURES, GROUP_FEATURES
     from toolscout.embed.minilm import MiniLMEmbedder
@@ -195,16 +309,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     # the columns of the ranker without any group column (the cached pools: these, then
     # the plain group column last; built anew by a tree whose FEATURES end in
-    # "group_per_tool": these, that, then the plain one)
-    base = FEATURES.index("group_per_tool") if "group_per_tool" in FEATURES else len(FEATURES)
+    # "group_per_tool" or "group_lead": these, that, then the plain one)
+    base = next(
+        (FEATURES.index(c) for c in ("group_per_tool", "group_lead") if c in FEATURES),
+        len(FEATURES),
+    )
     variants = {"before": base}
     fits = fit_variants(by_set, variants)
     sizes = {d.name: group_sizes(d) for d in bench_sets(args.bench) if d.name in by_set}
     # each variant's rows, derived once for its fit and its scores
+    shape = {d.name: shapes(d, args.cache, args.limit, embedder)
+             for d in bench_sets(args.bench) if d.name in by_set}  # fmt: skip
+    group_of = {d.name: group_keys(d) for d in bench_sets(args.bench) if d.name in by_set}
+    for n, rows in by_set.items():
+        if len(shape[n]) != len(rows):
+            raise SystemExit(f"{n}: {len(shape[n])} query shapes for {len(rows)} pools")
     derived = {
-        v: {n: derive(rows, v, sizes[n], base) for n, rows in by_set.items()} for v in DERIVED
+        v: {n: derive(rows, v, sizes[n], base, shape[n], group_of[n]) for n, rows in by_set.items()}
+        for v in chosen
     }
-    for v in DERIVED:
+    for v in chosen:
         fits.update(fit_variants(derived[v], {v: base + 1}))
     results: dict[str, Any] = {}
     for name, rows in by_set.items():
@@ -226,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the prior fitted with the column, ordered without it
         res.update(variant_scores(rows, name, {"prior-only": fits["group"]},
                                   {"prior-only": base}, args.blends))  # fmt: skip
-        for v in DERIVED[1:]:
+        for v in chosen[1:]:
             res.update(variant_scores(derived[v][name], name, fits,
                                       {v: base + 1}, args.blends))  # fmt: skip
         results[name] = res

@@ -91,6 +91,36 @@ def verdict(by_set: Mapping[str, Mapping[str, Any]], max_loss: float = MAX_LOSS)
     ]
 
 
+def against(
+    shipped: Mapping[str, Sequence[Sequence[float]]],
+    before: Mapping[str, Sequence[float]],
+    max_loss: float = MAX_LOSS,
+) -> tuple[dict[str, Any], list[str]]:
+    """Each set's shipped arm (its queries' recall@5 and complete@5) against an older
+    result's in-set figures (``before``: a quality.json's ``in_set`` sets, rounded to four
+    places), and each way it breaks the rule, strictly: complete@5 is a share of whole
+    requests, so the older figure is read as the whole count it rounds (1 of 199 requests
+    is 0.005025, past 0.005, though it prints as 0.0050)."""
+    from toolscout.evaluate.fitting import mean
+
+    out: dict[str, Any] = {}
+    broken: list[str] = []
+    for name, arms in shipped.items():
+        if name not in before:
+            raise SystemExit(f"error: the older result has no in-set figures for {name}")
+        n = len(arms[0])
+        got: dict[str, Any] = {"n": n}
+        for metric, values, old in zip(METRICS, arms, before[name], strict=True):
+            new = mean(values)
+            base = round(old * n) / n if metric == "complete@5" else old
+            diff = new - base
+            got[metric] = {"before": old, "now": round(new, 4), "diff": round(diff, 5)}
+            if diff < -max_loss:
+                broken.append(f"{name} {metric} {diff:+.5f} (before {old:.4f}, now {new:.4f})")
+        out[name] = got
+    return out, broken
+
+
 def refit_copy(src: Path, dst: Path, name: str) -> Path:
     """A copy of a set's indexed catalog (``name.db`` and its dense files) under ``dst``."""
     dst.mkdir(parents=True, exist_ok=True)
@@ -182,6 +212,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="an older quality.py result: compare each set held out with its fits and --fits'",
     )
+    parser.add_argument(
+        "--shipped-only",
+        type=Path,
+        default=None,
+        metavar="QUALITY_JSON",
+        help="run the shipped arm only (this tree's constants, each set's own calibration) "
+        "and judge it against this older result's in-set figures (its in_set), strictly",
+    )
     args = parser.parse_args(argv)
     try:
         fit = json.loads(args.fits.read_text(encoding="utf-8"))["fits"][args.fit]
@@ -198,6 +236,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         got = held_out_against(args, embedder, stages)
         if args.json:
             quality.write_results(args.json, command, held_out=got)
+        return 0
+    if args.shipped_only is not None:
+        try:
+            before = json.loads(args.shipped_only.read_text(encoding="utf-8"))["in_set"]["sets"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise SystemExit(f"error: {args.shipped_only} holds no in-set figures ({exc})") from exc
+        arms: dict[str, tuple[list[float], ...]] = {}
+        for d in quality.bench_sets(args.bench):
+            with quality.opened_set(d, args.cache, args.limit, embedder) as (cat, queries):
+                from toolscout.settings import SearchSettings
+
+                arms[d.name] = stages.get(
+                    "ship-shipped", d.name, quality.shipped(),
+                    lambda cat=cat, queries=queries: scores(cat, queries, SearchSettings()),
+                )  # fmt: skip
+            print(f"{d.name} in-set: " + ", ".join(
+                f"{m} {sum(v) / len(v):.4f}" for m, v in zip(METRICS, arms[d.name], strict=True)
+            ), flush=True)  # fmt: skip
+        got, broken = against(arms, before)
+        print("ships" if not broken else "does not ship: " + "; ".join(broken))
+        if args.json:
+            quality.write_results(args.json, command, sets=got, breaks=broken, max_loss=MAX_LOSS)
+        if args.into:
+            doc = json.loads(args.into.read_text(encoding="utf-8"))
+            doc["in_set"] = {
+                "command": command,
+                "sets": {n: [g[m]["now"] for m in METRICS] for n, g in got.items()},
+                "breaks": broken,
+                "max_loss": MAX_LOSS,
+            }
+            args.into.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", "utf-8")
         return 0
     by_set: dict[str, Any] = {}
     for d in quality.bench_sets(args.bench):
