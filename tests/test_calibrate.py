@@ -166,8 +166,8 @@ def test_the_blend_adds_the_fixed_fusion_to_the_learned_score() -> None:
     # a very large blend ranks a pool as the fixed fusion does
     x = np.array(
         [
-            [1.0, 1.0, 0.5, 0.3, -0.1, 1.0, 1.0, 0.3, 0.3, 0.0],  # the names match
-            [0.4, 0.5, 0.6, 1.0, 0.0, 0.0, 0.0, 1.0, 0.4, 0.0],  # the best cosine
+            [1.0, 1.0, 0.5, 0.3, -0.1, 1.0, 1.0, 0.3, 0.3],  # the names match
+            [0.4, 0.5, 0.6, 1.0, 0.0, 0.0, 0.0, 1.0, 0.4],  # the best cosine
         ]
     )
     fixed = x @ np.array(FIXED_MIX)

@@ -69,16 +69,12 @@ def test_group_terms_are_the_groups_unless_the_name_holds_them_all() -> None:
     )
 
 
-def test_the_default_fields_carry_the_group_terms() -> None:
-    """The product's phrase index (and a kept one) holds the group terms: the default
-    ranker's "group_lead" column reads them (round twenty-two); without ``group`` none,
-    and the other fields are the same."""
+def test_the_default_fields_carry_no_group_terms() -> None:
+    """Only a caller of the (off by default) column asks for group terms: the product's
+    phrase index, like a kept one, has none, and costs nothing for them."""
     fields = FieldTerms.of(CARDS)
-    assert fields.group == FieldTerms.of(CARDS, group=True).group
-    assert fields.group["spotify.album"] == frozenset(terms("Spotify Data"))
-    bare = FieldTerms.of(CARDS, group=False)
-    assert not bare.group and not bare.in_group
-    assert fields.name == bare.name and fields.summary == bare.summary
+    assert not fields.group and not fields.in_group
+    assert fields.name == FieldTerms.of(CARDS, group=True).name
 
 
 def test_the_column_is_the_idf_share_of_the_group_named() -> None:

@@ -34,7 +34,7 @@ def test_a_groups_size_counts_the_tools_with_the_same_group_terms() -> None:
 
 
 def test_fields_without_group_terms_count_every_tool_alone() -> None:
-    fields = FieldTerms.of(CARDS, group=False)  # fields made without group terms
+    fields = FieldTerms.of(CARDS)  # the product's fields: no group terms
     assert not fields.group
     assert {fields.group_size(c.id) for c in CARDS} == {1}
     assert fields.group_size("not.a.tool") == 1

@@ -484,8 +484,6 @@ def _phrase_index(state: _State, parts: Mapping[str, Any]) -> PhraseIndex:
         keys=parts["keys"],
         in_name=parts["in_name"],
         in_summary=parts["in_summary"],
-        group=parts["group"],
-        in_group=parts["in_group"],
     )
     vars(index).update(fields=fields, calibration=None, calibration_read=False,
                        phrases=parts["phrases"], identifiers=parts["identifiers"],

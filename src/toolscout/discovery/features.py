@@ -3,8 +3,7 @@
 Every candidate of a retrieval pool (the lexical ∪ dense ids) gets a few cheap numbers
 (:data:`FEATURES`): its BM25 and its rank in the lexical list, its cosine and its rank
 in the dense list, how much of its name and summary the request's terms hold (idf
-weighted, from :class:`FieldTerms`, built from the cards alone), and for a long request
-whether it names the tool's group when that group leads the pool ("group_lead"). The columns
+weighted, from :class:`FieldTerms`, built from the cards alone). The columns
 :data:`SHAPE_FEATURES` describe the request's shape, read per candidate; they are off
 by default. The learned ranker (discovery/ranker.py) weighs these columns, calibration
 (discovery/calibrate.py) fits the weights per catalog.
@@ -22,7 +21,6 @@ import numpy.typing as npt
 
 from toolscout.cards import CapabilityCard
 from toolscout.discovery.lexical import phrase_key, terms
-from toolscout.discovery.parts import MIN_TERMS as PARTS_MIN_TERMS
 from toolscout.stores.base import Hits
 
 Matrix = npt.NDArray[np.float64]
@@ -38,18 +36,7 @@ FEATURES: tuple[str, ...] = (
     "summary",  # idf share of the query's terms found in the summary
     "dense_rank",  # 1 / (1 + rank) in the dense pool, 0 when absent
     "both",  # lexical x normalised cosine: both signals agree
-    "group_lead",  # a long request names the tool's group, and that group leads the pool
 )
-#: the "group_lead" column: the idf share of the tool's group terms (:attr:`FieldTerms.group`)
-#: found in the request, as the "group" column (:data:`GROUP_FEATURES`) reads it, but only
-#: where the request's shape and the pool say a group is asked for: the request has at
-#: least :data:`GROUP_MIN_TERMS` distinct terms read (a long request, the kind that names
-#: several services), and the named group leads the pool, its best tool by the fixed
-#: fusion (:data:`FIXED_FUSION`) at least as high as every tool outside it. 0 otherwise,
-#: and for a tool without group terms (round twenty-two, docs/history/calibration.md)
-GROUP_LEAD_AT = FEATURES.index("group_lead")
-#: the fixed fusion the "group_lead" column's lead is read by (ranker.FIXED_MIX's weights)
-FIXED_FUSION: Mapping[str, float] = {"lexical": 0.3, "cosine_norm": 0.7}
 #: the request's shape, read per candidate (a constant of the query alone would cancel in
 #: the softmax over the pool: each is an interaction with a candidate's signal), appended
 #: after :data:`FEATURES` by ``features(shape=True)``. **Not used by the default**: fitted
@@ -68,12 +55,13 @@ SHAPE_FEATURES: tuple[str, ...] = (
 #: the request names the tool's group: the idf share of the tool's group terms
 #: (:attr:`FieldTerms.group`) found in the query, 0 for a tool without group terms; appended
 #: after :data:`FEATURES` (and :data:`SHAPE_FEATURES`, when read) by ``features(group=True)``.
-#: **Not used by the default** as such: fitted leave-one-set-out it raised toolbench held out
-#: (0.713 / 0.505 to 0.724 / 0.524) but cost toolalpaca 0.005 / 0.010 in-set, past the rule's
-#: 0.005 (benchmarks/group_feature.py, docs/history/calibration.md, round twenty); divided by
-#: the group's size (:meth:`FieldTerms.group_size`) it still cost toolalpaca one request
-#: in-set (round twenty-one). The default reads it only for a long request and a named group
-#: that leads the pool: the "group_lead" column of :data:`FEATURES` (round twenty-two)
+#: **Not used by the default**: fitted leave-one-set-out it raised toolbench held out (0.713
+#: / 0.505 to 0.724 / 0.524) but cost toolalpaca 0.005 / 0.010 in-set, past the rule's 0.005
+#: (benchmarks/group_feature.py, docs/history/calibration.md, round twenty). The product's
+#: phrase index holds no group terms (``FieldTerms.of`` without ``group``, and a kept one,
+#: discovery/keptparts.py): its FieldTerms.group is empty. Divided by the group's size
+#: (:meth:`FieldTerms.group_size`) it kept toolbench's held-out gain (0.723 / 0.526) and
+#: toolalpaca whole held out, but still cost toolalpaca one request in-set (round twenty-one)
 GROUP_FEATURES: tuple[str, ...] = ("group",)
 #: a query term is rare when its idf is at least this share of the catalog's largest idf
 RARE_IDF_SHARE = 0.5
@@ -81,9 +69,6 @@ RARE_IDF_SHARE = 0.5
 RARE_CAP = 3
 #: the query's length (distinct content terms) saturates here
 LONG_TERMS = 24
-#: the "group_lead" column reads a request of at least this many distinct terms: the
-#: length from which the default reads a request in parts (:data:`parts.MIN_TERMS`)
-GROUP_MIN_TERMS = PARTS_MIN_TERMS
 #: the lexical and dense lists agree by the overlap of their first this many
 AGREE_AT = 10
 #: candidates per retriever in calibration (as many as the query-time pool)
@@ -135,8 +120,9 @@ class FieldTerms:
         return _summed_idf(self._group_idf, self.group, tool_id, idf)
 
     @classmethod
-    def of(cls, cards: Iterable[CapabilityCard], *, group: bool = True) -> FieldTerms:
-        """The fields of ``cards``, with their group terms unless not ``group``."""
+    def of(cls, cards: Iterable[CapabilityCard], *, group: bool = False) -> FieldTerms:
+        """The fields of ``cards``; their group terms only with ``group`` (the column that
+        reads them is off by default, and a kept phrase index keeps none either)."""
         name: dict[str, frozenset[str]] = {}
         summary: dict[str, frozenset[str]] = {}
         keys: dict[str, frozenset[str]] = {}
@@ -263,8 +249,6 @@ def features(
         x[row[tid], 5] = w / fields.name_idf(tid, idf)
     for tid, w in summarised.items():
         x[row[tid], 6] = w / total
-    if len(q) >= GROUP_MIN_TERMS:
-        _group(x, GROUP_LEAD_AT, weights, fields, idf, pool, row, lead=True)
     if shape:
         _shape(x, q, weights, lex, dense, fields, idf, pool, row, parts)
     if group:
@@ -280,28 +264,15 @@ def _group(
     idf: Callable[[str], float],
     pool: Set[str],
     row: Mapping[str, int],
-    *,
-    lead: bool = False,
 ) -> None:
     """The "group" column (at ``col``): as the "name" column is computed, from the query's
-    terms to the pool's tools whose group holds one; with ``lead`` only for a named group
-    that leads the pool by the fixed fusion (the "group_lead" column)."""
+    terms to the pool's tools whose group holds one."""
     if not fields.in_group:
         return
     grouped: dict[str, float] = {}
     for t, w in weights.items():
         for tid in fields.in_group.get(t, frozenset()) & pool:
             grouped[tid] = grouped.get(tid, 0.0) + w
-    if grouped and lead:
-        # the pool's best by the fixed fusion, and each named group's best: a group leads
-        # when its best is the pool's best (no tool outside it above it)
-        fused = FIXED_FUSION["lexical"] * x[:, 0] + FIXED_FUSION["cosine_norm"] * x[:, 3]
-        top = float(fused.max())
-        best: dict[frozenset[str], float] = {}
-        for tid in grouped:
-            g = fields.group[tid]
-            best[g] = max(best.get(g, -math.inf), float(fused[row[tid]]))
-        grouped = {tid: w for tid, w in grouped.items() if best[fields.group[tid]] >= top}
     for tid, w in grouped.items():
         x[row[tid], col] = w / fields.group_idf(tid, idf)
 

@@ -65,8 +65,8 @@ __all__ = [
 #: the parts of the kept phrase index (its ranker fields, phrase tables and first words),
 #: of the name table, and of the finder index, with the kind each part's values are
 PHRASE_KINDS = {"name": KIND_SET, "summary": KIND_SET, "keys": KIND_SET, "in_name": KIND_SET,
-                "in_summary": KIND_SET, "group": KIND_SET, "in_group": KIND_SET,
-                "phrases": KIND_PAIRS, "identifiers": KIND_PAIRS, "starts": KIND_FLAG}  # fmt: skip
+                "in_summary": KIND_SET, "phrases": KIND_PAIRS, "identifiers": KIND_PAIRS,
+                "starts": KIND_FLAG}  # fmt: skip
 NAME_KINDS = {"names": KIND_STR, "rendered": KIND_STR}
 FINDER_KINDS = {"name_terms": KIND_SET, "by_term": KIND_LIST}
 
@@ -116,8 +116,6 @@ def phrase_parts(state: Source) -> dict[str, Any]:
         "keys": fields.keys,
         "in_name": fields.in_name,
         "in_summary": fields.in_summary,
-        "group": fields.group,
-        "in_group": fields.in_group,
         "phrases": index.phrases,
         "identifiers": index.identifiers,
         "starts": index.starts,

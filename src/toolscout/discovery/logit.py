@@ -22,13 +22,8 @@ L2 = 0.3
 STEPS = 300
 #: the prior weights, used before a catalog is calibrated (or when it is too small to fit):
 #: the conditional logit fitted on the five dev sets' queries (benchmarks/quality.py, which
-#: also refits them with each set held out and reports both); the tenth, "group_lead"'s,
-#: from the full six-set fit with that column (its "all" row, round twenty-two: that fit's
-#: other weights, shipped with it, cost toolalpaca two requests in-set; this weight with
-#: the nine before it costs no set, docs/history/calibration.md)
-PRIOR: tuple[float, ...] = (
-    2.9926, 0.0528, 2.6806, 1.7125, 3.8062, 1.1823, 1.3601, 0.6734, -1.2883, 1.4263,
-)  # fmt: skip
+#: also refits them with each set held out and reports both)
+PRIOR: tuple[float, ...] = (2.9926, 0.0528, 2.6806, 1.7125, 3.8062, 1.1823, 1.3601, 0.6734, -1.2883)
 PRIOR_NONE = 4.2753
 
 

@@ -21,14 +21,16 @@ import numpy as np
 import numpy.typing as npt
 
 from toolscout.discovery import orders as order_choice
-from toolscout.discovery.features import FEATURES, FIXED_FUSION, FieldTerms, Matrix, features
+from toolscout.discovery.features import FEATURES, FieldTerms, Matrix, features
 from toolscout.stores.base import Hits
 
 #: Platt scaling of the pseudo-query probability onto real requests: conf = σ(a·logit(p) + b)
 PLATT: tuple[float, float] = (0.8892, -0.0186)
 #: the fixed weighted fusion (``fusion="weighted"`` without adaptation: 0.3 × BM25 relative
 #: to the best + 0.7 × min-max cosine) written as weights over :data:`FEATURES`
-FIXED_MIX: tuple[float, ...] = tuple(FIXED_FUSION.get(f, 0.0) for f in FEATURES)
+FIXED_MIX: tuple[float, ...] = tuple(
+    {"lexical": 0.3, "cosine_norm": 0.7}.get(f, 0.0) for f in FEATURES
+)
 #: how much of the fixed fusion's score is added to the learned score when ordering. The
 #: ranker is fitted for the likelihood that its first tool is right, and alone it ranked
 #: below the plain fusion at recall@5 on two dev sets; chosen on data (the largest worst
