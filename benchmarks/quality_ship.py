@@ -259,14 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             quality.write_results(args.json, command, sets=got, breaks=broken, max_loss=MAX_LOSS)
         if args.into:
-            doc = json.loads(args.into.read_text(encoding="utf-8"))
-            doc["in_set"] = {
-                "command": command,
-                "sets": {n: [g[m]["now"] for m in METRICS] for n, g in got.items()},
-                "breaks": broken,
-                "max_loss": MAX_LOSS,
-            }
-            args.into.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", "utf-8")
+            now = {n: [g[m]["now"] for m in METRICS] for n, g in got.items()}
+            write_in_set(args.into, command, now, broken)
         return 0
     by_set: dict[str, Any] = {}
     for d in quality.bench_sets(args.bench):
@@ -279,15 +273,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.json, command, fit=fit, sets=by_set, breaks=broken, max_loss=MAX_LOSS
         )
     if args.into:
-        doc = json.loads(args.into.read_text(encoding="utf-8"))
-        doc["in_set"] = {
-            "command": command,
-            "sets": {n: [g[m]["shipped"] for m in METRICS] for n, g in by_set.items()},
-            "breaks": broken,
-            "max_loss": MAX_LOSS,
-        }
-        args.into.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        shipped = {n: [g[m]["shipped"] for m in METRICS] for n, g in by_set.items()}
+        write_in_set(args.into, command, shipped, broken)
     return 0
+
+
+def write_in_set(
+    into: Path, command: str, sets: dict[str, list[float]], broken: Sequence[str]
+) -> None:
+    """Write a result's in-set figures (each set's shipped arm) into a quality.json."""
+    doc = json.loads(into.read_text(encoding="utf-8"))
+    doc["in_set"] = {"command": command, "sets": sets, "breaks": list(broken), "max_loss": MAX_LOSS}
+    into.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", "utf-8")
 
 
 if __name__ == "__main__":
