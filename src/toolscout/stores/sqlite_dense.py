@@ -91,10 +91,12 @@ class _Subset:
         starts: npt.NDArray[np.int64],
         rows_u: npt.NDArray[np.int64],
         n_unique: int,
+        n_tools: int,
     ) -> None:
         self.tools = tools  # positions of the tools that own a row, ascending
-        #: every tool of the index owns a row here (``tools`` is 0, 1, ..., n - 1)
-        self.every_tool = False
+        #: every one of the index's ``n_tools`` tools owns a row here (``tools`` is 0, 1,
+        #: ..., n - 1: sorted, distinct, in range)
+        self.every_tool = len(tools) == n_tools
         self.starts = starts  # where each tool's rows start in ``rows_u``
         self.rows_u = rows_u  # each row's unique-vector index
         #: every tool has exactly one row (no aliases): the rows are the tools
@@ -207,8 +209,7 @@ class _DenseIndex:
         rows = np.nonzero(mask[self.owner_of] & self.kind_rows(kinds))[0]
         owners = self.owner_of[rows]  # ascending: rows are sorted by owner
         tools, starts = np.unique(owners, return_index=True)
-        sub = _Subset(tools, starts, self.row_u[rows], len(self.matrix))
-        sub.every_tool = len(tools) == len(self.ids)  # sorted, distinct, in range(n)
+        sub = _Subset(tools, starts, self.row_u[rows], len(self.matrix), len(self.ids))
         return self._subsets.put(allowed, sub, frozenset(kinds))
 
     def search(

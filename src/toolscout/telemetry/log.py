@@ -156,8 +156,9 @@ class DiscoveryLog(HeldWrites, LogReads):
         self._sql: dict[str, str] = {}
         self._lock = threading.Lock()
         self._connect(self.path)
-        self._keyed: tuple[bytes, hmac.HMAC] | None = None
         self._key = self._hash_key()
+        #: the key padded and hashed once: each query's digest starts from a copy of it
+        self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
         self._enforce_mode()
         self._init_writer()
         self._writes = 0
@@ -277,10 +278,7 @@ class DiscoveryLog(HeldWrites, LogReads):
 
     def query_hash(self, query: str) -> str:
         """The keyed digest this log stores for ``query`` in "hash" (and "text") mode."""
-        keyed = self._keyed
-        if keyed is None or keyed[0] is not self._key:  # the key padded and hashed once
-            keyed = self._keyed = (self._key, hmac.new(self._key, digestmod=hashlib.sha256))
-        digest = keyed[1].copy()
+        digest = self._keyed.copy()
         digest.update(normalise_query(query).encode())
         return digest.hexdigest()[:32]
 
