@@ -17,6 +17,10 @@ indexed dev sets (``--cache``: a copy, the kept phrase index is derived again in
         --base-json benchmarks/results/quality.json \\
         --lead-json benchmarks/results/quality_grp16_lead.json --cache DIR \\
         --json benchmarks/results/quality_grp16_composite_held_out.json
+
+``--nine shipped`` reads it the other way: the shipped nine weights, which predate toolbench
+as a dev set, so the figure is held out for toolbench alone (``--sets toolbench``);
+``--tenth zero`` scores the same without the column, for the difference.
 """
 
 from __future__ import annotations
@@ -37,10 +41,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", type=Path, default=Path("../shared/bench"))
     ap.add_argument("--cache", type=Path, required=True, help="indexed dev sets (a copy)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--nine",
+        choices=("fold", "shipped"),
+        default="fold",
+        help="the nine weights and 'none' constant: the base fold's (default), or the shipped "
+        "ones (the candidate's logit.PRIOR[:9] and PRIOR_NONE, fitted before toolbench was a "
+        "dev set: held out for toolbench only)",
+    )
+    ap.add_argument(
+        "--tenth",
+        choices=("fold", "zero"),
+        default="fold",
+        help="group_lead's weight: the fold's ten-weight fit's (default), or 0",
+    )
+    ap.add_argument("--sets", default="", help="only these sets, comma-separated")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(args.tree / "benchmarks"))
     import quality  # the candidate tree's, for its opened_set and held_settings
     from toolscout.discovery.features import FEATURES
+    from toolscout.discovery.logit import PRIOR, PRIOR_NONE
     from toolscout.embed.minilm import MiniLMEmbedder
     from toolscout.evaluate.fitting import recall_grid
 
@@ -55,10 +75,19 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {}
     print("| set | held out, as it would ship | base held out | ten-weight refit | best part |")
     print("|---|---|---|---|---|")
+    wanted = {n for n in args.sets.split(",") if n}
     for d in quality.bench_sets(args.bench):
         n = d.name
+        if wanted and n not in wanted:
+            continue
         bf, lf = base["fits"][n], lead["fits"][n]
-        fit = dict(bf, prior=[*bf["prior"][:nine], lf["prior"][nine], bf["prior"][nine]])
+        weights, none = (
+            (bf["prior"][:nine], bf["prior"][nine])
+            if args.nine == "fold"
+            else (list(PRIOR[:nine]), PRIOR_NONE)
+        )
+        tenth = lf["prior"][nine] if args.tenth == "fold" else 0.0
+        fit = dict(bf, prior=[*weights, tenth, none])
         pair = (bf["blend"], bf["dedupe_yield"])
         complete: dict[Any, list[float]] = {}
         with quality.opened_set(d, args.cache, None, embedder) as (cat, scored):
