@@ -1,6 +1,7 @@
 """Skipping the query encoder: what it costs in recall, chosen leave-one-set-out.
 
     PYTHONPATH=src python benchmarks/encoder_skip.py [--bench DIR] [--cache DIR] [--limit N]
+        [--confidence benchmarks/results/quality.json]
 
 Every query of every dev set goes through ``Catalog.discover(k=10, tier="progressive")``
 twice with the product defaults: with the encoder (``encoder_skip=False``) and lexical
@@ -11,8 +12,11 @@ scored offline: a query it skips gets the lexical-only ranking, the others the h
 
 The rule for each set is fitted on the *other* sets: the one that skips the most of
 their queries while none of them loses more than ``--max-loss`` (0.002) recall@5; its
-loss on the held-out set is the figure that judges it. The shipped rule is the one the
-same fit picks on all the sets. Writes ``benchmarks/results/encoder_skip.json`` and
+loss on the held-out set is the figure that judges it (complete@5, every gold tool in the
+first five, is reported beside it). The shipped rule is the one the same fit picks on all
+the sets. With ``--confidence`` it also records what the confidence reads (each set's
+held-out constants of quality.py's result): ``benchmarks/skip_confidence.py`` fits the
+skipped rankings' confidence on it. Writes ``benchmarks/results/encoder_skip.json`` and
 prints the table docs/benchmarks.md shows.
 """
 
