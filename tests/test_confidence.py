@@ -14,6 +14,8 @@ from toolscout.discovery.calibrate import (
     CONFIDENCE,
     CONFIDENCE_INPUTS,
     MAX_SHIFT,
+    SHIFT_META,
+    ConfidenceShift,
     FieldTerms,
     confidence,
     confidence_inputs,
@@ -22,6 +24,11 @@ from toolscout.discovery.calibrate import (
     idf_of,
 )
 from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.confidence import (
+    CONFIDENCE_SKIPPED,
+    DENSE_INPUTS,
+    fit_skipped_confidence,
+)
 from toolscout.policy import Principal
 from toolscout.settings import SearchSettings
 
@@ -161,3 +168,81 @@ def test_fit_shift_recovers_a_known_bias_and_keeps_the_order() -> None:
     assert fit_shift([], []) == 0.0
     with pytest.raises(ValueError, match="one outcome per confidence"):
         fit_shift([0.5], [])
+
+
+# -- a ranking made without the query encoder (discovery/skip.py) ----------------------------
+SKIPPING = SearchSettings(encoder_skip=True)
+
+
+def test_an_unambiguous_id_mention_stays_confident_without_the_encoder(catalog: Catalog) -> None:
+    """The request that reported 0.35 when ranked lexical only under the hybrid model: with
+    the skipped rankings' own model it reports what a named id deserves."""
+    got = catalog.discover("call calendar.create_event for Friday", ALL, k=3, settings=SKIPPING)
+    assert got.trace.encoder_skipped == "exact"
+    assert got.ids[0] == "calendar.create_event" and got.tools[0].exact == "id"
+    assert got.confidence > 0.9 and not got.low_confidence
+
+
+def test_a_generic_name_mentioned_without_the_encoder_is_not_a_sure_thing(
+    catalog: Catalog,
+) -> None:
+    got = catalog.discover("search", ALL, k=3, settings=SKIPPING)
+    assert got.trace.encoder_skipped == "exact"
+    assert got.confidence < 0.8, got.confidence
+
+
+def test_a_skipped_ranking_reads_its_own_model() -> None:
+    x = [1.0, 0.5, 0.0, 1.0, 1.0, 0.6, 0.5, 1.0, math.log(2), 0.4, 0.0, 0.0, 1.0, 0.5]
+    assert confidence(x, encoder_skipped=True) == confidence(x, model=CONFIDENCE_SKIPPED)
+    assert confidence(x) == confidence(x, model=CONFIDENCE)
+    assert len(CONFIDENCE_SKIPPED) == len(CONFIDENCE_INPUTS)
+    # the inputs a ranking without the encoder never has weigh nothing
+    for name in DENSE_INPUTS:
+        assert CONFIDENCE_SKIPPED[CONFIDENCE_INPUTS.index(name)] == 0.0
+    # an explicit model wins; the catalog's correction moves either model the same way
+    assert confidence(x, model=CONFIDENCE, encoder_skipped=True) == confidence(x)
+    z = math.log(confidence(x, encoder_skipped=True) / (1 - confidence(x, encoder_skipped=True)))
+    moved = confidence(x, shift=-1.0, encoder_skipped=True)
+    assert moved == pytest.approx(1 / (1 + math.exp(-(z - 1.0))))
+
+
+def test_the_stored_correction_applies_to_a_skipped_ranking(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A catalog's correction stored before skipped rankings had a model of their own (the
+    same JSON in the store's meta) is read and applied to them."""
+    path = tmp_path_factory.mktemp("conf_shift") / "c.db"
+    with Catalog.open(path, embedder=embedder(), log=False) as cat:
+        cat.add(_specs())
+        request = "call calendar.create_event for Friday"
+        before = cat.discover(request, ALL, k=3, settings=SKIPPING).confidence
+        cat.store.set_meta(SHIFT_META, '{"outcomes": 40, "shift": -1.5, "ts": 1.0}')
+        cat.refresh()
+        assert cat.confidence_shift == ConfidenceShift(-1.5, 40, 1.0)
+        after = cat.discover(request, ALL, k=3, settings=SKIPPING).confidence
+    z = math.log(before / (1 - before))
+    assert after == pytest.approx(1 / (1 + math.exp(-(z - 1.5))), abs=1e-6)
+
+
+def test_fit_skipped_confidence_leaves_the_dense_inputs_out() -> None:
+    rng = np.random.default_rng(5)
+    n = len(CONFIDENCE_INPUTS)
+    rows, ys, gs = [], [], []
+    for g, bias in enumerate((0.4, 0.0, -0.4)):
+        x = np.c_[np.ones(2000), rng.normal(size=(2000, n - 1))]
+        # the dense columns carry the signal in this data, but a skipped ranking never has them
+        z = bias + 1.5 * x[:, 1] - 1.0 * x[:, 9] + 2.0 * x[:, CONFIDENCE_INPUTS.index("cosine")]
+        rows.append(x)
+        ys.append((rng.random(2000) < 1 / (1 + np.exp(-z))).astype(np.float64))
+        gs.append(np.full(2000, g))
+    x, y, groups = np.vstack(rows), np.concatenate(ys), np.concatenate(gs)
+    beta = fit_skipped_confidence(x, y, np.ones(len(y)), groups, l2=0.0)
+    assert len(beta) == n
+    for name in DENSE_INPUTS:
+        assert beta[CONFIDENCE_INPUTS.index(name)] == 0.0
+    assert beta[1] > 0.8 and beta[9] < -0.5, beta  # the others still learned
+    assert abs(beta[0]) < 0.3, beta  # the median of the sets' biases
+    with pytest.raises(ValueError, match="14 confidence inputs"):
+        fit_skipped_confidence(x[:, :5], y, np.ones(len(y)), groups)
+    with pytest.raises(ValueError, match="one outcome, weight and group per row"):
+        fit_skipped_confidence(x, y[:-1], np.ones(len(y)), groups)

@@ -39,7 +39,7 @@ def test_bm25_runs_first_only_for_a_margin_rule() -> None:
 
 
 def test_the_rule_is_looked_at_only_when_on_with_both_retrievers_on() -> None:
-    assert not skip.applies(SearchSettings())  # off by default (the confidence drops)
+    assert not skip.applies(SearchSettings())  # off by default (toolbench loses recall)
     assert skip.applies(SearchSettings(encoder_skip=True))
     assert not skip.applies(SearchSettings(encoder_skip=True, dense=False))
     assert not skip.applies(SearchSettings(encoder_skip=True, lexical=False))

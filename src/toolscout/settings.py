@@ -74,8 +74,9 @@ class SearchSettings:
     #: how many candidates each retriever hands to fusion
     candidate_pool: int = 50
     #: skip the query encoder when the lexical answer is decisive (an exact mention:
-    #: discovery/skip.py). Off by default: recall holds (held out, docs/benchmarks.md), but
-    #: the calibrated confidence of a lexical-only ranking is not calibrated (it drops)
+    #: discovery/skip.py; the confidence then reads confidence.CONFIDENCE_SKIPPED). Off by
+    #: default: on every dev-set query, held out, toolbench loses 0.0032 recall@5 with it
+    #: (over the 0.002 allowed; docs/benchmarks.md, Skipping the query encoder)
     encoder_skip: bool = False
     #: a longer request is read in part: its latest user turn, opening sentences and closing
     #: paragraph within this many characters (discovery.focus)

@@ -6,7 +6,10 @@ is right, whether the shown first tool is an exact mention of a name or id and h
 specific that mention is, how many tools were mentioned, the ranker's margin, the top's
 cosine and BM25. An exact mention of a generic name is therefore not reported as
 certain. :data:`CONFIDENCE` is chosen on evaluation data (:func:`fit_confidence`,
-leave-one-set-out by ``benchmarks/quality.py``, docs/benchmarks.md). A catalog's own
+leave-one-set-out by ``benchmarks/quality.py``, docs/benchmarks.md). A ranking made
+without the query encoder (discovery/skip.py) has no cosine to read, so it has a model of
+its own, :data:`CONFIDENCE_SKIPPED` (:func:`fit_skipped_confidence`, leave-one-set-out by
+``benchmarks/skip_confidence.py``). A catalog's own
 correction of the bias (:class:`ConfidenceShift`, :func:`fit_shift`) is learned from its
 discovery log and stored in its meta (:data:`SHIFT_META`).
 """
@@ -50,6 +53,22 @@ CONFIDENCE_INPUTS: tuple[str, ...] = (
 CONFIDENCE: tuple[float, ...] = (
     -1.8901, 0.6824, 0.2955, -0.0302, 0.2543, -0.0525, 0.2587,
     -0.2304, -0.1703, 1.0041, 1.3658, 0.1318, -0.2950, 2.0514,
+)  # fmt: skip
+
+
+#: the inputs a ranking made without the query encoder does not have (always 0 there)
+DENSE_INPUTS: tuple[str, ...] = ("cosine", "cosine_lead")
+#: the logistic model of "the shown top tool is right" for a ranking made without the query
+#: encoder (the request named an entitled tool: discovery/skip.py), over the same
+#: :data:`CONFIDENCE_INPUTS` with :data:`DENSE_INPUTS` weighing 0; chosen on data (the
+#: skipped requests of the dev sets with at least 50 of them, bfcl, metatool and toolbench:
+#: :func:`fit_skipped_confidence`, leave-one-set-out in benchmarks/skip_confidence.py; this
+#: is the fit on all of them). Held out it is far closer than :data:`CONFIDENCE` read on a
+#: skipped ranking, but not calibrated within a decile's 0.1 on every set
+#: (docs/benchmarks.md, Skipping the query encoder)
+CONFIDENCE_SKIPPED: tuple[float, ...] = (
+    -1.4309, 0.7279, 0.4438, 0.0, 1.6378, 0.8715, 2.2659,
+    -0.3032, -1.005, 1.8716, 0.0, 0.0, 0.4863, 1.1922,
 )  # fmt: skip
 
 
@@ -119,13 +138,19 @@ def confidence_inputs(
 
 
 def confidence(
-    inputs: Sequence[float], model: Sequence[float] | None = None, shift: float = 0.0
+    inputs: Sequence[float],
+    model: Sequence[float] | None = None,
+    shift: float = 0.0,
+    *,
+    encoder_skipped: bool = False,
 ) -> float:
     """The estimated probability that the shown top tool is right (σ of a linear model).
 
-    ``shift`` is the catalog's own correction of the bias, learned from its discovery log
-    (:func:`fit_shift`; 0 until one is accepted)."""
-    w = CONFIDENCE if model is None else model
+    ``model`` defaults to :data:`CONFIDENCE`, or :data:`CONFIDENCE_SKIPPED` for a ranking
+    made without the query encoder (``encoder_skipped``). ``shift`` is the catalog's own
+    correction of the bias, learned from its discovery log (:func:`fit_shift`; 0 until one
+    is accepted); it applies to either model."""
+    w = model if model is not None else CONFIDENCE_SKIPPED if encoder_skipped else CONFIDENCE
     z = sum(a * b for a, b in zip(w, inputs, strict=True)) + shift
     return 1.0 / (1.0 + math.exp(-min(max(z, -30.0), 30.0)))
 
@@ -212,6 +237,31 @@ def fit_confidence(
     beta = _fit_logistic(np.hstack([onehot, x[:, 1:]]), right, weight, l2, len(names))
     bias = float(np.median(beta[: len(names)]))
     return (round(bias, 4), *beta[len(names) :])
+
+
+def fit_skipped_confidence(
+    x: Matrix,
+    right: npt.NDArray[np.float64],
+    weight: npt.NDArray[np.float64],
+    groups: npt.NDArray[np.int64],
+    l2: float = 1e-3,
+) -> tuple[float, ...]:
+    """:data:`CONFIDENCE_SKIPPED` from rows of :func:`confidence_inputs` of rankings made
+    without the encoder: :func:`fit_confidence` with a bias per catalog (the median
+    returned) over every input but :data:`DENSE_INPUTS`, whose weights are 0."""
+    if x.ndim != 2 or x.shape[1] != len(CONFIDENCE_INPUTS):
+        raise ValueError(
+            f"rows of the {len(CONFIDENCE_INPUTS)} confidence inputs are needed, "
+            f"got shape {x.shape}"
+        )
+    if not len(x) == len(right) == len(weight) == len(groups):
+        raise ValueError("one outcome, weight and group per row is needed")
+    keep = [i for i, name in enumerate(CONFIDENCE_INPUTS) if name not in DENSE_INPUTS]
+    beta = fit_confidence(x[:, keep], right, weight, l2, groups)
+    out = [0.0] * len(CONFIDENCE_INPUTS)
+    for i, b in zip(keep, beta, strict=True):
+        out[i] = float(b)
+    return tuple(out)
 
 
 def _fit_logistic(

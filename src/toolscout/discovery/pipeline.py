@@ -123,7 +123,7 @@ def select(
     chosen = top_k(
         catalog, query, ent, retrieval, exact, k, settings, fmt=fmt, token_budget=token_budget
     )
-    confidence = shown_confidence(catalog, query, retrieval, chosen, exact, settings)
+    confidence = shown_confidence(catalog, query, retrieval, chosen, exact, settings, skipped)
     if chosen_tier is rendering.Tier.GROUPS:
         chosen = expand_groups(
             chosen,
@@ -201,20 +201,22 @@ def shown_confidence(
     chosen: Sequence[Candidate],
     exact: Mapping[str, str],
     settings: SearchSettings,
+    skipped: str = "",
 ) -> float:
     """The estimated chance that the shortlist's first tool is right (0 when there is none).
 
     With the learned ranker, a calibrated model over the ranker's probability and the
-    exact mentions (:func:`calibrate.confidence`), with the catalog's own correction from
-    its log when one was accepted; the fixed fusions keep their heuristic, where an exact
-    mention counts as sure.
+    exact mentions (:func:`calibrate.confidence`; its own model for a ranking that
+    ``skipped`` the encoder), with the catalog's own correction from its log when one was
+    accepted; the fixed fusions keep their heuristic, where an exact mention counts as sure.
     """
     if not chosen:
         return 0.0
     if settings.fusion != "learned":
         return 1.0 if exact else retrieval.confidence
     inputs = confidence_inputs(catalog, query, retrieval, chosen, exact)
-    return calibrate.confidence(inputs, shift=catalog.confidence_shift.shift)
+    shift = catalog.confidence_shift.shift
+    return calibrate.confidence(inputs, shift=shift, encoder_skipped=bool(skipped))
 
 
 def confidence_inputs(
