@@ -128,7 +128,7 @@ def grid_table(grid: Mapping[str, Any], fits: Mapping[str, Any]) -> list[str]:
     pairs = [k for k in grid[names[0]] if "/" in k]
     chosen: dict[str, list[str]] = {}
     for who, fit in fits.items():
-        if "blend" in fit:
+        if fit.get("blend") is not None:
             chosen.setdefault(f"{fit['blend']:g}/{fit['dedupe_yield']:g}", []).append(who)
     lines = [
         "The blend and dedupe yield grid (`fitting.recall_grid`): recall@5 of the default "
@@ -486,9 +486,15 @@ def fit_constants(
     console: Any,
     blends: Sequence[float] | None = None,
     stages: Stages | None = None,
+    blend_by: str = "one",
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Pass 1: index every set, collect ranker examples, fit per held-out set and on all;
-    also each set's blend grid (recall@5 per blend/yield pair, and its best part's)."""
+    also each set's blend grid (recall@5 per blend/yield pair, and its best part's).
+
+    ``blend_by``: ``"one"`` chooses one (blend, yield) per fit (``fitting.choose_blend``);
+    ``"catalog"`` chooses the margin a catalog's own blend evidence is read with, and the
+    yield (``fitting.choose_blend_margin``): each set then takes its own blend
+    (``ranker.catalog_blend`` of its calibration's ``blend_recall``)."""
     from toolscout.evaluate.fitting import (
         choose_blend,
         examples,
@@ -549,10 +555,25 @@ def fit_constants(
         # the best part: the one with the best mean recall@5 (ties: the first)
         parts[d.name] = max((v[0] for v in every_part[d.name].values()), key=mean)
         console.print(f"{d.name}: best part {mean(parts[d.name]):.3f}; blend grid done")
+    evidence = blend_evidence(sets, workdir, limit, embedder) if blend_by == "catalog" else {}
     for name in [*by_set, None]:
         fit_ = fits[name or "all"]
-        blend, dedupe_yield = choose_blend(grids, parts, name)
         w, b = fit_["prior"][:-1], fit_["prior"][-1]
+        if blend_by == "catalog":
+            from toolscout.discovery.ranker import catalog_blend
+            from toolscout.evaluate.fitting import choose_blend_margin
+
+            margin, dedupe_yield = choose_blend_margin(grids, parts, evidence, name)
+            own = {n: catalog_blend(evidence[n], margin) for n in sorted(by_set)}
+            fit_.update(
+                blend=own.get(name or ""),
+                blends=own,
+                blend_margin=margin,
+                dedupe_yield=dedupe_yield,
+                platt=list(fit_platt(by_set, name, w, b, own)),
+            )
+            continue
+        blend, dedupe_yield = choose_blend(grids, parts, name)
         fit_.update(
             blend=blend, dedupe_yield=dedupe_yield, platt=list(fit_platt(by_set, name, w, b, blend))
         )
@@ -595,6 +616,23 @@ def fit_constants(
         grid[n]["no_tool"] = no_tool_summary(x, fits[n]["confidence"])
         grid[n]["reliability_held_out"] = rows_reliability(rows[n], fits[n]["confidence"])
     return fits, grid
+
+
+def blend_evidence(
+    sets: Sequence[Path], workdir: Path, limit: int | None, embedder: Any
+) -> dict[str, dict[str, float]]:
+    """Each set's blend evidence: its stored calibration's ``blend_recall`` (the
+    multi-tool pseudo-queries' recall@5 at each of ``ranker.BLENDS``, made at index time
+    from the catalog alone; empty when unfitted)."""
+    from toolscout.discovery.calibrate import Calibration
+    from toolscout.discovery.search import CALIBRATION_META
+
+    out: dict[str, dict[str, float]] = {}
+    for d in sets:
+        with opened_set(d, workdir, limit, embedder) as (cat, _):
+            cal = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
+            out[d.name] = dict(cal.blend_recall) if cal is not None and cal.fitted else {}
+    return out
 
 
 def fit_lead_margin(
@@ -735,6 +773,7 @@ def shipped() -> dict[str, Any]:
         "none": calibrate.PRIOR_NONE,
         "platt": calibrate.PLATT,
         "blend": calibrate.BLEND,
+        "blend_margin": calibrate.BLEND_MARGIN,
         "confidence": calibrate.CONFIDENCE,
         "lead_margin": calibrate.LEAD_MARGIN,
         "dedupe_yield": search.DEDUPE_YIELD,
@@ -944,6 +983,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "clear it when the code changes)",
     )
     parser.add_argument(
+        "--blend-by",
+        choices=("one", "catalog"),
+        default="one",
+        help="one blend per fit, or each catalog's own from its pseudo-query evidence (the "
+        "margin chosen per fit)",
+    )
+    parser.add_argument(
         "--fits-only",
         action="store_true",
         help="stop after the fits (write them and the grid to --json; no docs, no reports)",
@@ -978,7 +1024,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
         stages = Stages(args.stages, args.limit)
         fits, grid = fit_constants(
-            sets, workdir, args.limit, embedder, console, args.blends, stages
+            sets, workdir, args.limit, embedder, console, args.blends, stages, args.blend_by
         )
         if args.fits_only:
             command = command_line("benchmarks/quality.py", args_list)
