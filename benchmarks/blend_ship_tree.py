@@ -52,8 +52,9 @@ def write_constants(src: Path, fit: dict[str, Any]) -> list[str]:
          f"PLATT: tuple[float, float] = ({float(a)}, {float(b)})")  # fmt: skip
     _sub(d / "ranker.py", r"^LEAD_MARGIN = .*$", f"LEAD_MARGIN = {float(fit['lead_margin'])}")
     _sub(d / "fusion.py", r"^DEDUPE_YIELD = .*$", f"DEDUPE_YIELD = {float(fit['dedupe_yield'])}")
+    confidence = tuple(float(x) for x in fit["confidence"])
     _sub(d / "confidence.py", r"^CONFIDENCE: tuple\[float, \.\.\.\] = \((?s:.*?)\)  # fmt: skip$",
-         f"CONFIDENCE: tuple[float, ...] = {tuple(float(x) for x in fit['confidence'])}")  # fmt: skip
+         f"CONFIDENCE: tuple[float, ...] = {confidence}")  # fmt: skip
     if fit.get("blend_margin") is not None:
         _sub(d / "ranker.py", r"^BLEND_MARGIN: float \| None = .*$",
              f"BLEND_MARGIN: float | None = {float(fit['blend_margin'])}")  # fmt: skip

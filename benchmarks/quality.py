@@ -135,7 +135,16 @@ def grid_table(grid: Mapping[str, Any], fits: Mapping[str, Any]) -> list[str]:
         "minus the set's best part ("
         + ", ".join(f"{n} {grid[n]['best_part']:.3f}" for n in names)
         + "); a fit takes the pair with the largest worst margin over its sets, on a tie the "
-        "larger mean margin, then the smaller blend and yield (`fitting.choose_blend`).",
+        "larger mean margin, then the smaller blend and yield (`fitting.choose_blend`)."
+        + (
+            " Each catalog takes its own blend (`ranker.catalog_blend`): the smaller where "
+            "its own multi-tool pseudo-queries find more at it than at the larger by more "
+            "than a margin; the fit chooses the margin and the yield by the same rule over "
+            "its sets, each set at its own blend (`fitting.choose_blend_margin`); the last "
+            "column marks the pair the fit without a set gives that set."
+            if any("blend_margin" in f for f in fits.values())
+            else ""
+        ),
         "",
         "| blend / yield | " + " | ".join(names) + " | worst | chosen by the fit without |",
         "|---|" + "---|" * (len(names) + 2),
@@ -311,7 +320,12 @@ def markdown(
             "at index time from its cards, no real query) put the learned ranker's "
             "recall@5 below BM25's by more than the margin, BM25's score is added to the "
             "order; `toolscout index` then prints *leans lexical (BM25 leads the order)*, "
-            "and otherwise *(the learned ranker orders)*. The column *default w/o parts, "
+            "and otherwise *(the learned ranker orders)*. *The blend per catalog* "
+            "(`ranker.BLENDS`, `BLEND_MARGIN`): the fixed fusion's share of the order is 4 "
+            "where the catalog's own multi-tool pseudo-queries (two or three of its tools' "
+            "texts joined, made at index time) find more at 4 than at 32 by more than the "
+            "margin, else 32; `toolscout index` prints the blend and that evidence. The "
+            "column *default w/o parts, "
             "no lead* is the held-out default with both off: what the default was before "
             "them, on the same queries with the same held-out constants.",
             "",
@@ -338,7 +352,7 @@ def markdown(
             "|---|---|---|---|---|---|---|",
             *[
                 f"| {k} | {v['prior']} | {v['platt']} | {v.get('confidence')} "
-                f"| {v.get('blend')} | {v.get('dedupe_yield')} | {v.get('lead_margin')} |"
+                f"| {blend_cell(v)} | {v.get('dedupe_yield')} | {v.get('lead_margin')} |"
                 for k, v in fits.items()
             ],
             "",
@@ -365,6 +379,15 @@ def markdown(
     if plot:
         lines += [f"![recall@k per strategy]({plot})", ""]
     return "\n".join(lines)
+
+
+def blend_cell(fit: Mapping[str, Any]) -> str:
+    """A fit's blend: one for every catalog, or each catalog's own (``--blend-by
+    catalog``: the margin chosen, and the blend each set takes with it)."""
+    if "blend_margin" not in fit:
+        return str(fit.get("blend"))
+    own = ", ".join(f"{n} {b:g}" for n, b in (fit.get("blends") or {}).items())
+    return f"per catalog, margin {fit['blend_margin']:g} ({own})"
 
 
 def in_set_line(in_set: Mapping[str, Any] | None) -> str:
@@ -486,7 +509,7 @@ def fit_constants(
     console: Any,
     blends: Sequence[float] | None = None,
     stages: Stages | None = None,
-    blend_by: str = "one",
+    blend_by: str = "catalog",
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Pass 1: index every set, collect ranker examples, fit per held-out set and on all;
     also each set's blend grid (recall@5 per blend/yield pair, and its best part's).
@@ -985,7 +1008,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--blend-by",
         choices=("one", "catalog"),
-        default="one",
+        default="catalog",
         help="one blend per fit, or each catalog's own from its pseudo-query evidence (the "
         "margin chosen per fit)",
     )
