@@ -1,10 +1,10 @@
 """Each indexed set in a directory calibrated again by this tree (its blend evidence).
 
-A calibration of ``calibrate.VERSION`` 5 carries each catalog's blend evidence
-(``blend_recall``: the multi-tool pseudo-queries' recall@5 at each of ``ranker.BLENDS``);
-older stored calibrations are refused by ``Calibration.from_json`` and fitted again at the
-next ``add``/``calibrate``. ``quality.py --blend-by catalog`` reads the evidence from each
-set's stored calibration, so a copy of the indexed sets is calibrated again first. The
+A calibration carries each catalog's blend evidence (``blend_recall``: the multi-tool
+pseudo-queries' recall@5 at each of ``ranker.BLENDS``) only when it was measured — when
+``ranker.BLEND_MARGIN`` is set (this script sets it to 0 for its own run when the tree has
+it off). ``quality.py --blend-by catalog`` reads the evidence from each set's stored
+calibration, so a copy of the indexed sets is calibrated again first. The
 ranker's weights must come out as the older calibration's (the fit does not read the
 multi-tool pseudo-queries): each set's largest weight difference is printed, and a
 difference above 1e-9 stops the run (``--allow-changed``: reported only).
@@ -31,11 +31,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not dbs:
         raise SystemExit(f"error: no indexed set (*.db) in {args.dir}")
 
+    from toolscout.discovery import ranker
     from toolscout.discovery.catalog import Catalog
     from toolscout.discovery.search import CALIBRATION_META
     from toolscout.embed.minilm import MiniLMEmbedder
     from toolscout.settings import SearchSettings
 
+    if ranker.BLEND_MARGIN is None:  # the choice is off in this tree: measure the evidence
+        ranker.BLEND_MARGIN = 0.0  # anyway (only the measurement reads it here)
     embedder = MiniLMEmbedder()
     for db in dbs:
         with Catalog.open(db, embedder=embedder, log=False, settings=SearchSettings()) as cat:

@@ -509,7 +509,7 @@ def fit_constants(
     console: Any,
     blends: Sequence[float] | None = None,
     stages: Stages | None = None,
-    blend_by: str = "catalog",
+    blend_by: str = "one",
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Pass 1: index every set, collect ranker examples, fit per held-out set and on all;
     also each set's blend grid (recall@5 per blend/yield pair, and its best part's).
@@ -1008,7 +1008,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--blend-by",
         choices=("one", "catalog"),
-        default="catalog",
+        default="one",
         help="one blend per fit, or each catalog's own from its pseudo-query evidence (the "
         "margin chosen per fit)",
     )

@@ -60,14 +60,16 @@ def test_the_smaller_blend_only_when_the_evidence_exceeds_the_margin() -> None:
     assert ranker.catalog_blend(better_low, None) == BLEND  # not read: the one blend
 
 
-def test_a_calibration_keeps_its_blend_evidence_and_an_older_one_is_refused() -> None:
+def test_a_calibration_keeps_its_blend_evidence_and_one_stored_without_it_loads() -> None:
     cal = Calibration(fitted=True, n_tools=20, n_pseudo=30, blend_recall={KEY_LOW: 0.6})
     back = Calibration.from_json(cal.to_json())
     assert back == cal and back is not None and back.blend_recall == {KEY_LOW: 0.6}
-    older = json.loads(cal.to_json())
-    older["version"] = VERSION - 1
-    del older["blend_recall"]
-    assert Calibration.from_json(json.dumps(older)) is None  # refitted at the next add
+    stored_before = json.loads(cal.to_json())
+    del stored_before["blend_recall"]  # as a calibration of this version stored before it
+    loaded = Calibration.from_json(json.dumps(stored_before))
+    assert loaded is not None and loaded.blend_recall == {} and loaded.weights == cal.weights
+    stored_before["version"] = VERSION - 1
+    assert Calibration.from_json(json.dumps(stored_before)) is None  # another version: refit
 
 
 def test_the_catalog_blend_reads_the_shipped_margin(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,9 +90,15 @@ def test_indexing_measures_the_evidence_and_the_retriever_uses_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
+        monkeypatch.setattr(ranker, "BLEND_MARGIN", None)  # off: nothing measured, one blend
         cat.add([spec(tid, summary) for tid, summary in TOOLS])
-        cal = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
-        assert cal is not None and cal.fitted
+        off = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
+        assert off is not None and off.fitted and off.blend_recall == {}
+        got = cat.retriever(SearchSettings()).learned_ranker()
+        assert got is not None and got.blend == BLEND
+        monkeypatch.setattr(ranker, "BLEND_MARGIN", 0.0)  # on: indexing measures it
+        cal = cat.calibrate()
+        assert cal.fitted and cal.weights == off.weights  # the fit itself does not read it
         assert set(cal.blend_recall) == {KEY_LOW, KEY_HIGH}
         assert all(0.0 <= v <= 1.0 for v in cal.blend_recall.values())
         for margin in (-1.0, 1.0):

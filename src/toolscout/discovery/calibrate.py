@@ -152,8 +152,10 @@ __all__ = [
 ]
 
 #: bump when features or pseudo-queries change: stored calibrations of another version refit
-#: (5: the multi-tool pseudo-queries' recall@5 at each of :data:`BLENDS`, ``blend_recall``)
-VERSION = 5
+#: (``blend_recall`` is optional: a calibration stored without it loads and reads as no
+#: evidence; a version that turns :data:`BLEND_MARGIN` on must bump this so every catalog
+#: measures it)
+VERSION = 4
 #: refit when this share of the catalog's tools were added, changed or removed since the fit
 REFIT_SHARE = 0.1
 #: fewer tools than this: the prior is kept (too few pseudo-queries to fit 9 numbers)
@@ -194,7 +196,7 @@ class Calibration:
     #: the multi-tool pseudo-queries' recall@5 (:func:`orders.multi_queries`, every tool of
     #: each gold) with the fitted ranker ordering at each blend of :data:`BLENDS` (keyed by
     #: the blend, ``f"{blend:g}"``): what :func:`catalog_blend` reads. Empty: too few
-    #: tools to write them
+    #: tools to write them, or the choice is off (:data:`BLEND_MARGIN` None: not measured)
     blend_recall: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -325,6 +327,7 @@ def calibrate(
     start: Sequence[float] | None = None,
     blend: float = BLEND,
     measure_orders: bool = False,
+    measure_blends: bool = False,
 ) -> Calibration:
     """Fit the ranker for this catalog from its own pseudo-queries.
 
@@ -333,7 +336,9 @@ def calibrate(
     ``start`` is the prior (one weight per feature, then the none bias; default: shipped);
     ``blend`` the fixed fusion's share of the order the orders are measured with, when
     ``measure_orders`` (the choice of discovery/orders.py is on: the multi-tool
-    pseudo-queries cost index time, about a third of the calibration's on bfcl).
+    pseudo-queries cost index time, about a third of the calibration's on bfcl);
+    ``measure_blends``: the multi-tool pseudo-queries' recall@5 at each of :data:`BLENDS`
+    (``blend_recall``, what the blend per catalog reads; when :data:`BLEND_MARGIN` is set).
     """
     began = time.perf_counter()
     if start is not None:
@@ -349,7 +354,7 @@ def calibrate(
     runs = retrieve(texts, embed(texts))
     # the multi-tool pseudo-queries, run on their own (the single ones' pools stay as they
     # were): the blend's evidence (``blend_recall``) and, when on, the orders'
-    multis = order_choice.multi_queries(specs, seed)
+    multis = order_choice.multi_queries(specs, seed) if measure_orders or measure_blends else []
     multi_texts = [m.text for m in multis]
     multi_runs = retrieve(multi_texts, embed(multi_texts)) if multis else []
     examples: list[Example] = []
@@ -375,7 +380,7 @@ def calibrate(
     ]
     multi = [(q, lex, dense, m.gold) for m, (q, lex, dense) in zip(multis, multi_runs, strict=True)]
     measured = _measure_orders(held, multi, fields, idf, weights, blend) if measure_orders else {}
-    by_blend = _blend_recall(multi, fields, idf, weights)
+    by_blend = _blend_recall(multi, fields, idf, weights) if measure_blends else {}
     weights, none_bias = fit(
         examples, prior=prior, prior_none=prior_none, start=weights, start_none=none_bias,
         steps=STEPS // 3,

@@ -20,6 +20,7 @@ import numpy as np
 from toolscout.cards import ToolSpec
 from toolscout.discovery import coverage, crosslingual
 from toolscout.discovery import parts as parts_gate
+from toolscout.discovery import ranker as ranker_constants
 from toolscout.discovery.beside import searched_beside
 from toolscout.discovery.calibrate import (
     BLEND,
@@ -252,6 +253,7 @@ class Retriever:
             start=self.settings.ranker_prior,
             blend=BLEND if self.settings.ranker_blend is None else self.settings.ranker_blend,
             measure_orders=self.settings.order_margin is not None or ORDER_MARGIN is not None,
+            measure_blends=ranker_constants.BLEND_MARGIN is not None,
         )
 
     def for_request(self, query: Query) -> Retriever:
