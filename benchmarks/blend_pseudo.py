@@ -11,7 +11,7 @@ preference (``quality.py``'s grid: recall@5 at blend 4 minus at 32, same yield).
 evaluation query is read to make a pseudo figure.
 
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/blend_pseudo.py --cache SETS
-[--grid QUALITY_JSON] [--blends 4,32] [--json OUT]`` (``--cache``: the indexed sets,
+[--grid QUALITY_JSON] [--blends 4,32] [--seed N] [--json OUT]`` (``--cache``: the indexed sets,
 read only).
 """
 
@@ -29,7 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import quality
 
 
-def pseudo_by_blend(cat: Any, blends: Sequence[float]) -> dict[str, dict[str, float]]:
+def pseudo_by_blend(
+    cat: Any, blends: Sequence[float], seed: int | None = None
+) -> dict[str, dict[str, float]]:
     """The ranker order's pseudo-query figures at each blend (one calibration, measured
     once per blend: the fit itself does not read the blend)."""
     from toolscout.discovery import calibrate as cal_mod
@@ -49,6 +51,7 @@ def pseudo_by_blend(cat: Any, blends: Sequence[float]) -> dict[str, dict[str, fl
             embed=lambda texts: retriever._embed_all(embed_keys(texts), cache=False),
             blend=blend,
             measure_orders=True,
+            seed=cal_mod.SEED if seed is None else seed,
         )
         out[f"{blend:g}"] = {
             "single": got.orders["single"]["ranker"],
@@ -67,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--blends", type=lambda v: tuple(float(x) for x in v.split(",")), default=(4.0, 32.0)
     )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="the pseudo-queries' seed (default: the product's)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     if len(args.blends) < 2:
@@ -83,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for d in quality.bench_sets(args.bench):
         db = args.cache / f"{d.name}.db"
         with Catalog.open(db, embedder=embedder, log=False, settings=SearchSettings()) as cat:
-            got = pseudo_by_blend(cat, args.blends)
+            got = pseudo_by_blend(cat, args.blends, args.seed)
         real = grid.get(d.name, {})
         pairs = [k for k in real if k.startswith(f"{lo}/")]
         real_diff = {
