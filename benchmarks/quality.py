@@ -128,14 +128,23 @@ def grid_table(grid: Mapping[str, Any], fits: Mapping[str, Any]) -> list[str]:
     pairs = [k for k in grid[names[0]] if "/" in k]
     chosen: dict[str, list[str]] = {}
     for who, fit in fits.items():
-        if "blend" in fit:
+        if fit.get("blend") is not None:
             chosen.setdefault(f"{fit['blend']:g}/{fit['dedupe_yield']:g}", []).append(who)
     lines = [
         "The blend and dedupe yield grid (`fitting.recall_grid`): recall@5 of the default "
         "minus the set's best part ("
         + ", ".join(f"{n} {grid[n]['best_part']:.3f}" for n in names)
         + "); a fit takes the pair with the largest worst margin over its sets, on a tie the "
-        "larger mean margin, then the smaller blend and yield (`fitting.choose_blend`).",
+        "larger mean margin, then the smaller blend and yield (`fitting.choose_blend`)."
+        + (
+            " Each catalog takes its own blend (`ranker.catalog_blend`): the smaller where "
+            "its own multi-tool pseudo-queries find more at it than at the larger by more "
+            "than a margin; the fit chooses the margin and the yield by the same rule over "
+            "its sets, each set at its own blend (`fitting.choose_blend_margin`); the last "
+            "column marks the pair the fit without a set gives that set."
+            if any("blend_margin" in f for f in fits.values())
+            else ""
+        ),
         "",
         "| blend / yield | " + " | ".join(names) + " | worst | chosen by the fit without |",
         "|---|" + "---|" * (len(names) + 2),
@@ -311,7 +320,12 @@ def markdown(
             "at index time from its cards, no real query) put the learned ranker's "
             "recall@5 below BM25's by more than the margin, BM25's score is added to the "
             "order; `toolscout index` then prints *leans lexical (BM25 leads the order)*, "
-            "and otherwise *(the learned ranker orders)*. The column *default w/o parts, "
+            "and otherwise *(the learned ranker orders)*. *The blend per catalog* "
+            "(`ranker.BLENDS`, `BLEND_MARGIN`): the fixed fusion's share of the order is 4 "
+            "where the catalog's own multi-tool pseudo-queries (two or three of its tools' "
+            "texts joined, made at index time) find more at 4 than at 32 by more than the "
+            "margin, else 32; `toolscout index` prints the blend and that evidence. The "
+            "column *default w/o parts, "
             "no lead* is the held-out default with both off: what the default was before "
             "them, on the same queries with the same held-out constants.",
             "",
@@ -338,7 +352,7 @@ def markdown(
             "|---|---|---|---|---|---|---|",
             *[
                 f"| {k} | {v['prior']} | {v['platt']} | {v.get('confidence')} "
-                f"| {v.get('blend')} | {v.get('dedupe_yield')} | {v.get('lead_margin')} |"
+                f"| {blend_cell(v)} | {v.get('dedupe_yield')} | {v.get('lead_margin')} |"
                 for k, v in fits.items()
             ],
             "",
@@ -365,6 +379,15 @@ def markdown(
     if plot:
         lines += [f"![recall@k per strategy]({plot})", ""]
     return "\n".join(lines)
+
+
+def blend_cell(fit: Mapping[str, Any]) -> str:
+    """A fit's blend: one for every catalog, or each catalog's own (``--blend-by
+    catalog``: the margin chosen, and the blend each set takes with it)."""
+    if "blend_margin" not in fit:
+        return str(fit.get("blend"))
+    own = ", ".join(f"{n} {b:g}" for n, b in (fit.get("blends") or {}).items())
+    return f"per catalog, margin {fit['blend_margin']:g} ({own})"
 
 
 def in_set_line(in_set: Mapping[str, Any] | None) -> str:
@@ -486,9 +509,15 @@ def fit_constants(
     console: Any,
     blends: Sequence[float] | None = None,
     stages: Stages | None = None,
+    blend_by: str = "one",
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Pass 1: index every set, collect ranker examples, fit per held-out set and on all;
-    also each set's blend grid (recall@5 per blend/yield pair, and its best part's)."""
+    also each set's blend grid (recall@5 per blend/yield pair, and its best part's).
+
+    ``blend_by``: ``"one"`` chooses one (blend, yield) per fit (``fitting.choose_blend``);
+    ``"catalog"`` chooses the margin a catalog's own blend evidence is read with, and the
+    yield (``fitting.choose_blend_margin``): each set then takes its own blend
+    (``ranker.catalog_blend`` of its calibration's ``blend_recall``)."""
     from toolscout.evaluate.fitting import (
         choose_blend,
         examples,
@@ -549,10 +578,25 @@ def fit_constants(
         # the best part: the one with the best mean recall@5 (ties: the first)
         parts[d.name] = max((v[0] for v in every_part[d.name].values()), key=mean)
         console.print(f"{d.name}: best part {mean(parts[d.name]):.3f}; blend grid done")
+    evidence = blend_evidence(sets, workdir, limit, embedder) if blend_by == "catalog" else {}
     for name in [*by_set, None]:
         fit_ = fits[name or "all"]
-        blend, dedupe_yield = choose_blend(grids, parts, name)
         w, b = fit_["prior"][:-1], fit_["prior"][-1]
+        if blend_by == "catalog":
+            from toolscout.discovery.ranker import catalog_blend
+            from toolscout.evaluate.fitting import choose_blend_margin
+
+            margin, dedupe_yield = choose_blend_margin(grids, parts, evidence, name)
+            own = {n: catalog_blend(evidence[n], margin) for n in sorted(by_set)}
+            fit_.update(
+                blend=own.get(name or ""),
+                blends=own,
+                blend_margin=margin,
+                dedupe_yield=dedupe_yield,
+                platt=list(fit_platt(by_set, name, w, b, own)),
+            )
+            continue
+        blend, dedupe_yield = choose_blend(grids, parts, name)
         fit_.update(
             blend=blend, dedupe_yield=dedupe_yield, platt=list(fit_platt(by_set, name, w, b, blend))
         )
@@ -595,6 +639,23 @@ def fit_constants(
         grid[n]["no_tool"] = no_tool_summary(x, fits[n]["confidence"])
         grid[n]["reliability_held_out"] = rows_reliability(rows[n], fits[n]["confidence"])
     return fits, grid
+
+
+def blend_evidence(
+    sets: Sequence[Path], workdir: Path, limit: int | None, embedder: Any
+) -> dict[str, dict[str, float]]:
+    """Each set's blend evidence: its stored calibration's ``blend_recall`` (the
+    multi-tool pseudo-queries' recall@5 at each of ``ranker.BLENDS``, made at index time
+    from the catalog alone; empty when unfitted)."""
+    from toolscout.discovery.calibrate import Calibration
+    from toolscout.discovery.search import CALIBRATION_META
+
+    out: dict[str, dict[str, float]] = {}
+    for d in sets:
+        with opened_set(d, workdir, limit, embedder) as (cat, _):
+            cal = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
+            out[d.name] = dict(cal.blend_recall) if cal is not None and cal.fitted else {}
+    return out
 
 
 def fit_lead_margin(
@@ -735,6 +796,7 @@ def shipped() -> dict[str, Any]:
         "none": calibrate.PRIOR_NONE,
         "platt": calibrate.PLATT,
         "blend": calibrate.BLEND,
+        "blend_margin": calibrate.BLEND_MARGIN,
         "confidence": calibrate.CONFIDENCE,
         "lead_margin": calibrate.LEAD_MARGIN,
         "dedupe_yield": search.DEDUPE_YIELD,
@@ -944,6 +1006,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "clear it when the code changes)",
     )
     parser.add_argument(
+        "--blend-by",
+        choices=("one", "catalog"),
+        default="one",
+        help="one blend per fit, or each catalog's own from its pseudo-query evidence (the "
+        "margin chosen per fit)",
+    )
+    parser.add_argument(
         "--fits-only",
         action="store_true",
         help="stop after the fits (write them and the grid to --json; no docs, no reports)",
@@ -978,7 +1047,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
         stages = Stages(args.stages, args.limit)
         fits, grid = fit_constants(
-            sets, workdir, args.limit, embedder, console, args.blends, stages
+            sets, workdir, args.limit, embedder, console, args.blends, stages, args.blend_by
         )
         if args.fits_only:
             command = command_line("benchmarks/quality.py", args_list)

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from toolscout.cards import ToolSpec
 from toolscout.discovery import orders as order_choice
+from toolscout.discovery import ranker as _ranker
 from toolscout.discovery.confidence import (
     CONFIDENCE,
     CONFIDENCE_INPUTS,
@@ -69,6 +70,8 @@ from toolscout.discovery.logit import L2, PRIOR, PRIOR_NONE, STEPS, Example, fit
 from toolscout.discovery.pseudo import SAMPLE_TOOLS, SEED, Pseudo, pseudo_queries
 from toolscout.discovery.ranker import (
     BLEND,
+    BLEND_MARGIN,
+    BLENDS,
     FIXED_MIX,
     LEAD,
     LEAD_MARGIN,
@@ -82,12 +85,15 @@ from toolscout.discovery.ranker import (
     scores,
     top_probability,
 )
+from toolscout.discovery.ranker import catalog_blend as _catalog_blend
 from toolscout.errors import ConfigError
 from toolscout.stores.base import Hits, Vector
 
 __all__ = [
     "AGREE_AT",
     "BLEND",
+    "BLENDS",
+    "BLEND_MARGIN",
     "CONFIDENCE",
     "CONFIDENCE_INPUTS",
     "Calibration",
@@ -125,6 +131,7 @@ __all__ = [
     "VERSION",
     "blended",
     "calibrate",
+    "catalog_blend",
     "check_prior",
     "confidence",
     "confidence_inputs",
@@ -145,6 +152,9 @@ __all__ = [
 ]
 
 #: bump when features or pseudo-queries change: stored calibrations of another version refit
+#: (``blend_recall`` is optional: a calibration stored without it loads and reads as no
+#: evidence; a version that turns :data:`BLEND_MARGIN` on must bump this so every catalog
+#: measures it)
 VERSION = 4
 #: refit when this share of the catalog's tools were added, changed or removed since the fit
 REFIT_SHARE = 0.1
@@ -183,6 +193,11 @@ class Calibration:
     #: complete@5; "multi_recall", "multi_complete"): what :func:`orders.choose` reads.
     #: Measured only when the catalog's settings turn the choice on (empty: the ranker orders)
     orders: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the multi-tool pseudo-queries' recall@5 (:func:`orders.multi_queries`, every tool of
+    #: each gold) with the fitted ranker ordering at each blend of :data:`BLENDS` (keyed by
+    #: the blend, ``f"{blend:g}"``): what :func:`catalog_blend` reads. Empty: too few
+    #: tools to write them, or the choice is off (:data:`BLEND_MARGIN` None: not measured)
+    blend_recall: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -200,6 +215,7 @@ class Calibration:
                 str(k): {str(o): float(v) for o, v in got.items()}
                 for k, got in d.get("orders", {}).items()
             }
+            d["blend_recall"] = {str(k): float(v) for k, v in d.get("blend_recall", {}).items()}
             if len(d["prior"]) != len(FEATURES):
                 return None
             return cls(**d)
@@ -227,6 +243,9 @@ class Calibration:
             how = "leans lexical (BM25 leads the order: the ranker is below it here)"
         else:
             how = f"leans {self.lean()} (the learned ranker orders)"
+        if _ranker.BLEND_MARGIN is not None:
+            seen = ", ".join(f"{v:.2f} at {k}" for k, v in self.blend_recall.items()) or "none"
+            how += f"; blend {catalog_blend(self):g} (multi-tool pseudo recall@5 {seen})"
         return (
             f"calibration: {self.n_pseudo} pseudo-queries over {self.n_tools} tools in "
             f"{self.seconds:.1f}s; {how}; pseudo recall@5 {recall}"
@@ -308,6 +327,7 @@ def calibrate(
     start: Sequence[float] | None = None,
     blend: float = BLEND,
     measure_orders: bool = False,
+    measure_blends: bool = False,
 ) -> Calibration:
     """Fit the ranker for this catalog from its own pseudo-queries.
 
@@ -316,7 +336,9 @@ def calibrate(
     ``start`` is the prior (one weight per feature, then the none bias; default: shipped);
     ``blend`` the fixed fusion's share of the order the orders are measured with, when
     ``measure_orders`` (the choice of discovery/orders.py is on: the multi-tool
-    pseudo-queries cost index time, about a third of the calibration's on bfcl).
+    pseudo-queries cost index time, about a third of the calibration's on bfcl);
+    ``measure_blends``: the multi-tool pseudo-queries' recall@5 at each of :data:`BLENDS`
+    (``blend_recall``, what the blend per catalog reads; when :data:`BLEND_MARGIN` is set).
     """
     began = time.perf_counter()
     if start is not None:
@@ -328,10 +350,13 @@ def calibrate(
             prior, prior_none, prior, prior_none, n_tools=len(specs), fingerprint=fingerprint(specs)
         )
     pseudo = pseudo_queries(specs, seed)
-    multis = order_choice.multi_queries(specs, seed) if measure_orders else []
-    texts = [p.text for p in pseudo] + [m.text for m in multis]
-    every = retrieve(texts, embed(texts))
-    runs, multi_runs = every[: len(pseudo)], every[len(pseudo) :]
+    texts = [p.text for p in pseudo]
+    runs = retrieve(texts, embed(texts))
+    # the multi-tool pseudo-queries, run on their own (the single ones' pools stay as they
+    # were): the blend's evidence (``blend_recall``) and, when on, the orders'
+    multis = order_choice.multi_queries(specs, seed) if measure_orders or measure_blends else []
+    multi_texts = [m.text for m in multis]
+    multi_runs = retrieve(multi_texts, embed(multi_texts)) if multis else []
     examples: list[Example] = []
     singles: dict[str, list[float]] = {"bm25": [], "dense": [], "ranker": []}
     for p, (qterms, lex, dense) in zip(pseudo, runs, strict=True):
@@ -355,6 +380,7 @@ def calibrate(
     ]
     multi = [(q, lex, dense, m.gold) for m, (q, lex, dense) in zip(multis, multi_runs, strict=True)]
     measured = _measure_orders(held, multi, fields, idf, weights, blend) if measure_orders else {}
+    by_blend = _blend_recall(multi, fields, idf, weights) if measure_blends else {}
     weights, none_bias = fit(
         examples, prior=prior, prior_none=prior_none, start=weights, start_none=none_bias,
         steps=STEPS // 3,
@@ -371,7 +397,37 @@ def calibrate(
         pseudo_recall={k: round(sum(v) / max(len(v), 1), 3) for k, v in singles.items()},
         fitted=True,
         orders=measured,
+        blend_recall=by_blend,
     )
+
+
+def _blend_recall(
+    multis: Sequence[tuple[Sequence[str], Hits, Hits, tuple[str, ...]]],
+    fields: FieldTerms,
+    idf: Callable[[str], float],
+    weights: Sequence[float],
+) -> dict[str, float]:
+    """The multi-tool pseudo-queries' recall@5 with the ranker ordering (the fitted
+    ``weights`` plus the blend times the fixed fusion) at each blend of :data:`BLENDS`."""
+    if not multis:
+        return {}
+    pools = [features(q, lex, dense, fields, idf) for q, lex, dense, _ in multis]
+    out: dict[str, float] = {}
+    for blend in BLENDS:
+        recall: list[float] = []
+        for (ids, x), (*_, gold) in zip(pools, multis, strict=True):
+            top = {ids[i] for i in _top5(ordered(x, weights, blend))} if ids else set()
+            recall.append(sum(g in top for g in gold) / len(gold))
+        out[f"{blend:g}"] = round(sum(recall) / len(recall), 3)
+    return out
+
+
+def catalog_blend(cal: Calibration | None) -> float:
+    """The blend this catalog's order takes: :func:`ranker.catalog_blend` over its
+    calibration's ``blend_recall`` with the shipped :data:`ranker.BLEND_MARGIN` (an
+    unfitted or missing calibration has no evidence)."""
+    evidence = cal.blend_recall if cal is not None and cal.fitted else {}
+    return _catalog_blend(evidence, _ranker.BLEND_MARGIN)
 
 
 def _top5(r: npt.NDArray[np.float64]) -> list[int]:

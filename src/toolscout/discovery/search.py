@@ -20,6 +20,7 @@ import numpy as np
 from toolscout.cards import ToolSpec
 from toolscout.discovery import coverage, crosslingual
 from toolscout.discovery import parts as parts_gate
+from toolscout.discovery import ranker as ranker_constants
 from toolscout.discovery.beside import searched_beside
 from toolscout.discovery.calibrate import (
     BLEND,
@@ -29,6 +30,7 @@ from toolscout.discovery.calibrate import (
     Calibration,
     Ranker,
     calibrate,
+    catalog_blend,
 )
 from toolscout.discovery.features import FieldTerms
 from toolscout.discovery.fusion import ADAPT_SHIFT as ADAPT_SHIFT
@@ -205,6 +207,7 @@ class Retriever:
         cal = index.calibration or Calibration()
         weights, none_bias = cal.weights_over(self.settings.ranker_prior)
         blend = self.settings.ranker_blend
+        blend = catalog_blend(index.calibration) if blend is None else blend
         chosen = chosen_orders(cal, self.settings)
         lead = chosen is None and cal.leads_lexical(self.settings.lexical_lead_margin)
         order_prior = self.settings.ranker_order_prior
@@ -215,7 +218,7 @@ class Retriever:
             index.fields,
             index.idf,
             self.settings.confidence_platt or PLATT,
-            BLEND if blend is None else blend,
+            blend,
             LEAD if lead else 0.0,
             orders=chosen or ("ranker", "ranker"),
             floor=self.settings.ranker_floor,
@@ -250,6 +253,7 @@ class Retriever:
             start=self.settings.ranker_prior,
             blend=BLEND if self.settings.ranker_blend is None else self.settings.ranker_blend,
             measure_orders=self.settings.order_margin is not None or ORDER_MARGIN is not None,
+            measure_blends=ranker_constants.BLEND_MARGIN is not None,
         )
 
     def for_request(self, query: Query) -> Retriever:

@@ -62,13 +62,21 @@ def examples(catalog: Catalog, queries: Sequence[EvalQuery]) -> list[Example]:
 
 
 def _balanced(by_set: Mapping[str, Sequence[Example]], held_out: str | None) -> list[Example]:
+    return [ex for _, ex in _balanced_named(by_set, held_out)]
+
+
+def _balanced_named(
+    by_set: Mapping[str, Sequence[Example]], held_out: str | None
+) -> list[tuple[str, Example]]:
+    """:data:`PER_SET` examples drawn (seeded) from every set but ``held_out``, each with
+    its set's name."""
     rng = random.Random(SEED)
-    out: list[Example] = []
+    out: list[tuple[str, Example]] = []
     for name in sorted(by_set):
         if name == held_out or not by_set[name]:
             continue
         pool = list(by_set[name])
-        out += [pool[rng.randrange(len(pool))] for _ in range(PER_SET)]
+        out += [(name, pool[rng.randrange(len(pool))]) for _ in range(PER_SET)]
     return out
 
 
@@ -84,17 +92,19 @@ def fit_platt(
     held_out: str | None,
     weights: Sequence[float],
     none_bias: float,
-    blend: float = 0.0,
+    blend: float | Mapping[str, float] = 0.0,
 ) -> tuple[float, float]:
     """(a, b) so that σ(a·logit(p) + b) matches how often the top tool is right, on every
-    set but ``held_out`` (the top as the ranker orders with ``blend``)."""
+    set but ``held_out`` (the top as the ranker orders with ``blend``: one for every set,
+    or each set's own, by name)."""
     z: list[float] = []
     y: list[float] = []
-    for ex in _balanced(by_set, held_out):
+    for name, ex in _balanced_named(by_set, held_out):
         if not len(ex.x):
             continue
         s = scores(ex.x, weights)
-        top = int(np.argmax(scores(ex.x, blended(weights, blend))))
+        b = blend[name] if isinstance(blend, Mapping) else blend
+        top = int(np.argmax(scores(ex.x, blended(weights, b))))
         p = min(max(top_probability(s, none_bias, top), 1e-6), 1 - 1e-6)
         z.append(math.log(p / (1 - p)))
         y.append(float(ex.target >= 0 and top == ex.target))
@@ -216,6 +226,51 @@ def choose_blend(
         (worst, avg), (best_worst, best_avg) = margins(pair), margins(best)
         if worst > best_worst + 1e-9 or (worst > best_worst - 1e-9 and avg > best_avg + 1e-9):
             best = pair
+    return best
+
+
+#: the margins a catalog's blend evidence is read with (``ranker.catalog_blend``): -1
+#: takes the smaller blend wherever a catalog has evidence, 1 never takes it
+BLEND_MARGINS: tuple[float, ...] = (-1.0, 0.0, 0.01, 0.02, 0.03, 0.05, 1.0)
+
+
+def choose_blend_margin(
+    grids: Mapping[str, Grid],
+    parts: Mapping[str, Sequence[float]],
+    evidence: Mapping[str, Mapping[str, float]],
+    held_out: str | None,
+    margins: Sequence[float] = BLEND_MARGINS,
+    yields: Sequence[float] = YIELDS,
+) -> tuple[float, float]:
+    """The (margin, yield) of a blend chosen per catalog from its own evidence
+    (``evidence``: each set's calibration's ``blend_recall``; each set takes
+    ``ranker.catalog_blend(evidence, margin)``): the pair whose worst mean margin over the
+    best part, across every set but ``held_out``, is largest, as :func:`choose_blend`
+    chooses — on a tie the larger mean margin, then the smaller margin, then the smaller
+    yield."""
+    from toolscout.discovery.ranker import catalog_blend
+
+    names = [n for n in sorted(grids) if n != held_out]
+    if not names:
+        raise ValueError("choose_blend_margin needs at least one set besides the held-out one")
+    missing = [n for n in names if n not in evidence]
+    if missing:
+        raise ValueError(f"choose_blend_margin has no blend evidence for {missing}")
+    best: tuple[float, float] | None = None
+    best_key = (-math.inf, -math.inf)
+    for margin in sorted(margins):
+        for y in sorted(yields):
+            pairs = [(catalog_blend(evidence[n], margin), y) for n in names]
+            if any(p not in grids[n] for n, p in zip(names, pairs, strict=True)):
+                continue
+            m = [mean(grids[n][p]) - mean(parts[n]) for n, p in zip(names, pairs, strict=True)]
+            worst, avg = min(m), mean(m)
+            if worst > best_key[0] + 1e-9 or (
+                worst > best_key[0] - 1e-9 and avg > best_key[1] + 1e-9
+            ):
+                best, best_key = (margin, y), (worst, avg)
+    if best is None:
+        raise ValueError("the sets' grids hold no (blend, yield) pair the margins choose")
     return best
 
 
