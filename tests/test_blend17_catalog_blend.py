@@ -14,7 +14,6 @@ from toolscout.discovery.calibrate import (
     BLENDS,
     VERSION,
     Calibration,
-    catalog_blend,
 )
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.logit import Example
@@ -77,13 +76,13 @@ def test_the_catalog_blend_reads_the_shipped_margin(monkeypatch: pytest.MonkeyPa
     fitted = Calibration(fitted=True, n_tools=20, n_pseudo=30, blend_recall=evidence)
     unfitted = Calibration(blend_recall=evidence)
     monkeypatch.setattr(ranker, "BLEND_MARGIN", None)
-    assert catalog_blend(fitted) == BLEND
+    assert fitted.blend() == BLEND
     monkeypatch.setattr(ranker, "BLEND_MARGIN", 0.0)
-    assert catalog_blend(fitted) == LOW
-    assert catalog_blend(unfitted) == HIGH and catalog_blend(None) == HIGH
+    assert fitted.blend() == LOW
+    assert unfitted.blend() == HIGH and Calibration().blend() == HIGH
     assert "blend 4 (multi-tool pseudo recall@5 0.53 at 4, 0.49 at 32)" in fitted.describe(1.0)
     monkeypatch.setattr(ranker, "BLEND_MARGIN", 0.1)
-    assert catalog_blend(fitted) == HIGH
+    assert fitted.blend() == HIGH
 
 
 def test_indexing_measures_the_evidence_and_the_retriever_uses_it(

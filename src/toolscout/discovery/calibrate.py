@@ -80,12 +80,12 @@ from toolscout.discovery.ranker import (
     PLATT,
     Ranker,
     blended,
+    catalog_blend,
     ordered,
     platt,
     scores,
     top_probability,
 )
-from toolscout.discovery.ranker import catalog_blend as _catalog_blend
 from toolscout.errors import ConfigError
 from toolscout.stores.base import Hits, Vector
 
@@ -195,7 +195,7 @@ class Calibration:
     orders: dict[str, dict[str, float]] = field(default_factory=dict)
     #: the multi-tool pseudo-queries' recall@5 (:func:`orders.multi_queries`, every tool of
     #: each gold) with the fitted ranker ordering at each blend of :data:`BLENDS` (keyed by
-    #: the blend, ``f"{blend:g}"``): what :func:`catalog_blend` reads. Empty: too few
+    #: the blend, ``f"{blend:g}"``): what :meth:`blend` reads. Empty: too few
     #: tools to write them, or the choice is off (:data:`BLEND_MARGIN` None: not measured)
     blend_recall: dict[str, float] = field(default_factory=dict)
 
@@ -245,7 +245,7 @@ class Calibration:
             how = f"leans {self.lean()} (the learned ranker orders)"
         if _ranker.BLEND_MARGIN is not None:
             seen = ", ".join(f"{v:.2f} at {k}" for k, v in self.blend_recall.items()) or "none"
-            how += f"; blend {catalog_blend(self):g} (multi-tool pseudo recall@5 {seen})"
+            how += f"; blend {self.blend():g} (multi-tool pseudo recall@5 {seen})"
         return (
             f"calibration: {self.n_pseudo} pseudo-queries over {self.n_tools} tools in "
             f"{self.seconds:.1f}s; {how}; pseudo recall@5 {recall}"
@@ -254,6 +254,11 @@ class Calibration:
     def leads_lexical(self, margin: float | None = None) -> bool:
         """Does BM25 lead this catalog's order (:func:`leads_lexical`)? Never unfitted."""
         return self.fitted and leads_lexical(self.pseudo_recall, margin)
+
+    def blend(self) -> float:
+        """The blend this catalog's order takes: :func:`ranker.catalog_blend` over its
+        ``blend_recall`` with the shipped :data:`ranker.BLEND_MARGIN` (no evidence unfitted)."""
+        return catalog_blend(self.blend_recall if self.fitted else {}, _ranker.BLEND_MARGIN)
 
     def weights_over(self, prior: Sequence[float] | None) -> tuple[tuple[float, ...], float]:
         """The weights with this catalog's adjustment applied over another prior (or its own).
@@ -420,14 +425,6 @@ def _blend_recall(
             recall.append(sum(g in top for g in gold) / len(gold))
         out[f"{blend:g}"] = round(sum(recall) / len(recall), 3)
     return out
-
-
-def catalog_blend(cal: Calibration | None) -> float:
-    """The blend this catalog's order takes: :func:`ranker.catalog_blend` over its
-    calibration's ``blend_recall`` with the shipped :data:`ranker.BLEND_MARGIN` (an
-    unfitted or missing calibration has no evidence)."""
-    evidence = cal.blend_recall if cal is not None and cal.fitted else {}
-    return _catalog_blend(evidence, _ranker.BLEND_MARGIN)
 
 
 def _top5(r: npt.NDArray[np.float64]) -> list[int]:

@@ -30,7 +30,6 @@ from toolscout.discovery.calibrate import (
     Calibration,
     Ranker,
     calibrate,
-    catalog_blend,
 )
 from toolscout.discovery.features import FieldTerms
 from toolscout.discovery.fusion import ADAPT_SHIFT as ADAPT_SHIFT
@@ -207,7 +206,7 @@ class Retriever:
         cal = index.calibration or Calibration()
         weights, none_bias = cal.weights_over(self.settings.ranker_prior)
         blend = self.settings.ranker_blend
-        blend = catalog_blend(index.calibration) if blend is None else blend
+        blend = cal.blend() if blend is None else blend
         chosen = chosen_orders(cal, self.settings)
         lead = chosen is None and cal.leads_lexical(self.settings.lexical_lead_margin)
         order_prior = self.settings.ranker_order_prior
