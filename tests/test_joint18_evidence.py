@@ -1,0 +1,118 @@
+"""The one per-catalog decision's evidence by its own noise (h/joint18, round twenty-four).
+
+Built and off (``calibrate.JOINT_Z`` None): the screen (benchmarks/joint_screen.py) showed
+the hypothesis fails, so nothing in discovery reads it; these pin the measurement and the
+rule the screen used."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from support import embedder, spec
+from toolscout.discovery import calibrate as cal_mod
+from toolscout.discovery.calibrate import (
+    JOINT_OPTIONS,
+    JOINT_Z,
+    Calibration,
+    joint_choice,
+    paired,
+)
+from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.queryvectors import embed_keys
+from toolscout.discovery.search import CALIBRATION_META
+from toolscout.settings import SearchSettings
+
+TOOLS = [
+    ("weather.forecast", "Weather forecast for a city: rain, temperature and wind by day."),
+    ("weather.alerts", "Severe weather warnings issued for a region and its coast."),
+    ("currency.convert", "Convert an amount of money between two currencies at today's rate."),
+    ("stocks.quote", "Latest share price and daily change of a listed company."),
+    ("maps.directions", "Driving, walking or transit directions between two addresses."),
+    ("mail.send", "Send an email message to one or more recipients with attachments."),
+    ("mail.search", "Search the mailbox for messages matching sender or subject line."),
+    ("calendar.create_event", "Create a calendar event with attendees and a time slot."),
+    ("files.upload", "Upload a document to cloud storage and get a share link back."),
+    ("tickets.open", "Open a support ticket describing a customer's problem in detail."),
+    ("orders.refund", "Refund a customer's order payment in full or in part today."),
+    ("hr.payslip", "Download an employee's monthly payslip as a PDF document."),
+    ("db.query", "Run a read-only SQL query against the analytics warehouse tables."),
+    ("translate.text", "Translate a passage of text into another language for readers."),
+    ("recipes.find", "Find cooking recipes by ingredient or dish name and diet."),
+    ("flights.search", "Search flights between two airports on a date with prices."),
+    ("hotels.book", "Reserve a hotel room for some nights in a chosen city."),
+    ("chat.post", "Post a message to a team chat channel for everyone to read."),
+]
+
+
+def test_paired_is_the_mean_and_its_cluster_robust_standard_error() -> None:
+    # every query its own cluster: the usual sample SD over sqrt(n)
+    mean, se, n = paired([1.0, 0.0, 0.0, 0.0], ["a", "b", "c", "d"])
+    assert (mean, n) == (0.25, 4.0) and se == pytest.approx(0.25)
+    # two queries of one tool are summed first: G/(G-1) · Σ_c (Σ d − mean)² / n²
+    mean, se, n = paired([1.0, 1.0, 0.0, 0.0], ["a", "a", "b", "c"])
+    assert mean == 0.5 and se == pytest.approx(math.sqrt(1.5 * 1.5 / 16))
+    assert paired([], []) == [0.0, 0.0, 0.0]
+    assert paired([0.5, 0.5], ["a", "a"])[1] == math.inf  # one cluster: never significant
+    with pytest.raises(ValueError, match="3 differences but 2 cluster keys"):
+        paired([1.0, 0.0, 0.0], ["a", "b"])
+
+
+def test_the_choice_switches_only_past_z_standard_errors() -> None:
+    low, lead = JOINT_OPTIONS
+    evidence = {low: [0.03, 0.01, 100.0], lead: [0.05, 0.03, 100.0]}
+    assert JOINT_Z is None and joint_choice(evidence, JOINT_Z) == "base"  # off as shipped
+    assert joint_choice(evidence, 1.0) == lead  # both past it: the larger difference
+    assert joint_choice(evidence, 1.96) == low  # only the smaller blend is past 1.96 SEs
+    assert joint_choice(evidence, 2.58) == low
+    assert joint_choice(evidence, 3.5) == "base"
+    # no difference is never a reason to switch, even at z = 0; nor is missing evidence
+    assert joint_choice({low: [0.0, 0.0, 50.0], lead: [-0.01, 0.01, 50.0]}, 0.0) == "base"
+    assert joint_choice({}, 0.0) == "base"
+    assert joint_choice({low: [0.02, math.inf, 4.0]}, 0.0) == "base"
+    # a tie goes to the earlier option
+    assert joint_choice({low: [0.02, 0.01, 9.0], lead: [0.02, 0.001, 9.0]}, 1.0) == low
+
+
+def test_a_calibration_with_or_without_the_evidence_loads() -> None:
+    cal = Calibration(fitted=True, n_tools=20, n_pseudo=30, joint={"lead@32": [0.1, 0.05, 40.0]})
+    back = Calibration.from_json(cal.to_json())
+    assert back == cal and back is not None and back.joint == {"lead@32": [0.1, 0.05, 40.0]}
+    older = json.loads(cal.to_json())
+    del older["joint"]  # a calibration stored by 95a446c (same VERSION, no such field)
+    loaded = Calibration.from_json(json.dumps(older))
+    assert loaded is not None and loaded.joint == {} and loaded.weights == cal.weights
+
+
+def _calibrate(cat: Catalog, measure_joint: bool) -> Calibration:
+    retriever = cat.retriever(SearchSettings())
+    specs = cat.specs()
+    allowed = frozenset(s.id for s in specs)
+    return cal_mod.calibrate(
+        specs,
+        lambda texts, vecs: retriever.pools(texts, vecs, allowed),
+        retriever.phrases.fields,
+        retriever.phrases.idf,
+        embed=lambda texts: retriever._embed_all(embed_keys(texts), cache=False),
+        measure_joint=measure_joint,
+    )
+
+
+def test_calibration_measures_the_paired_evidence_only_when_asked(tmp_path: Path) -> None:
+    with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
+        cat.add([spec(tid, summary) for tid, summary in TOOLS])
+        stored = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
+        assert stored is not None and stored.fitted and stored.joint == {}  # off: not measured
+        off, on = _calibrate(cat, False), _calibrate(cat, True)
+    assert off.joint == {} and on.weights == off.weights  # the fit does not read it
+    for option in JOINT_OPTIONS:
+        diff, se, n = on.joint[option]
+        singles, multis = on.joint[f"single:{option}"], on.joint[f"multi:{option}"]
+        assert n == singles[2] + multis[2] and singles[2] > 0 and multis[2] > 0
+        pooled = (singles[0] * singles[2] + multis[0] * multis[2]) / n
+        assert diff == pytest.approx(pooled, abs=1e-5) and -1.0 <= diff <= 1.0 and se >= 0.0
+    gap = on.pseudo_recall["bm25"] - on.pseudo_recall["ranker"]
+    assert on.joint["single:bm25-ranker"][0] == pytest.approx(gap, abs=2e-3)  # what LEAD reads
