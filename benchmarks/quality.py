@@ -205,7 +205,7 @@ def reliability_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 def lead_line(grid: Mapping[str, Any]) -> str:
     """What the held-out column says of the lexical lead: the sets whose fold's margin
-    decides it otherwise than the shipped one (``lead_held_out``), read with that lead."""
+    decides it otherwise than the shipped one (:func:`fit_lead_margin`), read with that lead."""
     moved = {n: g["held_out_lead"] for n, g in grid.items() if "held_out_lead" in g}
     if not moved:
         return (
@@ -634,9 +634,10 @@ def fit_constants(
             "held_out": [round(mean(g[pair]), 4), round(mean(completes[n][pair]), 4)],
         }
         grid[n].update({f"{a:g}/{y:g}": round(mean(v), 4) for (a, y), v in g.items()})
-    fit_lead_margin(sets, workdir, limit, embedder, fits, grid, stages)
+    # the lead's margin and the held-out column with every constant of each fold, in one pass
+    gaps, lead_lists = lead_evidence(sets, workdir, limit, embedder, fits, stages)
+    fit_lead_margin(fits, grid, parts, gaps, lead_lists)
     console.print("lead margin: " + ", ".join(f"{k} {v['lead_margin']:g}" for k, v in fits.items()))
-    lead_held_out(sets, workdir, limit, embedder, fits, grid, parts, stages)
     # the confidence model reads each set's selections as the held-out run makes them (the
     # ranker prior fitted without that set: a catalog the prior has not seen, like a user's)
     rows: dict[str, tuple[Any, Any]] = {}
@@ -679,119 +680,109 @@ def blend_evidence(
     return out
 
 
-def fit_lead_margin(
+def lead_evidence(
     sets: Sequence[Path],
     workdir: Path,
     limit: int | None,
     embedder: Any,
-    fits: dict[str, Any],
-    grid: dict[str, Any],
+    fits: Mapping[str, Any],
     stages: Stages | None = None,
-) -> None:
-    """The lexical lead's margin (``calibrate.LEAD_MARGIN``), leave-one-set-out.
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Each set's own evidence for the lexical lead, and what leading does to it held out.
 
-    A catalog leads when its own pseudo-queries put BM25 above the ranker by more than
-    the margin. Each set whose gap is above the grid's smallest margin is run with its
-    held-out constants, BM25 leading and not (a set at or below it never leads on the
-    grid, so no margin changes it); for a held-out set, the margin of
-    :data:`LEAD_MARGINS` with the largest mean recall@5 over the other sets is taken,
-    the smaller on a tie: where no other set contradicts it, the catalog's own evidence
-    is followed."""
+    The gap is the set's stored calibration's pseudo-query recall@5 of BM25 minus the
+    ranker's (index time, cards only; -1 unfitted). Each set whose gap is above the
+    smallest of :data:`LEAD_MARGINS` (a set at or below it never leads, whatever the
+    margin) is read on the grid's selection path at its fold's (blend, yield), BM25
+    leading and not: ``{name: ((recalls, completes) without, (recalls, completes)
+    leading)}``, every query's recall@5 and complete@5 (a stage of its own)."""
     from toolscout.discovery.calibrate import Calibration
     from toolscout.discovery.search import CALIBRATION_META
-    from toolscout.evaluate.fitting import mean
+    from toolscout.evaluate.fitting import recall_grid
 
-    recalls: dict[str, tuple[float, float]] = {}
     gaps: dict[str, float] = {}
+    lists: dict[str, Any] = {}
     for d in sets:
         with opened_set(d, workdir, limit, embedder) as (cat, scored):
             cal = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
             pr = cal.pseudo_recall if cal is not None and cal.fitted else {}
             gaps[d.name] = pr.get("bm25", 0.0) - pr.get("ranker", 0.0) if pr else -1.0
             if gaps[d.name] <= min(LEAD_MARGINS):
-                recalls[d.name] = (0.0, 0.0)
-                grid[d.name]["lead"] = {"pseudo_gap": round(gaps[d.name], 3)}
                 continue
+            pair = (fits[d.name]["blend"], fits[d.name]["dedupe_yield"])
             base = held_settings(fits[d.name])
-            recalls[d.name] = (stages or Stages(None, limit)).get(
-                "lead",
-                d.name,
-                fits[d.name],
-                lambda cat=cat, scored=scored, base=base: (
-                    mean(set_recalls(cat, scored, base.but(lexical_lead_margin=1.0))),
-                    mean(set_recalls(cat, scored, base.but(lexical_lead_margin=-1.0))),
-                ),
+
+            def read(
+                cat: Any = cat, scored: Any = scored, base: Any = base, pair: Any = pair
+            ) -> Any:
+                out = []
+                for margin in (1.0, -1.0):  # never leads, always leads
+                    complete: dict[Any, list[float]] = {}
+                    got = recall_grid(
+                        cat, scored, base.but(lexical_lead_margin=margin), [pair[0]], [pair[1]],
+                        complete=complete,
+                    )  # fmt: skip
+                    out.append((got[pair], complete[pair]))
+                return tuple(out)
+
+            lists[d.name] = (stages or Stages(None, limit)).get(
+                "lead-lists", d.name, [fits[d.name], list(pair)], read
             )
-        grid[d.name]["lead"] = {
-            "pseudo_gap": round(gaps[d.name], 3),
-            "recall@5 without": round(recalls[d.name][0], 4),
-            "recall@5 leading": round(recalls[d.name][1], 4),
-        }
-
-    def score(margin: float, names: Sequence[str]) -> float:
-        return mean([recalls[n][1 if gaps[n] > margin else 0] for n in names])
-
-    for name in [*(d.name for d in sets), None]:
-        others = [d.name for d in sets if d.name != name]
-        best = max(LEAD_MARGINS, key=lambda m: (round(score(m, others), 6), -m))
-        fits[name or "all"]["lead_margin"] = best
+    return gaps, lists
 
 
-def lead_held_out(
-    sets: Sequence[Path],
-    workdir: Path,
-    limit: int | None,
-    embedder: Any,
-    fits: Mapping[str, Any],
+def fit_lead_margin(
+    fits: dict[str, Any],
     grid: dict[str, Any],
     parts: Mapping[str, Sequence[float]],
-    stages: Stages | None = None,
+    gaps: Mapping[str, float],
+    lists: Mapping[str, Any],
 ) -> None:
-    """The held-out default of each set with the lexical lead its own fold chose.
+    """The lexical lead's margin (``calibrate.LEAD_MARGIN``), leave-one-set-out, and each
+    set's held-out default read with every constant of its fold, the lead included.
 
-    The blend grid runs every set with the shipped lead margin (the fold's is chosen after
-    it, by :func:`fit_lead_margin`); where the fold's margin decides otherwise for the set's
-    own pseudo-query gap, its held-out recall@5 and complete@5 and their interval over the
-    best part are read again at its pair, the lead as the fold decides
+    A catalog leads when its own pseudo-queries put BM25 above the ranker by more than the
+    margin (``gaps``; ``lists``: :func:`lead_evidence`'s readings of each set that can lead).
+    For a held-out set, the margin of :data:`LEAD_MARGINS` with the largest mean recall@5
+    over the other sets is taken, the smaller on a tie: where no other set contradicts it,
+    the catalog's own evidence is followed. In the same pass each set's held-out column is
+    the reading its fold decides: the blend grid ran it with the shipped margin, so where
+    the fold's margin decides the lead otherwise, its held-out recall@5 and complete@5 and
+    their interval over the best part are those of the lead as the fold decides
     (``grid[name]["held_out_lead"]`` says which)."""
     from toolscout.discovery.ranker import LEAD_MARGIN
-    from toolscout.evaluate.fitting import mean, paired_interval, recall_grid
+    from toolscout.evaluate.fitting import mean, paired_interval
 
-    for d in sets:
-        gap = grid[d.name].get("lead", {}).get("pseudo_gap")
-        margin = fits[d.name]["lead_margin"]
-        if gap is None or (gap > margin) == (gap > LEAD_MARGIN):
-            continue
-        pair = (fits[d.name]["blend"], fits[d.name]["dedupe_yield"])
-        run = held_settings(fits[d.name])
+    names = list(gaps)
+    for n in names:
+        grid[n]["lead"] = {"pseudo_gap": round(gaps[n], 3)}
+        if n in lists:
+            (without, _), (leading, _) = lists[n]
+            grid[n]["lead"].update(
+                {"recall@5 without": round(mean(without), 4),
+                 "recall@5 leading": round(mean(leading), 4)}
+            )  # fmt: skip
 
-        def regrid(d: Path = d, pair: tuple[float, float] = pair, run: Any = run) -> Any:
-            complete: dict[Any, list[float]] = {}
-            with opened_set(d, workdir, limit, embedder) as (cat, scored):
-                got = recall_grid(cat, scored, run, [pair[0]], [pair[1]], complete=complete)
-            return got[pair], complete[pair]
+    def recall(n: str, margin: float) -> float:
+        if n not in lists:
+            return 0.0  # never leads at any margin of the grid: the same at every margin
+        return mean(lists[n][1 if gaps[n] > margin else 0][0])
 
-        recalls, completes = (stages or Stages(None, limit)).get(
-            "lead-held-out", d.name, [fits[d.name], list(pair)], regrid
-        )
-        m, low, high = paired_interval(recalls, parts[d.name])
-        grid[d.name].update(
+    for name in [*names, None]:
+        others = [n for n in names if n != name]
+        best = max(LEAD_MARGINS, key=lambda m: (round(mean([recall(n, m) for n in others]), 6), -m))
+        fits[name or "all"]["lead_margin"] = best
+    for n in names:
+        leads = gaps[n] > fits[n]["lead_margin"]
+        if n not in lists or leads == (gaps[n] > LEAD_MARGIN):
+            continue  # the grid's reading already has the fold's lead
+        recalls, completes = lists[n][1 if leads else 0]
+        m, low, high = paired_interval(recalls, parts[n])
+        grid[n].update(
             held_out=[round(mean(recalls), 4), round(mean(completes), 4)],
             held_out_margin=[round(m, 4), round(low, 4), round(high, 4)],
-            held_out_lead="leading" if gap > margin else "not leading",
+            held_out_lead="leading" if leads else "not leading",
         )
-
-
-def set_recalls(catalog: Any, queries: Sequence[Any], settings: Any) -> list[float]:
-    """recall@5 of each query under ``settings``."""
-    from toolscout.evaluate.harness import discover_once, eval_principal
-    from toolscout.evaluate.metrics import recall_at
-
-    principal = eval_principal(catalog)
-    return [
-        recall_at(discover_once(catalog, settings, q.query, principal).ranked, q.gold, 5)
-        for q in queries
-    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,8 @@
 """benchmarks/quality.py: the held-out default is read with the lexical lead its own fold
 chose, not the shipped margin the blend grid runs with (round twenty-three: the fold
-without toolalpaca chooses margin 0 and leads it, which the held-out column had missed)."""
+without toolalpaca chooses margin 0 and leads it, which the held-out column had missed;
+round twenty-four, h/joint18: the margin and that reading are made in one pass,
+``fit_lead_margin`` over ``lead_evidence``'s readings)."""
 
 from __future__ import annotations
 
@@ -18,56 +20,68 @@ from toolscout.discovery.ranker import LEAD_MARGIN  # noqa: E402
 from toolscout.evaluate.fitting import paired_interval  # noqa: E402
 
 
-def _fit(margin: float) -> dict[str, Any]:
-    return {"prior": [1.0, 2.0], "platt": [1.0, 0.0], "blend": 32.0, "dedupe_yield": 0.8,
-            "lead_margin": margin}  # fmt: skip
+def _fit() -> dict[str, Any]:
+    return {"prior": [1.0, 2.0], "platt": [1.0, 0.0], "blend": 32.0, "dedupe_yield": 0.8}
 
 
-def _grid(gap: float) -> dict[str, Any]:
-    return {
-        "held_out": [0.5, 0.25],
-        "held_out_margin": [0.0, 0.0, 0.0],
-        "lead": {"pseudo_gap": gap},
+def _grid() -> dict[str, Any]:
+    return {"held_out": [0.5, 0.25], "held_out_margin": [0.0, 0.0, 0.0]}
+
+
+def _read(recalls: list[float], completes: list[float] | None = None) -> Any:
+    return (recalls, recalls if completes is None else completes)
+
+
+def test_the_margin_and_the_held_out_lead_are_chosen_in_one_pass() -> None:
+    assert pytest.approx(0.04) == LEAD_MARGIN  # the gaps below straddle the shipped margin
+    # a set the fold leads where the grid (the shipped margin) did not, as toolalpaca:
+    # no other set contradicts leading, so its fold takes the smallest margin
+    gaps = {"leads": 0.036, "flat": 0.1, "quiet": -0.05}
+    lists = {
+        # (without, leading): each query's recall@5 and complete@5
+        "leads": (_read([1.0, 0.0, 1.0, 0.0]), _read([1.0, 0.0, 0.5, 0.0], [1.0, 0.0, 0.0, 0.0])),
+        "flat": (_read([1.0, 1.0]), _read([1.0, 1.0])),  # leading changes nothing here
     }
+    fits = {n: _fit() for n in [*gaps, "all"]}
+    grid = {n: _grid() for n in gaps}
+    parts = {n: [1.0, 0.0, 1.0, 0.0] for n in gaps}
 
+    quality.fit_lead_margin(fits, grid, parts, gaps, lists)
 
-def test_a_set_whose_fold_decides_the_lead_otherwise_is_read_again(tmp_path: Path) -> None:
-    assert pytest.approx(0.04) == LEAD_MARGIN  # the margins below straddle the shipped one
-    fits = {
-        "leads": _fit(0.0),  # gap 0.036 > 0 but not > 0.04: the fold leads, the grid did not
-        "same": _fit(0.04),  # the fold's margin is the shipped one: nothing to read again
-        "never": _fit(0.0),  # no lexical evidence above any margin
-        "stops": _fit(0.06),  # gap 0.05 > 0.04 but not > 0.06: the grid led, the fold does not
-    }
-    grid = {
-        "leads": _grid(0.036),
-        "same": _grid(0.036),
-        "never": _grid(-0.05),
-        "stops": _grid(0.05),
-    }
-    parts = {n: [1.0, 0.0, 1.0, 0.0] for n in fits}
-    stages = quality.Stages(tmp_path / "stages", limit=None)
-    # what each regrid would measure, kept where the run finds it (no set is opened)
-    again = {
-        "leads": ([1.0, 0.0, 0.5, 0.0], [1.0, 0.0, 0.0, 0.0]),
-        "stops": ([1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]),
-    }
-    for name, lists in again.items():
-        pair = [fits[name]["blend"], fits[name]["dedupe_yield"]]
-        stages.get("lead-held-out", name, [fits[name], pair], lambda lists=lists: lists)
-    sets = [tmp_path / n for n in fits]
-
-    quality.lead_held_out(sets, tmp_path, None, None, fits, grid, parts, stages)
-
+    # without "leads" every margin ties: the smaller; with it, leading below 0.036 costs it
+    assert {n: f["lead_margin"] for n, f in fits.items()} == {
+        "leads": 0.0, "flat": 0.04, "quiet": 0.04, "all": 0.04,
+    }  # fmt: skip
     assert grid["leads"]["held_out"] == [0.375, 0.25]
     assert grid["leads"]["held_out_lead"] == "leading"
-    m, low, high = paired_interval(again["leads"][0], parts["leads"])
+    m, low, high = paired_interval([1.0, 0.0, 0.5, 0.0], parts["leads"])
     assert grid["leads"]["held_out_margin"] == [round(m, 4), round(low, 4), round(high, 4)]
-    assert grid["stops"]["held_out"] == [0.75, 0.75]
-    assert grid["stops"]["held_out_lead"] == "not leading"
-    for untouched in ("same", "never"):
+    assert grid["leads"]["lead"] == {
+        "pseudo_gap": 0.036, "recall@5 without": 0.5, "recall@5 leading": 0.375,
+    }  # fmt: skip
+    for untouched in ("flat", "quiet"):  # the fold decides as the grid ran it
         assert grid[untouched]["held_out"] == [0.5, 0.25]
         assert "held_out_lead" not in grid[untouched]
+    assert grid["quiet"]["lead"] == {"pseudo_gap": -0.05}
+
+
+def test_a_set_the_grid_led_and_its_fold_does_not_is_read_without_the_lead() -> None:
+    gaps = {"stops": 0.05, "hurt": 0.045, "quiet": -0.05}
+    lists = {
+        "stops": (_read([1.0, 1.0, 1.0, 0.0]), _read([1.0, 1.0, 1.0, 0.0])),
+        "hurt": (_read([1.0, 1.0]), _read([0.0, 1.0])),  # leading costs it a query
+    }
+    fits = {n: _fit() for n in [*gaps, "all"]}
+    grid = {n: _grid() for n in gaps}
+    parts = {n: [1.0, 1.0, 0.0, 0.0] for n in gaps}
+
+    quality.fit_lead_margin(fits, grid, parts, gaps, lists)
+
+    assert fits["stops"]["lead_margin"] == 0.06  # the smallest margin that spares "hurt"
+    assert grid["stops"]["held_out"] == [0.75, 0.75]
+    assert grid["stops"]["held_out_lead"] == "not leading"
+    assert fits["hurt"]["lead_margin"] == 0.0  # "stops" is indifferent: it leads, as shipped
+    assert "held_out_lead" not in grid["hurt"] and grid["hurt"]["held_out"] == [0.5, 0.25]
 
 
 def test_the_held_out_text_names_the_sets_read_with_their_folds_lead() -> None:
