@@ -96,6 +96,7 @@ __all__ = [
     "BLEND_MARGIN",
     "CONFIDENCE",
     "CONFIDENCE_INPUTS",
+    "CROSS_FIT",
     "Calibration",
     "ConfidenceShift",
     "Example",
@@ -169,8 +170,14 @@ JOINT_Z: float | None = None
 #: bump when features or pseudo-queries change: stored calibrations of another version refit
 #: (``blend_recall`` is optional: a calibration stored without it loads and reads as no
 #: evidence; a version that turns :data:`BLEND_MARGIN` on must bump this so every catalog
-#: measures it)
-VERSION = 4
+#: measures it; 5: ``pseudo_recall`` cross-fitted, :data:`CROSS_FIT` — the weights are 4's)
+VERSION = 5
+#: the single-tool pseudo-queries' folds (``i % _FOLDS``): fold 0 is held out from the fit the
+#: final one starts from; with :data:`CROSS_FIT` each fold is held out once
+_FOLDS = 5
+#: ``pseudo_recall`` (what the lexical lead reads) cross-fitted over all :data:`_FOLDS` folds
+#: (False: over fold 0, the held-out fifth, alone)
+CROSS_FIT = True
 #: refit when this share of the catalog's tools were added, changed or removed since the fit
 REFIT_SHARE = 0.1
 #: fewer tools than this: the prior is kept (too few pseudo-queries to fit 9 numbers)
@@ -356,6 +363,7 @@ def calibrate(
     measure_orders: bool = False,
     measure_blends: bool = False,
     measure_joint: bool = False,
+    cross_fit: bool | None = None,
 ) -> Calibration:
     """Fit the ranker for this catalog from its own pseudo-queries.
 
@@ -368,7 +376,10 @@ def calibrate(
     ``measure_blends``: the multi-tool pseudo-queries' recall@5 at each of :data:`BLENDS`
     (``blend_recall``, what the blend per catalog reads; when :data:`BLEND_MARGIN` is set);
     ``measure_joint``: the one per-catalog decision's paired evidence (``joint``,
-    :func:`joint_evidence`; when :data:`JOINT_Z` is set).
+    :func:`joint_evidence`; when :data:`JOINT_Z` is set); ``cross_fit``: ``pseudo_recall``
+    over every single-tool pseudo-query, each fifth scored by a ranker fitted on the other
+    four (four fits more; None: :data:`CROSS_FIT`), not over the held-out fifth alone. The
+    weights are the same either way (the final fit starts from fold 0's, the fifth's).
     """
     began = time.perf_counter()
     if start is not None:
@@ -394,16 +405,22 @@ def calibrate(
         ids, x = features(qterms, lex, dense, fields, idf)
         target = ids.index(p.tool_id) if p.tool_id is not None and p.tool_id in ids else -1
         examples.append(Example(x, target))
-    # hold out every 5th example to report the fitted ranker's pseudo recall honestly
-    train = [e for i, e in enumerate(examples) if i % 5]
-    weights, none_bias = fit(train, prior=prior, prior_none=prior_none)
-    for i, (p, (_, lex, dense), ex) in enumerate(zip(pseudo, runs, examples, strict=True)):
-        if p.tool_id is None or i % 5:
-            continue
-        singles["bm25"].append(float(p.tool_id in lex.ids[:5]))
-        singles["dense"].append(float(p.tool_id in dense.ids[:5]))
-        hit = ex.target >= 0 and ex.target in np.argsort(-scores(ex.x, weights))[:5]
-        singles["ranker"].append(float(hit))
+    # hold out every 5th example to report the fitted ranker's pseudo recall honestly; with
+    # the cross-fit each other fifth is held out in turn too (a ranker fitted on the other
+    # four scores it), so every single-tool pseudo-query is read by one that never saw it
+    cross = CROSS_FIT if cross_fit is None else cross_fit
+    weights, none_bias = fit(
+        [e for i, e in enumerate(examples) if i % _FOLDS], prior=prior, prior_none=prior_none
+    )  # fold 0 held out: the final fit's warm start, as before the cross-fit
+    rows = single_hits(
+        pseudo,
+        runs,
+        examples,
+        [weights, *(_fold_fits(examples, prior, prior_none) if cross else [])],
+    )
+    for row in rows:
+        for key in singles:
+            singles[key].append(float(row[key]))
     held = [
         (ex.x, (ex.target,) if ex.target >= 0 else ())
         for i, (p, ex) in enumerate(zip(pseudo, examples, strict=True))
@@ -439,6 +456,91 @@ def calibrate(
         blend_recall=by_blend,
         joint=joint,
     )
+
+
+def _fold_fits(
+    examples: Sequence[Example], prior: Sequence[float], prior_none: float
+) -> list[tuple[float, ...]]:
+    """The weights of folds 1 to :data:`_FOLDS` − 1, each fitted as :func:`logit.fit` fits
+    fold 0 (the examples of the other folds, from ``prior``, :data:`STEPS` Adam steps at
+    :data:`L2`), the folds in one batch: the same sums over the same examples, one matrix
+    product a step for all of them instead of one product each (equal to four separate fits
+    up to floating-point rounding: the sums' order differs)."""
+    keep = [i for i, e in enumerate(examples) if len(e.x)]
+    k = _FOLDS - 1
+    if not keep:
+        return [tuple(float(w) for w in prior)] * k
+    xs = [examples[i].x for i in keep]
+    sizes = np.array([len(x) for x in xs])
+    stacked = np.vstack(xs)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    tgt = np.array([examples[i].target for i in keep])
+    has = tgt >= 0
+    # in[q, f]: example q trains fold f + 1 (it is not in that fold)
+    fold = np.array(keep) % _FOLDS
+    train = (fold[:, None] != np.arange(1, _FOLDS)[None, :]).astype(np.float64)
+    n = train.sum(axis=0)
+    n[n == 0] = 1.0
+    onehot = np.zeros(len(stacked))
+    onehot[offsets[has] + tgt[has]] = 1.0
+    target_sum = stacked.T @ (onehot[:, None] * np.repeat(train, sizes, axis=0))  # features × folds
+    n_none = ((~has)[:, None] * train).sum(axis=0)
+    centre = np.asarray(prior, dtype=np.float64)
+    params = np.tile(np.concatenate([centre, [float(prior_none)]])[:, None], (1, k))
+    m = np.zeros_like(params)
+    v = np.zeros_like(params)
+    lr, beta1, beta2 = 0.05, 0.9, 0.999
+    # folds × rows; each fold's products are matrix-vector ones, as :func:`logit.fit`'s (a
+    # matrix-matrix product threads, and on a busy machine that costs more than it saves)
+    mask = np.repeat(train.T, sizes, axis=1)
+    s = np.empty((k, len(stacked)))
+    grad_w = np.empty((len(centre), k))
+    for step in range(1, STEPS + 1):
+        w, b = params[:-1], params[-1]
+        for f in range(k):
+            s[f] = stacked @ w[:, f]
+        mx = np.maximum(np.maximum.reduceat(s, offsets, axis=1), b[:, None])
+        e = np.exp(s - np.repeat(mx, sizes, axis=1))
+        e_none = np.exp(b[:, None] - mx)
+        z = np.add.reduceat(e, offsets, axis=1) + e_none
+        p = e / np.repeat(z, sizes, axis=1) * mask
+        for f in range(k):
+            grad_w[:, f] = p[f] @ stacked - target_sum[:, f]
+        grad_b = (e_none / z * train.T).sum(axis=1) - n_none
+        grad = np.vstack([grad_w, grad_b[None, :]]) / n[None, :]
+        grad[:-1] += L2 * (params[:-1] - centre[:, None])
+        m = beta1 * m + (1 - beta1) * grad
+        v = beta2 * v + (1 - beta2) * grad**2
+        mhat = m / (1 - beta1**step)
+        vhat = v / (1 - beta2**step)
+        params = params - lr * mhat / (np.sqrt(vhat) + 1e-8)
+    return [tuple(float(x) for x in params[:-1, f]) for f in range(k)]
+
+
+def single_hits(
+    pseudo: Sequence[Pseudo],
+    runs: Sequence[tuple[Sequence[str], Hits, Hits]],
+    examples: Sequence[Example],
+    folds: Sequence[Sequence[float]],
+) -> list[dict[str, float | str | int]]:
+    """Each single-tool pseudo-query of the scored folds (``folds``: the ranker's weights of
+    fold 0, 1, ... — one: the held-out fifth alone; :data:`_FOLDS`: every query) — its tool,
+    its fold and whether BM25, dense and the fold's ranker put the tool in the first five."""
+    out: list[dict[str, float | str | int]] = []
+    for i, (p, (_, lex, dense), ex) in enumerate(zip(pseudo, runs, examples, strict=True)):
+        if p.tool_id is None or i % _FOLDS >= len(folds):
+            continue
+        top = np.argsort(-scores(ex.x, folds[i % _FOLDS]))[:5]
+        out.append(
+            {
+                "tool": p.tool_id,
+                "fold": i % _FOLDS,
+                "bm25": float(p.tool_id in lex.ids[:5]),
+                "dense": float(p.tool_id in dense.ids[:5]),
+                "ranker": float(ex.target >= 0 and ex.target in top),
+            }
+        )
+    return out
 
 
 def _blend_recall(

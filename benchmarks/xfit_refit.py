@@ -1,0 +1,83 @@
+"""Refit the stored calibrations of indexed sets in this tree, and compare with what was stored.
+
+``calibrate.VERSION`` 5 (h/xfit18) changes only how ``pseudo_recall`` is read (cross-fitted);
+the weights must come out bit-identical to the stored version-4 fit. For each ``--sets``
+catalog in ``--cache`` (a copy: the new calibration is written to it) this reads the stored
+calibration's JSON, fits again as ``Catalog.calibrate`` does after indexing, and prints
+whether the weights, the none bias, the prior, ``blend_recall``, ``orders`` and ``joint``
+are equal bit for bit, and the pseudo recall before and after.
+
+Run: ``PYTHONPATH=src .venv/bin/python benchmarks/xfit_refit.py --cache COPY [--sets a,b]
+[--json OUT]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SAME = ("weights", "none_bias", "prior", "prior_none", "blend_recall", "orders", "joint")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", type=Path, required=True)
+    parser.add_argument("--sets", default="apibench,bfcl,metatool,restbench,toolalpaca,toolbench")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    names = [s.strip() for s in args.sets.split(",") if s.strip()]
+    missing = [n for n in names if not (args.cache / f"{n}.db").is_file()]
+    if missing:
+        raise SystemExit(f"error: no indexed set {missing} in {args.cache}")
+
+    from toolscout.discovery.catalog import Catalog
+    from toolscout.discovery.search import CALIBRATION_META
+    from toolscout.embed.minilm import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    out: dict[str, Any] = {}
+    bad = 0
+    for name in names:
+        with Catalog.open(args.cache / f"{name}.db", embedder=embedder, log=False) as cat:
+            raw = cat.store.meta(CALIBRATION_META)
+            if not raw:
+                raise SystemExit(f"error: {name} holds no stored calibration to compare with")
+            old = json.loads(raw)
+            new = json.loads(cat.calibrate().to_json())
+        same = {k: old.get(k) == new.get(k) for k in SAME}
+        bad += not all(same.values())
+        out[name] = {
+            "version": [old.get("version"), new.get("version")],
+            "same": same,
+            "pseudo_recall": [old.get("pseudo_recall"), new.get("pseudo_recall")],
+            "largest_weight_difference": max(
+                abs(a - b)
+                for a, b in zip(
+                    [*old["weights"], old["none_bias"]],
+                    [*new["weights"], new["none_bias"]],
+                    strict=True,
+                )
+            ),
+            "blend_recall": [old.get("blend_recall"), new.get("blend_recall")],
+            "old": old,
+            "new": new,
+        }
+        print(
+            f"{name}: v{old.get('version')} -> v{new.get('version')}; bit-identical "
+            + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in same.items())
+            + f"; largest weight difference {out[name]['largest_weight_difference']:.1e}"
+            + f"; pseudo recall {old.get('pseudo_recall')} -> {new.get('pseudo_recall')}",
+            flush=True,
+        )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n", "utf-8")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

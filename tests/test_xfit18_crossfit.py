@@ -1,0 +1,160 @@
+"""The lexical lead's evidence cross-fitted (h/xfit18, round twenty-four).
+
+``calibrate.calibrate`` reads the ranker's single-tool pseudo recall over every fold of
+the pseudo-queries, each scored by a ranker fitted on the other four, instead of over the
+held-out fifth alone; the weights it stores are fitted exactly as before."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from support import embedder, spec
+from toolscout.discovery import calibrate as cal_mod
+from toolscout.discovery.calibrate import CROSS_FIT, VERSION, Calibration, Example, stale
+from toolscout.discovery.catalog import Catalog
+from toolscout.discovery.logit import PRIOR, PRIOR_NONE, STEPS, fit
+from toolscout.discovery.queryvectors import embed_keys
+from toolscout.discovery.search import CALIBRATION_META
+from toolscout.settings import SearchSettings
+
+#: a small catalog of distinct tools (as test_joint18_evidence's)
+TOOLS = [
+    ("weather.forecast", "Weather forecast for a city: rain, temperature and wind by day."),
+    ("weather.alerts", "Severe weather warnings issued for a region and its coast."),
+    ("currency.convert", "Convert an amount of money between two currencies at today's rate."),
+    ("stocks.quote", "Latest share price and daily change of a listed company."),
+    ("maps.directions", "Driving, walking or transit directions between two addresses."),
+    ("mail.send", "Send an email message to one or more recipients with attachments."),
+    ("mail.search", "Search the mailbox for messages matching sender or subject line."),
+    ("calendar.create_event", "Create a calendar event with attendees and a time slot."),
+    ("files.upload", "Upload a document to cloud storage and get a share link back."),
+    ("tickets.open", "Open a support ticket describing a customer's problem in detail."),
+    ("orders.refund", "Refund a customer's order payment in full or in part today."),
+    ("hr.payslip", "Download an employee's monthly payslip as a PDF document."),
+    ("db.query", "Run a read-only SQL query against the analytics warehouse tables."),
+    ("translate.text", "Translate a passage of text into another language for readers."),
+    ("recipes.find", "Find cooking recipes by ingredient or dish name and diet."),
+    ("flights.search", "Search flights between two airports on a date with prices."),
+    ("hotels.book", "Reserve a hotel room for some nights in a chosen city."),
+    ("chat.post", "Post a message to a team chat channel for everyone to read."),
+]
+
+
+def _inputs(cat: Catalog) -> tuple[list[cal_mod.Pseudo], list[Any], list[Example]]:
+    retriever = cat.retriever(SearchSettings())
+    specs = cat.specs()
+    allowed = frozenset(s.id for s in specs)
+    pseudo = cal_mod.pseudo_queries(specs, cal_mod.SEED)
+    texts = [p.text for p in pseudo]
+    runs = retriever.pools(texts, retriever._embed_all(embed_keys(texts), cache=False), allowed)
+    examples = []
+    for p, (q, lex, dense) in zip(pseudo, runs, strict=True):
+        ids, x = cal_mod.features(q, lex, dense, retriever.phrases.fields, retriever.phrases.idf)
+        examples.append(Example(x, ids.index(p.tool_id) if p.tool_id in ids else -1))
+    return pseudo, runs, examples
+
+
+def _calibrate(cat: Catalog, cross_fit: bool | None) -> Calibration:
+    retriever = cat.retriever(SearchSettings())
+    specs = cat.specs()
+    allowed = frozenset(s.id for s in specs)
+    return cal_mod.calibrate(
+        specs,
+        lambda texts, vecs: retriever.pools(texts, vecs, allowed),
+        retriever.phrases.fields,
+        retriever.phrases.idf,
+        embed=lambda texts: retriever._embed_all(embed_keys(texts), cache=False),
+        cross_fit=cross_fit,
+    )
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Catalog]:
+    path = tmp_path_factory.mktemp("xfit") / "c.db"
+    with Catalog.open(path, embedder=embedder(), log=False) as cat:
+        cat.add([spec(tid, summary) for tid, summary in TOOLS])
+        yield cat
+
+
+def test_the_weights_are_fitted_as_before_the_cross_fit(catalog: Catalog) -> None:
+    assert CROSS_FIT is True  # the shipped evidence is cross-fitted
+    on, off, default = (
+        _calibrate(catalog, True),
+        _calibrate(catalog, False),
+        _calibrate(catalog, None),
+    )
+    # the procedure before the cross-fit, written out: fold 0 held out, then a warm start on all
+    _, _, examples = _inputs(catalog)
+    w0, b0 = fit([e for i, e in enumerate(examples) if i % 5], prior=PRIOR, prior_none=PRIOR_NONE)
+    before = fit(
+        examples, prior=PRIOR, prior_none=PRIOR_NONE, start=w0, start_none=b0, steps=STEPS // 3
+    )
+    for cal in (on, off, default):
+        assert (cal.weights, cal.none_bias) == before  # bit for bit
+    assert default.pseudo_recall == on.pseudo_recall
+    assert on.blend_recall == off.blend_recall and on.orders == off.orders
+
+
+def test_every_single_tool_pseudo_query_is_scored_by_a_ranker_that_did_not_see_it(
+    catalog: Catalog,
+) -> None:
+    pseudo, runs, examples = _inputs(catalog)
+    # each fold's ranker fitted on its own, by logit.fit, on the examples of the other folds
+    alone = [
+        fit([e for i, e in enumerate(examples) if i % 5 != k], prior=PRIOR, prior_none=PRIOR_NONE)[
+            0
+        ]
+        for k in range(5)
+    ]
+    batched = cal_mod._fold_fits(examples, PRIOR, PRIOR_NONE)
+    assert len(batched) == 4
+    for one, other in zip(alone[1:], batched, strict=True):
+        assert np.allclose(one, other, rtol=0, atol=1e-9)  # the same fit, summed in batch
+    rows = cal_mod.single_hits(pseudo, runs, examples, alone)
+    singles = [i for i, p in enumerate(pseudo) if p.tool_id is not None]
+    assert len(rows) == len(singles) and {r["fold"] for r in rows} == set(range(5))
+    assert rows == cal_mod.single_hits(pseudo, runs, examples, [alone[0], *batched])
+    for i, r in zip(singles, rows, strict=True):
+        ex = examples[i]
+        top = np.argsort(-cal_mod.scores(ex.x, alone[i % 5]))[:5]
+        assert r["ranker"] == float(ex.target >= 0 and ex.target in top)
+    on, off = _calibrate(catalog, True), _calibrate(catalog, False)
+    for key in ("bm25", "dense", "ranker"):
+        every = [float(r[key]) for r in rows]
+        fifth = [float(r[key]) for r in rows if r["fold"] == 0]
+        assert on.pseudo_recall[key] == round(sum(every) / len(every), 3)
+        assert off.pseudo_recall[key] == round(sum(fifth) / len(fifth), 3)
+    # a folds-of-one list scores the held-out fifth only
+    assert {r["fold"] for r in cal_mod.single_hits(pseudo, runs, examples, alone[:1])} == {0}
+
+
+def test_a_fold_with_no_examples_keeps_the_prior() -> None:
+    got = cal_mod._fold_fits([Example(np.zeros((0, len(PRIOR))), -1)] * 3, PRIOR, PRIOR_NONE)
+    assert got == [PRIOR] * 4
+
+
+def test_a_calibration_stored_before_the_cross_fit_is_refitted(tmp_path: Path) -> None:
+    with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
+        cat.add([spec(tid, summary) for tid, summary in TOOLS])
+        fresh = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
+        assert fresh is not None and fresh.version == VERSION == 5
+        old = json.loads(fresh.to_json())
+        old["version"] = 4  # as the base (5062af2) stored it: the fifth's evidence
+        old["pseudo_recall"] = {"bm25": 0.9, "dense": 0.1, "ranker": 0.1}
+        cat.store.set_meta(CALIBRATION_META, json.dumps(old))
+        assert Calibration.from_json(json.dumps(old)) is None  # not read as evidence
+        stored = Calibration.from_json(json.dumps({**old, "version": VERSION}))
+        assert stored is not None and stale(stored, len(cat), 0) is False
+        assert stale(None, len(cat), 0)
+        refit = cat.calibrate(0)  # nothing changed, but the stored one is of another version
+        assert refit.version == VERSION and refit.pseudo_recall != old["pseudo_recall"]
+        assert refit.weights == fresh.weights and refit.none_bias == fresh.none_bias
+        assert Calibration.from_json(cat.store.meta(CALIBRATION_META) or "") == refit
+    with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
+        assert cat.calibrate(0) == refit  # stored again: the next open does not refit
