@@ -1,30 +1,29 @@
 """The one per-catalog decision's evidence by its own noise (h/joint18, round twenty-four).
 
-Built and off (``calibrate.JOINT_Z`` None): the screen (benchmarks/joint_screen.py) showed
-the hypothesis fails, so nothing in discovery reads it; these pin the measurement and the
-rule the screen used."""
+The screen (benchmarks/joint_screen.py) showed the hypothesis fails, so nothing in discovery
+reads it; h/xfit18 moved the measurement and the rule out of the product into the screen.
+These pin them, and the product's ``calibrate.paired`` the screens read."""
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
 
 from support import embedder, spec
 from toolscout.discovery import calibrate as cal_mod
-from toolscout.discovery.calibrate import (
-    JOINT_OPTIONS,
-    JOINT_Z,
-    Calibration,
-    joint_choice,
-    paired,
-)
+from toolscout.discovery.calibrate import Calibration, paired
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.queryvectors import embed_keys
 from toolscout.discovery.search import CALIBRATION_META
 from toolscout.settings import SearchSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from joint_screen import JOINT_OPTIONS, evidence, joint_choice
 
 TOOLS = [
     ("weather.forecast", "Weather forecast for a city: rain, temperature and wind by day."),
@@ -64,7 +63,7 @@ def test_paired_is_the_mean_and_its_cluster_robust_standard_error() -> None:
 def test_the_choice_switches_only_past_z_standard_errors() -> None:
     low, lead = JOINT_OPTIONS
     evidence = {low: [0.03, 0.01, 100.0], lead: [0.05, 0.03, 100.0]}
-    assert JOINT_Z is None and joint_choice(evidence, JOINT_Z) == "base"  # off as shipped
+    assert joint_choice(evidence, None) == "base"  # None: the decision is off
     assert joint_choice(evidence, 1.0) == lead  # both past it: the larger difference
     assert joint_choice(evidence, 1.96) == low  # only the smaller blend is past 1.96 SEs
     assert joint_choice(evidence, 2.58) == low
@@ -77,17 +76,19 @@ def test_the_choice_switches_only_past_z_standard_errors() -> None:
     assert joint_choice({low: [0.02, 0.01, 9.0], lead: [0.02, 0.001, 9.0]}, 1.0) == low
 
 
-def test_a_calibration_with_or_without_the_evidence_loads() -> None:
-    cal = Calibration(fitted=True, n_tools=20, n_pseudo=30, joint={"lead@32": [0.1, 0.05, 40.0]})
-    back = Calibration.from_json(cal.to_json())
-    assert back == cal and back is not None and back.joint == {"lead@32": [0.1, 0.05, 40.0]}
+def test_a_calibration_stored_with_the_evidence_is_refitted() -> None:
+    cal = Calibration(fitted=True, n_tools=20, n_pseudo=30)
     older = json.loads(cal.to_json())
-    del older["joint"]  # a calibration stored by 95a446c (same VERSION, no such field)
-    loaded = Calibration.from_json(json.dumps(older))
-    assert loaded is not None and loaded.joint == {} and loaded.weights == cal.weights
+    assert "joint" not in older  # the product no longer stores it
+    # as 5062af2 stored it: version 4, with the (empty or measured) evidence: read as none,
+    # so the catalog's next calibrate() fits again
+    older.update(version=4, joint={"lead@32": [0.1, 0.05, 40.0]})
+    assert Calibration.from_json(json.dumps(older)) is None
+    older["version"] = cal_mod.VERSION  # an unknown field is refused, not half read
+    assert Calibration.from_json(json.dumps(older)) is None
 
 
-def _calibrate(cat: Catalog, measure_joint: bool) -> Calibration:
+def _calibrate(cat: Catalog) -> Calibration:
     retriever = cat.retriever(SearchSettings())
     specs = cat.specs()
     allowed = frozenset(s.id for s in specs)
@@ -97,23 +98,24 @@ def _calibrate(cat: Catalog, measure_joint: bool) -> Calibration:
         retriever.phrases.fields,
         retriever.phrases.idf,
         embed=lambda texts: retriever._embed_all(embed_keys(texts), cache=False),
-        measure_joint=measure_joint,
         cross_fit=False,  # the joint evidence reads the held-out fifth, as pseudo_recall did
     )
 
 
-def test_calibration_measures_the_paired_evidence_only_when_asked(tmp_path: Path) -> None:
+def test_the_screen_measures_the_paired_evidence_as_the_calibration_did(tmp_path: Path) -> None:
     with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
         cat.add([spec(tid, summary) for tid, summary in TOOLS])
         stored = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
-        assert stored is not None and stored.fitted and stored.joint == {}  # off: not measured
-        off, on = _calibrate(cat, False), _calibrate(cat, True)
-    assert off.joint == {} and on.weights == off.weights  # the fit does not read it
+        assert stored is not None and stored.fitted
+        fifth = _calibrate(cat)
+        recall, joint, n_tools = evidence(cat, cal_mod.SEED)
+    assert n_tools == len(TOOLS)
+    assert recall == fifth.pseudo_recall  # the same pseudo-queries, runs and fold-0 fit
     for option in JOINT_OPTIONS:
-        diff, se, n = on.joint[option]
-        singles, multis = on.joint[f"single:{option}"], on.joint[f"multi:{option}"]
+        diff, se, n = joint[option]
+        singles, multis = joint[f"single:{option}"], joint[f"multi:{option}"]
         assert n == singles[2] + multis[2] and singles[2] > 0 and multis[2] > 0
         pooled = (singles[0] * singles[2] + multis[0] * multis[2]) / n
         assert diff == pytest.approx(pooled, abs=1e-5) and -1.0 <= diff <= 1.0 and se >= 0.0
-    gap = on.pseudo_recall["bm25"] - on.pseudo_recall["ranker"]
-    assert on.joint["single:bm25-ranker"][0] == pytest.approx(gap, abs=2e-3)  # what LEAD reads
+    gap = fifth.pseudo_recall["bm25"] - fifth.pseudo_recall["ranker"]
+    assert joint["single:bm25-ranker"][0] == pytest.approx(gap, abs=2e-3)  # what LEAD read

@@ -102,9 +102,6 @@ __all__ = [
     "Example",
     "FEATURES",
     "FIXED_MIX",
-    "JOINT_OPTIONS",
-    "JOINT_Z",
-    "JOINT_ZS",
     "FieldTerms",
     "L2",
     "LEAD",
@@ -145,8 +142,6 @@ __all__ = [
     "fit_confidence",
     "fit_shift",
     "idf_of",
-    "joint_choice",
-    "joint_evidence",
     "leads_lexical",
     "ordered",
     "paired",
@@ -157,15 +152,6 @@ __all__ = [
     "stale",
     "top_probability",
 ]
-
-#: the options of the one per-catalog decision (:func:`joint_choice`) besides the base (the
-#: ranker order at the larger blend of :data:`BLENDS`): the smaller blend, and BM25 leading
-#: (:data:`LEAD`) at the larger blend
-JOINT_OPTIONS: tuple[str, ...] = (f"ranker@{BLENDS[0]:g}", f"lead@{BLENDS[1]:g}")
-#: the grid the decision's z is chosen on (leave-one-set-out; on a tie the value nearest 1.96)
-JOINT_ZS: tuple[float, ...] = (0.0, 1.0, 1.64, 1.96, 2.58)
-#: how many standard errors an option must beat the base by (None: the decision is off)
-JOINT_Z: float | None = None
 
 #: bump when features or pseudo-queries change: stored calibrations of another version refit
 #: (``blend_recall`` is optional: a calibration stored without it loads and reads as no
@@ -220,12 +206,6 @@ class Calibration:
     #: the blend, ``f"{blend:g}"``): what :meth:`blend` reads. Empty: too few
     #: tools to write them, or the choice is off (:data:`BLEND_MARGIN` None: not measured)
     blend_recall: dict[str, float] = field(default_factory=dict)
-    #: the one per-catalog decision's evidence (:func:`joint_evidence`): for each option of
-    #: :data:`JOINT_OPTIONS` (and, keyed ``"single:..."`` / ``"multi:..."``, its parts and
-    #: plain BM25, reported only) the paired difference of its pseudo-query recall@5 against
-    #: the larger blend's ranker order, its standard error and the number of queries.
-    #: Empty: not measured (:data:`JOINT_Z` None) or too few tools
-    joint: dict[str, list[float]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -244,7 +224,6 @@ class Calibration:
                 for k, got in d.get("orders", {}).items()
             }
             d["blend_recall"] = {str(k): float(v) for k, v in d.get("blend_recall", {}).items()}
-            d["joint"] = {str(k): [float(x) for x in v] for k, v in d.get("joint", {}).items()}
             if len(d["prior"]) != len(FEATURES):
                 return None
             return cls(**d)
@@ -362,7 +341,6 @@ def calibrate(
     blend: float = BLEND,
     measure_orders: bool = False,
     measure_blends: bool = False,
-    measure_joint: bool = False,
     cross_fit: bool | None = None,
 ) -> Calibration:
     """Fit the ranker for this catalog from its own pseudo-queries.
@@ -375,8 +353,7 @@ def calibrate(
     pseudo-queries cost index time, about a third of the calibration's on bfcl);
     ``measure_blends``: the multi-tool pseudo-queries' recall@5 at each of :data:`BLENDS`
     (``blend_recall``, what the blend per catalog reads; when :data:`BLEND_MARGIN` is set);
-    ``measure_joint``: the one per-catalog decision's paired evidence (``joint``,
-    :func:`joint_evidence`; when :data:`JOINT_Z` is set); ``cross_fit``: ``pseudo_recall``
+    ``cross_fit``: ``pseudo_recall``
     over every single-tool pseudo-query, each fifth scored by a ranker fitted on the other
     four (four fits more; None: :data:`CROSS_FIT`), not over the held-out fifth alone. The
     weights are the same either way (the final fit starts from fold 0's, the fifth's).
@@ -395,7 +372,7 @@ def calibrate(
     runs = retrieve(texts, embed(texts))
     # the multi-tool pseudo-queries, run on their own (the single ones' pools stay as they
     # were): the blend's evidence (``blend_recall``) and, when on, the orders'
-    want_multi = measure_orders or measure_blends or measure_joint
+    want_multi = measure_orders or measure_blends
     multis = order_choice.multi_queries(specs, seed) if want_multi else []
     multi_texts = [m.text for m in multis]
     multi_runs = retrieve(multi_texts, embed(multi_texts)) if multis else []
@@ -429,14 +406,6 @@ def calibrate(
     multi = [(q, lex, dense, m.gold) for m, (q, lex, dense) in zip(multis, multi_runs, strict=True)]
     measured = _measure_orders(held, multi, fields, idf, weights, blend) if measure_orders else {}
     by_blend = _blend_recall(multi, fields, idf, weights) if measure_blends else {}
-    joint: dict[str, list[float]] = {}
-    if measure_joint:
-        held_ids = [
-            (p.tool_id, lex.ids[:5])
-            for i, (p, (_, lex, _d)) in enumerate(zip(pseudo, runs, strict=True))
-            if i % 5 == 0 and p.tool_id is not None
-        ]
-        joint = joint_evidence(held, held_ids, multi, fields, idf, weights)
     weights, none_bias = fit(
         examples, prior=prior, prior_none=prior_none, start=weights, start_none=none_bias,
         steps=STEPS // 3,
@@ -454,7 +423,6 @@ def calibrate(
         fitted=True,
         orders=measured,
         blend_recall=by_blend,
-        joint=joint,
     )
 
 
@@ -583,84 +551,6 @@ def paired(diffs: Sequence[float], clusters: Sequence[str]) -> list[float]:
         return [round(mean, 6), float("inf"), float(n)]
     var = g / (g - 1) * sum(v * v for v in sums.values()) / (n * n)
     return [round(mean, 6), round(var**0.5, 6), float(n)]
-
-
-def joint_evidence(
-    singles: Sequence[tuple[Matrix, tuple[int, ...]]],
-    single_ids: Sequence[tuple[str, Sequence[str]]],
-    multis: Sequence[tuple[Sequence[str], Hits, Hits, tuple[str, ...]]],
-    fields: FieldTerms,
-    idf: Callable[[str], float],
-    weights: Sequence[float],
-) -> dict[str, list[float]]:
-    """Each option of :data:`JOINT_OPTIONS` against the base (the ranker order at the larger
-    blend of :data:`BLENDS`) on the catalog's own pseudo-queries: the held-out single-tool
-    ones (``singles``: the pool's features and the right row; ``single_ids``: each one's tool
-    and BM25's first five) and the multi-tool ones (``multis``). A query's unit is its
-    recall@5 (a multi-tool query: the share of its tools in the top five), each option's
-    minus the base's on the same query; :func:`paired` gives the mean and its SE. The
-    decision keys (the option's name) pool both kinds; ``single:`` and ``multi:`` keys, and
-    plain ``bm25`` and the unblended ``ranker`` (what :data:`LEAD_MARGIN` reads), are
-    reported beside."""
-    low, high = BLENDS
-    orders = {"base": ("ranker", high), f"ranker@{low:g}": ("ranker", low)}
-    orders[f"lead@{high:g}"] = ("lead", high)
-    got: dict[str, list[tuple[str, float]]] = {k: [] for k in ("single", "multi")}
-    rows: dict[tuple[str, str], list[float]] = {}
-
-    def add(kind: str, key: str, value: float) -> None:
-        rows.setdefault((kind, key), []).append(value)
-
-    for (x, t), (tool, bm25_top) in zip(singles, single_ids, strict=True):
-        got["single"].append((tool, 0.0))
-        for name, (order, blend) in orders.items():
-            add("single", name, float(bool(t) and t[0] in _top5(ordered(x, weights, blend, order))))
-        add("single", "ranker", float(bool(t) and t[0] in _top5(scores(x, weights))))
-        add("single", "bm25", float(tool in bm25_top))
-    pools = [features(q, lex, dense, fields, idf) for q, lex, dense, _ in multis]
-    for j, ((ids, x), (_, lex, _d, gold)) in enumerate(zip(pools, multis, strict=True)):
-        got["multi"].append((f"multi-{j}", 0.0))
-        for name, (order, blend) in orders.items():
-            top = {ids[i] for i in _top5(ordered(x, weights, blend, order))} if ids else set()
-            add("multi", name, sum(g in top for g in gold) / len(gold))
-        add("multi", "bm25", sum(g in set(lex.ids[:5]) for g in gold) / len(gold))
-    out: dict[str, list[float]] = {}
-    for name in (*JOINT_OPTIONS, "ranker", "bm25"):
-        pooled_d: list[float] = []
-        pooled_c: list[str] = []
-        for kind in ("single", "multi"):
-            if (kind, name) not in rows:
-                continue
-            d = [a - b for a, b in zip(rows[(kind, name)], rows[(kind, "base")], strict=True)]
-            c = [key for key, _ in got[kind]]
-            out[f"{kind}:{name}"] = paired(d, c)
-            pooled_d += d
-            pooled_c += c
-        if name in JOINT_OPTIONS:
-            out[name] = paired(pooled_d, pooled_c)
-    # what the shipped lead reads (:data:`LEAD_MARGIN`: BM25 against the unblended ranker)
-    d = [a - b for a, b in zip(rows[("single", "bm25")], rows[("single", "ranker")], strict=True)]
-    out["single:bm25-ranker"] = paired(d, [key for key, _ in got["single"]])
-    return out
-
-
-def joint_choice(evidence: Mapping[str, Sequence[float]], z: float | None) -> str:
-    """The catalog's one decision: ``"base"`` (the ranker order at the larger blend) unless
-    an option of :data:`JOINT_OPTIONS` beats it on the catalog's pseudo-queries by more than
-    ``z`` times the difference's standard error — then the one of those with the largest
-    difference (on a tie, the earlier in :data:`JOINT_OPTIONS`). ``z`` None, or no evidence:
-    ``"base"``."""
-    if z is None:
-        return "base"
-    best, best_diff = "base", 0.0
-    for name in JOINT_OPTIONS:
-        got = evidence.get(name)
-        if not got or got[2] <= 0:
-            continue
-        diff, se = float(got[0]), float(got[1])
-        if diff > z * se and diff > 0 and (best == "base" or diff > best_diff):
-            best, best_diff = name, diff
-    return best
 
 
 def _top5(r: npt.NDArray[np.float64]) -> list[int]:
