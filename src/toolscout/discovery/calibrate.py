@@ -353,10 +353,10 @@ def calibrate(
     pseudo-queries cost index time, about a third of the calibration's on bfcl);
     ``measure_blends``: the multi-tool pseudo-queries' recall@5 at each of :data:`BLENDS`
     (``blend_recall``, what the blend per catalog reads; when :data:`BLEND_MARGIN` is set);
-    ``cross_fit``: ``pseudo_recall``
-    over every single-tool pseudo-query, each fifth scored by a ranker fitted on the other
-    four (four fits more; None: :data:`CROSS_FIT`), not over the held-out fifth alone. The
-    weights are the same either way (the final fit starts from fold 0's, the fifth's).
+    ``cross_fit``: ``pseudo_recall`` over every single-tool pseudo-query, each fifth scored
+    by a ranker fitted on the other four (four fits more; None: :data:`CROSS_FIT`), not over
+    the held-out fifth alone. The weights are the same either way (the final fit starts from
+    fold 0's, the fifth's).
     """
     began = time.perf_counter()
     if start is not None:
