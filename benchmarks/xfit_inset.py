@@ -1,6 +1,6 @@
 """In-set, what the cross-fitted evidence's lead margin would do (h/xfit18).
 
-With the lead's evidence cross-fitted (``calibrate.CROSS_FIT``), ``quality.py``'s all-six
+With the lead's evidence cross-fitted (``xfit_refit.py --cross-fit``), ``quality.py``'s all-six
 fit chooses another lexical-lead margin (``--fits``' "all" row, ``lead_margin``) than
 ships (``ranker.LEAD_MARGIN``). Only the sets whose lead that decides otherwise can move;
 this runs each named set's queries through the product default in-set (each set's own

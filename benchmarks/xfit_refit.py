@@ -1,7 +1,8 @@
 """Refit the stored calibrations of indexed sets in this tree, and compare with what was stored.
 
-``calibrate.VERSION`` 5 (h/xfit18) changes only how ``pseudo_recall`` is read (cross-fitted);
-the weights must come out as the stored version-4 fit's. For each ``--sets`` catalog in
+The cross-fit (``--cross-fit``: ``calibrate.CROSS_FIT`` on for this process; h/xfit18, built
+and off as shipped) changes only how ``pseudo_recall`` is read; the weights must come out as
+the stored fit's. For each ``--sets`` catalog in
 ``--cache`` (a copy: the new calibration is written to it) this reads the stored
 calibration's JSON, fits again as ``Catalog.calibrate`` does after indexing, and prints
 whether the weights, the none bias, the prior, ``blend_recall`` and ``orders`` are equal bit
@@ -11,8 +12,8 @@ whose rounding follows memory alignment — so the base tree refitting its own s
 calibrations differs by as much: run it with the base's ``PYTHONPATH`` on another copy to
 see it; ``tests/test_xfit18_crossfit.py`` checks the weights bit for bit in one process.)
 
-Run: ``PYTHONPATH=src .venv/bin/python benchmarks/xfit_refit.py --cache COPY [--sets a,b]
-[--json OUT]``.
+Run: ``PYTHONPATH=src .venv/bin/python benchmarks/xfit_refit.py --cache COPY [--cross-fit]
+[--sets a,b] [--json OUT]``.
 """
 
 from __future__ import annotations
@@ -32,16 +33,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, required=True)
     parser.add_argument("--sets", default="apibench,bfcl,metatool,restbench,toolalpaca,toolbench")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--cross-fit", action="store_true", help="pseudo_recall cross-fitted (calibrate.CROSS_FIT)"
+    )
     args = parser.parse_args(argv)
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
     missing = [n for n in names if not (args.cache / f"{n}.db").is_file()]
     if missing:
         raise SystemExit(f"error: no indexed set {missing} in {args.cache}")
 
+    from toolscout.discovery import calibrate as cal_mod
     from toolscout.discovery.catalog import Catalog
     from toolscout.discovery.search import CALIBRATION_META
     from toolscout.embed.minilm import MiniLMEmbedder
 
+    cal_mod.CROSS_FIT = args.cross_fit  # read by calibrate() at each call
     embedder = MiniLMEmbedder()
     out: dict[str, Any] = {}
     bad = 0
