@@ -10,7 +10,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from ens_screen import RRF_K, choose, dense_only, fuse, held_out, set_scores, worst_margin
+from ens_screen import (
+    RRF_K,
+    choose,
+    dense_only,
+    fuse,
+    held_out,
+    oracle_switch,
+    set_scores,
+    worst_margin,
+)
 
 
 def test_weight_zero_is_the_default_list_unchanged() -> None:
@@ -111,3 +120,12 @@ def test_a_grid_without_the_default_or_a_fold_without_sets_is_refused() -> None:
         choose(_table({"p": {0.1: 0.5}}), ["p"])
     with pytest.raises(ValueError, match="no set"):
         worst_margin(_table({"p": {0.0: 0.5}}), [], 0.0)
+
+
+def test_the_oracle_switch_takes_each_querys_better_list() -> None:
+    lists = {
+        "gold": [["a"], ["x"], ["a", "x"]],
+        "default": [["a"], ["a"], ["a"]],
+        "e5": [["b"], ["x"], ["x"]],
+    }
+    assert oracle_switch(lists) == {"recall@5": pytest.approx(2.5 / 3), "complete@5": 2 / 3}
