@@ -17,6 +17,7 @@ from ens_screen import (
     fuse,
     held_out,
     oracle_switch,
+    reach,
     set_scores,
     worst_margin,
 )
@@ -129,3 +130,12 @@ def test_the_oracle_switch_takes_each_querys_better_list() -> None:
         "e5": [["b"], ["x"], ["x"]],
     }
     assert oracle_switch(lists) == {"recall@5": pytest.approx(2.5 / 3), "complete@5": 2 / 3}
+
+
+def test_reach_counts_gold_anywhere_in_either_list() -> None:
+    lists = {
+        "gold": [["a", "x"], ["y"]],
+        "default": [["b", "a"], ["b"]],
+        "e5": [["x"], ["z"]],
+    }
+    assert reach(lists) == {"default": 0.25, "default + e5": 0.5}
