@@ -36,6 +36,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,7 @@ def price(d: Path, cache: Path, e5_cache: Path, n: int, rounds: int) -> dict[str
     rows: list[dict[str, Any]] = []
     with quality.opened_set(d, cache, None, MiniLMEmbedder()) as (cat, queries):
         principal = eval_principal(cat)
+        default = SearchSettings()
         texts = [q.query for q in queries]
         if len(texts) < n * (rounds + 1):
             raise SystemExit(f"error: {d.name} has {len(texts)} queries, fewer than {n} × "
@@ -278,14 +280,9 @@ def price(d: Path, cache: Path, e5_cache: Path, n: int, rounds: int) -> dict[str
             times: dict[str, list[float]] = {"minilm": [], "e5": [], "default": []}
             for i, t in enumerate(chunk):
                 steps: list[tuple[str, Callable[[], object]]] = [
-                    ("minilm", lambda t=t: minilm.embed([t])),
-                    ("e5", lambda t=t: e5.embed([t])),
-                    (
-                        "default",
-                        lambda t=t: cat.discover(
-                            t, principal, k=5, settings=SearchSettings(), record=False
-                        ),
-                    ),
+                    ("minilm", partial(minilm.embed, [t])),
+                    ("e5", partial(e5.embed, [t])),
+                    ("default", partial(cat.discover, t, principal, k=5, settings=default)),
                 ]
                 if i % 2:
                     steps.reverse()
