@@ -14,6 +14,7 @@ from ens_screen import (
     RRF_K,
     choose,
     dense_only,
+    fine_best,
     fuse,
     held_out,
     oracle_switch,
@@ -139,3 +140,11 @@ def test_reach_counts_gold_anywhere_in_either_list() -> None:
         "e5": [["x"], ["z"]],
     }
     assert reach(lists) == {"default": 0.25, "default + e5": 0.5}
+
+
+def test_the_fine_in_set_best_reports_the_smallest_best_weight_and_its_gain() -> None:
+    # c is sixth in the default, e5's first: any weight on the grid above 0 lifts it into
+    # the five (1/66 + 0.01/61 > 1/65 is false, so 0.01 does not; 0.02 does)
+    lists = {"gold": [["c"]], "default": [["a", "b", "d", "e", "f", "c"]], "e5": [["c"]]}
+    got = fine_best(lists)
+    assert got == {"w": 0.02, "recall@5 gain": 1.0, "complete@5 gain": 1.0}
