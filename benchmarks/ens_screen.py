@@ -344,6 +344,17 @@ def table_lines(
     return lines
 
 
+def _earlier(path: Path) -> dict[str, Any]:
+    """What ``path`` holds already (its ``price`` runs are kept when the table is made
+    again, and the table when a price run is added); empty when there is none."""
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise SystemExit(f"error: {path} is not a JSON result ({exc})") from exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bench", type=Path, default=quality.DEFAULT_BENCH)
@@ -369,10 +380,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"error: unknown dev set(s) {unknown or names}; known: {sorted(known)}")
     command = quality.command_line("benchmarks/ens_screen.py", list(sys.argv[1:] if argv is None
                                                                     else argv))  # fmt: skip
+    runs = _earlier(args.json).get("price", [])
     if args.price:
         got = price(known["bfcl"], args.cache, args.e5_cache, args.price, args.rounds)
-        path = args.json.with_name(args.json.stem + "_price.json")
-        quality.write_results(path, command, price=got)
+        runs.append({"command": command, **got})
+        doc = _earlier(args.json)
+        doc["price"] = runs
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", "utf-8")
         return 0
     lists = {s: collect(known[s], args.cache, args.e5_cache, args.work) for s in names}
     table = {s: {w: set_scores(lists[s], w) for w in WEIGHTS} for s in names}
@@ -402,6 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "fine_in_set_best": fine[s]}
               for s in names},
         held_out=held,
+        price=runs,
     )  # fmt: skip
     return 0
 
