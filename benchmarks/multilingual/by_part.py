@@ -9,8 +9,10 @@ and its gap to English with the same 90% paired bootstrap interval as multilingu
 OLD.json`` it also says, for the first part, whether each request's recall@5 equals the
 earlier run's (one that covered exactly those originals) and whether the intervals match.
 
-    python benchmarks/multilingual/by_part.py benchmarks/results/multilingual_r24_option.json \
+    PYTHONPATH=src .venv/bin/python benchmarks/multilingual/by_part.py RUN.json
         --parts 150,150 --compare benchmarks/results/multilingual_r20_option.json
+
+(RUN.json: e.g. benchmarks/results/multilingual_r24_option.json; one command line.)
 """
 
 from __future__ import annotations
