@@ -105,3 +105,14 @@ def test_by_part_reads_the_original_ids_in_file_order(tmp_path: Path) -> None:
     rows = _rows([_original(2, ["shop:list"]), _original(1, ["shop:list"])])
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     assert by_part.originals(path) == ["shop:2", "shop:1"]
+
+
+def test_lost_pairs_classes_follow_round_twelves_reading() -> None:
+    lost_pairs = _load("lost_pairs")
+    # (English default, translation default, English dense, translation dense)
+    assert lost_pairs.classify(1.0, 1.0, 1.0, 0.0) is None
+    assert lost_pairs.classify(0.5, 1.0, 0.0, 0.0) is None
+    assert lost_pairs.classify(1.0, 0.0, 1.0, 0.0) == "dense"
+    assert lost_pairs.classify(1.0, 0.0, 0.0, 0.0) == "lexical"
+    assert lost_pairs.classify(1.0, 0.5, 0.5, 0.5) == "lexical"
+    assert lost_pairs.classify(1.0, 0.0, 1.0, 1.0) == "fusion"
