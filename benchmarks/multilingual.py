@@ -1,13 +1,13 @@
 """Recall@5 per language: dev-set requests and their translations, default vs multilingual.
 
-``benchmarks/multilingual/queries.jsonl`` holds 150 requests from two dev sets (metatool,
+``benchmarks/multilingual/queries.jsonl`` holds 300 requests from two dev sets (metatool,
 toolalpaca) in English and translated into French, German, Spanish, Portuguese,
 Japanese and Chinese, gold unchanged (its README says how it was made). Each dev set's
 catalog (``--bench``/<set>/tools.jsonl, as ``toolscout eval`` reads it) is indexed once
 per embedder; every language's requests then run through the product default (the
 ``hybrid`` strategy) and through dense retrieval alone. Prints a table and writes JSON,
 with each language's gap to English and a 90% interval of it (a paired bootstrap over
-the original requests: one request is 0.007 of 150).
+the original requests: one request is 0.0033 of 300).
 
     PYTHONPATH=src .venv/bin/python benchmarks/multilingual.py
 """
