@@ -188,3 +188,47 @@ def made_once_per_run(factory: Any, name: str, build: Callable[[Path], None]) ->
             build(where)
             (where.parent / f"{name}.done").write_text("ok\n")
     return where
+
+
+#: a small catalog of distinct tools, enough for a calibration to fit (the evidence tests of
+#: round twenty-four: tests/test_joint18_evidence.py, tests/test_xfit18_crossfit.py)
+DISTINCT_TOOLS = [
+    ("weather.forecast", "Weather forecast for a city: rain, temperature and wind by day."),
+    ("weather.alerts", "Severe weather warnings issued for a region and its coast."),
+    ("currency.convert", "Convert an amount of money between two currencies at today's rate."),
+    ("stocks.quote", "Latest share price and daily change of a listed company."),
+    ("maps.directions", "Driving, walking or transit directions between two addresses."),
+    ("mail.send", "Send an email message to one or more recipients with attachments."),
+    ("mail.search", "Search the mailbox for messages matching sender or subject line."),
+    ("calendar.create_event", "Create a calendar event with attendees and a time slot."),
+    ("files.upload", "Upload a document to cloud storage and get a share link back."),
+    ("tickets.open", "Open a support ticket describing a customer's problem in detail."),
+    ("orders.refund", "Refund a customer's order payment in full or in part today."),
+    ("hr.payslip", "Download an employee's monthly payslip as a PDF document."),
+    ("db.query", "Run a read-only SQL query against the analytics warehouse tables."),
+    ("translate.text", "Translate a passage of text into another language for readers."),
+    ("recipes.find", "Find cooking recipes by ingredient or dish name and diet."),
+    ("flights.search", "Search flights between two airports on a date with prices."),
+    ("hotels.book", "Reserve a hotel room for some nights in a chosen city."),
+    ("chat.post", "Post a message to a team chat channel for everyone to read."),
+]
+
+
+def fit_calibration(cat: Any, cross_fit: bool | None = None) -> Any:
+    """``calibrate.calibrate`` run directly on an open catalog's tools, as the catalog's own
+    retriever reads them (the cross-fit as asked: None, as shipped)."""
+    from toolscout.discovery import calibrate as cal_mod
+    from toolscout.discovery.queryvectors import embed_keys
+    from toolscout.settings import SearchSettings
+
+    retriever = cat.retriever(SearchSettings())
+    specs = cat.specs()
+    allowed = frozenset(s.id for s in specs)
+    return cal_mod.calibrate(
+        specs,
+        lambda texts, vecs: retriever.pools(texts, vecs, allowed),
+        retriever.phrases.fields,
+        retriever.phrases.idf,
+        embed=lambda texts: retriever._embed_all(embed_keys(texts), cache=False),
+        cross_fit=cross_fit,
+    )

@@ -13,38 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from support import embedder, spec
+from support import DISTINCT_TOOLS, embedder, fit_calibration, spec
 from toolscout.discovery import calibrate as cal_mod
 from toolscout.discovery.calibrate import Calibration, paired
 from toolscout.discovery.catalog import Catalog
-from toolscout.discovery.queryvectors import embed_keys
 from toolscout.discovery.search import CALIBRATION_META
-from toolscout.settings import SearchSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from joint_screen import JOINT_OPTIONS, evidence, joint_choice
 
-TOOLS = [
-    ("weather.forecast", "Weather forecast for a city: rain, temperature and wind by day."),
-    ("weather.alerts", "Severe weather warnings issued for a region and its coast."),
-    ("currency.convert", "Convert an amount of money between two currencies at today's rate."),
-    ("stocks.quote", "Latest share price and daily change of a listed company."),
-    ("maps.directions", "Driving, walking or transit directions between two addresses."),
-    ("mail.send", "Send an email message to one or more recipients with attachments."),
-    ("mail.search", "Search the mailbox for messages matching sender or subject line."),
-    ("calendar.create_event", "Create a calendar event with attendees and a time slot."),
-    ("files.upload", "Upload a document to cloud storage and get a share link back."),
-    ("tickets.open", "Open a support ticket describing a customer's problem in detail."),
-    ("orders.refund", "Refund a customer's order payment in full or in part today."),
-    ("hr.payslip", "Download an employee's monthly payslip as a PDF document."),
-    ("db.query", "Run a read-only SQL query against the analytics warehouse tables."),
-    ("translate.text", "Translate a passage of text into another language for readers."),
-    ("recipes.find", "Find cooking recipes by ingredient or dish name and diet."),
-    ("flights.search", "Search flights between two airports on a date with prices."),
-    ("hotels.book", "Reserve a hotel room for some nights in a chosen city."),
-    ("chat.post", "Post a message to a team chat channel for everyone to read."),
-]
+TOOLS = DISTINCT_TOOLS
 
 
 def test_paired_is_the_mean_and_its_cluster_robust_standard_error() -> None:
@@ -89,26 +68,12 @@ def test_a_calibration_stored_with_the_evidence_is_refitted() -> None:
     assert Calibration.from_json(json.dumps(older)) == cal
 
 
-def _calibrate(cat: Catalog) -> Calibration:
-    retriever = cat.retriever(SearchSettings())
-    specs = cat.specs()
-    allowed = frozenset(s.id for s in specs)
-    return cal_mod.calibrate(
-        specs,
-        lambda texts, vecs: retriever.pools(texts, vecs, allowed),
-        retriever.phrases.fields,
-        retriever.phrases.idf,
-        embed=lambda texts: retriever._embed_all(embed_keys(texts), cache=False),
-        cross_fit=False,  # the joint evidence reads the held-out fifth, as pseudo_recall did
-    )
-
-
 def test_the_screen_measures_the_paired_evidence_as_the_calibration_did(tmp_path: Path) -> None:
     with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
         cat.add([spec(tid, summary) for tid, summary in TOOLS])
         stored = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
         assert stored is not None and stored.fitted
-        fifth = _calibrate(cat)
+        fifth = fit_calibration(cat, cross_fit=False)  # the joint evidence reads the fifth
         recall, joint, n_tools = evidence(cat, cal_mod.SEED)
     assert n_tools == len(TOOLS)
     assert recall == fifth.pseudo_recall  # the same pseudo-queries, runs and fold-0 fit

@@ -13,35 +13,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from support import embedder, spec
+from support import DISTINCT_TOOLS, embedder, fit_calibration, spec
 from toolscout.discovery import calibrate as cal_mod
-from toolscout.discovery.calibrate import CROSS_FIT, Calibration, Example
+from toolscout.discovery.calibrate import CROSS_FIT, Example
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.logit import PRIOR, PRIOR_NONE, STEPS, fit
 from toolscout.discovery.queryvectors import embed_keys
 from toolscout.settings import SearchSettings
 
-#: a small catalog of distinct tools (as test_joint18_evidence's)
-TOOLS = [
-    ("weather.forecast", "Weather forecast for a city: rain, temperature and wind by day."),
-    ("weather.alerts", "Severe weather warnings issued for a region and its coast."),
-    ("currency.convert", "Convert an amount of money between two currencies at today's rate."),
-    ("stocks.quote", "Latest share price and daily change of a listed company."),
-    ("maps.directions", "Driving, walking or transit directions between two addresses."),
-    ("mail.send", "Send an email message to one or more recipients with attachments."),
-    ("mail.search", "Search the mailbox for messages matching sender or subject line."),
-    ("calendar.create_event", "Create a calendar event with attendees and a time slot."),
-    ("files.upload", "Upload a document to cloud storage and get a share link back."),
-    ("tickets.open", "Open a support ticket describing a customer's problem in detail."),
-    ("orders.refund", "Refund a customer's order payment in full or in part today."),
-    ("hr.payslip", "Download an employee's monthly payslip as a PDF document."),
-    ("db.query", "Run a read-only SQL query against the analytics warehouse tables."),
-    ("translate.text", "Translate a passage of text into another language for readers."),
-    ("recipes.find", "Find cooking recipes by ingredient or dish name and diet."),
-    ("flights.search", "Search flights between two airports on a date with prices."),
-    ("hotels.book", "Reserve a hotel room for some nights in a chosen city."),
-    ("chat.post", "Post a message to a team chat channel for everyone to read."),
-]
+TOOLS = DISTINCT_TOOLS
 
 
 def _inputs(cat: Catalog) -> tuple[list[cal_mod.Pseudo], list[Any], list[Example]]:
@@ -58,20 +38,6 @@ def _inputs(cat: Catalog) -> tuple[list[cal_mod.Pseudo], list[Any], list[Example
     return pseudo, runs, examples
 
 
-def _calibrate(cat: Catalog, cross_fit: bool | None) -> Calibration:
-    retriever = cat.retriever(SearchSettings())
-    specs = cat.specs()
-    allowed = frozenset(s.id for s in specs)
-    return cal_mod.calibrate(
-        specs,
-        lambda texts, vecs: retriever.pools(texts, vecs, allowed),
-        retriever.phrases.fields,
-        retriever.phrases.idf,
-        embed=lambda texts: retriever._embed_all(embed_keys(texts), cache=False),
-        cross_fit=cross_fit,
-    )
-
-
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Catalog]:
     path = tmp_path_factory.mktemp("xfit") / "c.db"
@@ -83,9 +49,9 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Catalog]:
 def test_the_weights_are_fitted_as_before_the_cross_fit(catalog: Catalog) -> None:
     assert CROSS_FIT is False  # shipped: the fifth's evidence, on which LEAD_MARGIN was fitted
     on, off, default = (
-        _calibrate(catalog, True),
-        _calibrate(catalog, False),
-        _calibrate(catalog, None),
+        fit_calibration(catalog, True),
+        fit_calibration(catalog, False),
+        fit_calibration(catalog, None),
     )
     # the procedure before the cross-fit, written out: fold 0 held out, then a warm start on all
     _, _, examples = _inputs(catalog)
@@ -121,7 +87,7 @@ def test_every_single_tool_pseudo_query_is_scored_by_a_ranker_that_did_not_see_i
         ex = examples[i]
         top = np.argsort(-cal_mod.scores(ex.x, alone[i % 5]))[:5]
         assert r["ranker"] == float(ex.target >= 0 and ex.target in top)
-    on, off = _calibrate(catalog, True), _calibrate(catalog, False)
+    on, off = fit_calibration(catalog, True), fit_calibration(catalog, False)
     for key in ("bm25", "dense", "ranker"):
         every = [float(r[key]) for r in rows]
         fifth = [float(r[key]) for r in rows if r["fold"] == 0]
