@@ -1,15 +1,15 @@
 """Screen for issue 23's one per-catalog decision by the evidence's own noise (h/joint18).
 
-For each dev set's catalog, its calibration's own pseudo-queries (index time, cards only:
-the held-out fifth of the single-tool ones, ``calibrate.pseudo_queries``; the 64 multi-tool
-ones, ``orders.multi_queries``) are run through the product's retrievers and ordered by each
-option of the decision — ``ranker@32`` (the fits' blend), ``ranker@4`` (the smaller blend),
-``lead@32`` (BM25 leading at the fits' blend) — and the plain ``bm25`` and the unblended
-ranker the shipped lead reads. For each option the paired per-query difference against
-``ranker@32`` is printed with its standard error (``calibrate.paired``: a query's unit is
-its recall@5 — a multi-gold query counts the share of its gold found, not one hit — and the
-single-tool queries of one tool are one cluster, so the SE is cluster-robust), and what each
-z of the grid would decide (:func:`joint_choice`). No evaluation query is read.
+For each dev set's catalog, its calibration's own pseudo-queries (index time, cards only: the
+held-out fifth of the single-tool ones, ``calibrate.pseudo_queries``; the 64 multi-tool ones,
+``orders.multi_queries``) are run through the product's retrievers and ordered by each option of
+the decision — ``ranker@32`` (the fits' blend), ``ranker@4`` (the smaller blend), ``lead@32``
+(BM25 leading at the fits' blend) — and the plain ``bm25`` and the unblended ranker the shipped
+lead reads. For each option the paired per-query difference against ``ranker@32`` is printed
+with its standard error (``evaluate.fitting.clustered_difference``: a query's unit is its
+recall@5 — a multi-gold query counts the share of its gold found, not one hit — and the
+single-tool queries of one tool are one cluster, so the SE is cluster-robust), and what each z
+of the grid would decide (:func:`joint_choice`). No evaluation query is read.
 
 The decision's evidence and rule (:func:`joint_evidence`, :func:`joint_choice`,
 :data:`JOINT_OPTIONS`, :data:`JOINT_ZS`) were measurement-only code in
@@ -17,7 +17,7 @@ The decision's evidence and rule (:func:`joint_evidence`, :func:`joint_choice`,
 ``JOINT_Z`` None, and read by nothing in the product); h/xfit18 moved them here, with
 :func:`evidence` making the calibration's own pseudo-queries, runs and fold-0 fit as
 ``calibrate.calibrate`` makes them (the screen's JSON is the same, byte for byte but its
-date). ``calibrate.paired`` stays in the product module (the cross-fit screen reads it).
+date). ``clustered_difference`` is in ``evaluate/fitting.py`` (the cross-fit screen reads it too).
 
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/joint_screen.py --cache SETS [--seed N]
 [--json OUT]`` (``--cache``: the indexed sets, opened read-only in spirit: nothing is stored).
@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quality
 from toolscout.discovery import calibrate as cal
+from toolscout.evaluate.fitting import clustered_difference
 
 #: the options of the one per-catalog decision (:func:`joint_choice`) besides the base (the
 #: ranker order at the larger blend of :data:`BLENDS`): the smaller blend, and BM25 leading
@@ -98,14 +99,14 @@ def joint_evidence(
                 continue
             d = [a - b for a, b in zip(rows[(kind, name)], rows[(kind, "base")], strict=True)]
             c = [key for key, _ in got[kind]]
-            out[f"{kind}:{name}"] = cal.paired(d, c)
+            out[f"{kind}:{name}"] = clustered_difference(d, c)
             pooled_d += d
             pooled_c += c
         if name in JOINT_OPTIONS:
-            out[name] = cal.paired(pooled_d, pooled_c)
+            out[name] = clustered_difference(pooled_d, pooled_c)
     # what the shipped lead reads (:data:`LEAD_MARGIN`: BM25 against the unblended ranker)
     d = [a - b for a, b in zip(rows[("single", "bm25")], rows[("single", "ranker")], strict=True)]
-    out["single:bm25-ranker"] = cal.paired(d, [key for key, _ in got["single"]])
+    out["single:bm25-ranker"] = clustered_difference(d, [key for key, _ in got["single"]])
     return out
 
 

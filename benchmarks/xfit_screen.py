@@ -1,17 +1,17 @@
 """Screen for issue 23 item 3's evidence, cross-fitted (h/xfit18).
 
-The lexical lead reads one number of a catalog's calibration: BM25's pseudo-query recall@5
-minus the learned ranker's (``calibrate.leads_lexical``, margin ``LEAD_MARGIN``). Until this
-round the ranker's was read on the held-out fifth of the single-tool pseudo-queries only
-(``i % 5 == 0``: 23–80 queries on the dev sets); the cross-fit scores every fifth with a
-ranker fitted on the other four (``calibrate._fold_fits``), so every single-tool
-pseudo-query counts. For each dev set's catalog and each seed of the pseudo-queries, this
-prints the gap, its cluster-robust SE (``calibrate.paired``: the queries of one tool are one
-cluster) and n, before (the fifth) and after (every fold), and the lead each margin of
-``quality.LEAD_MARGINS`` decides; then, per margin, on how many sets the seeds agree. The
-pseudo-queries, their retrieval, the fold-0 fit and the fold fits are the calibration's own
-functions (``calibrate.pseudo_queries``, ``features``, ``fit``, ``_fold_fits``,
-``single_hits``). Index time, cards only: no evaluation query is read.
+The lexical lead reads one number of a catalog's calibration: BM25's pseudo-query recall@5 minus
+the learned ranker's (``calibrate.leads_lexical``, margin ``LEAD_MARGIN``). Until this round the
+ranker's was read on the held-out fifth of the single-tool pseudo-queries only (``i % 5 == 0``:
+23–80 queries on the dev sets); the cross-fit scores every fifth with a ranker fitted on the
+other four (``calibrate._fold_fits``), so every single-tool pseudo-query counts. For each dev
+set's catalog and each seed of the pseudo-queries, this prints the gap, its cluster-robust SE
+(``evaluate.fitting.clustered_difference``: the queries of one tool are one cluster) and n,
+before (the fifth) and after (every fold), and the lead each margin of ``quality.LEAD_MARGINS``
+decides; then, per margin, on how many sets the seeds agree. The pseudo-queries, their
+retrieval, the fold-0 fit and the fold fits are the calibration's own functions
+(``calibrate.pseudo_queries``, ``features``, ``fit``, ``_fold_fits``, ``single_hits``). Index
+time, cards only: no evaluation query is read.
 
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/xfit_screen.py --cache SETS
 [--seeds 20261130,20261131,20261132,20261133] [--json OUT]`` (``--cache``: the indexed sets;
@@ -61,13 +61,14 @@ def rows(cat: Any, seed: int) -> list[dict[str, Any]]:
 
 
 def gap(got: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """BM25 − ranker over ``got``: [mean, SE, n] (``calibrate.paired``) and the means."""
-    from toolscout.discovery import calibrate as cal_mod
+    """BM25 − ranker over ``got``: [mean, SE, n] (``evaluate.fitting.clustered_difference``)
+    and the means."""
+    from toolscout.evaluate.fitting import clustered_difference
 
     diffs = [r["bm25"] - r["ranker"] for r in got]
     n = max(len(got), 1)
     return {
-        "gap": cal_mod.paired(diffs, [r["tool"] for r in got]),
+        "gap": clustered_difference(diffs, [r["tool"] for r in got]),
         "recall": {k: round(sum(r[k] for r in got) / n, 3) for k in ("bm25", "dense", "ranker")},
     }
 

@@ -2,7 +2,7 @@
 
 The screen (benchmarks/joint_screen.py) showed the hypothesis fails, so nothing in discovery
 reads it; h/xfit18 moved the measurement and the rule out of the product into the screen.
-These pin them, and the product's ``calibrate.paired`` the screens read."""
+These pin them, and ``evaluate.fitting.clustered_difference``, which the screens read."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import pytest
 
 from support import DISTINCT_TOOLS, embedder, fit_calibration, spec
 from toolscout.discovery import calibrate as cal_mod
-from toolscout.discovery.calibrate import Calibration, paired
+from toolscout.discovery.calibrate import Calibration
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.search import CALIBRATION_META
+from toolscout.evaluate.fitting import clustered_difference as paired
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

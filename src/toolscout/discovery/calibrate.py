@@ -144,7 +144,6 @@ __all__ = [
     "idf_of",
     "leads_lexical",
     "ordered",
-    "paired",
     "platt",
     "pseudo_queries",
     "scores",
@@ -487,27 +486,6 @@ def _blend_recall(
             recall.append(sum(g in top for g in gold) / len(gold))
         out[f"{blend:g}"] = round(sum(recall) / len(recall), 3)
     return out
-
-
-def paired(diffs: Sequence[float], clusters: Sequence[str]) -> list[float]:
-    """[mean, standard error, n] of paired per-query differences; the SE is cluster-robust
-    (queries of one ``clusters`` key — the single-tool pseudo-queries of one tool — are
-    summed before their spread is taken, with the G/(G−1) correction). No queries: [0, 0, 0];
-    one cluster: the SE is infinite (nothing can be significant)."""
-    n = len(diffs)
-    if n != len(clusters):
-        raise ValueError(f"paired: {n} differences but {len(clusters)} cluster keys")
-    if not n:
-        return [0.0, 0.0, 0.0]
-    mean = sum(diffs) / n
-    sums: dict[str, float] = {}
-    for d, c in zip(diffs, clusters, strict=True):
-        sums[c] = sums.get(c, 0.0) + (d - mean)
-    g = len(sums)
-    if g < 2:
-        return [round(mean, 6), float("inf"), float(n)]
-    var = g / (g - 1) * sum(v * v for v in sums.values()) / (n * n)
-    return [round(mean, 6), round(var**0.5, 6), float(n)]
 
 
 def _top5(r: npt.NDArray[np.float64]) -> list[int]:

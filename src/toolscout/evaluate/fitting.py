@@ -274,6 +274,27 @@ def choose_blend_margin(
     return best
 
 
+def clustered_difference(diffs: Sequence[float], clusters: Sequence[str]) -> list[float]:
+    """[mean, standard error, n] of paired per-query differences; the SE is cluster-robust
+    (queries of one ``clusters`` key — e.g. the single-tool pseudo-queries of one tool — are
+    summed before their spread is taken, with the G/(G−1) correction). No queries: [0, 0, 0];
+    one cluster: the SE is infinite (nothing can be significant)."""
+    n = len(diffs)
+    if n != len(clusters):
+        raise ValueError(f"clustered_difference: {n} differences but {len(clusters)} cluster keys")
+    if not n:
+        return [0.0, 0.0, 0.0]
+    mean = sum(diffs) / n
+    sums: dict[str, float] = {}
+    for d, c in zip(diffs, clusters, strict=True):
+        sums[c] = sums.get(c, 0.0) + (d - mean)
+    g = len(sums)
+    if g < 2:
+        return [round(mean, 6), float("inf"), float(n)]
+    var = g / (g - 1) * sum(v * v for v in sums.values()) / (n * n)
+    return [round(mean, 6), round(var**0.5, 6), float(n)]
+
+
 def paired_interval(
     a: Sequence[float], b: Sequence[float], *, rounds: int = 2000, seed: int = SEED
 ) -> tuple[float, float, float]:
