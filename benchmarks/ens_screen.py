@@ -359,6 +359,17 @@ def _earlier(path: Path) -> dict[str, Any]:
         raise SystemExit(f"error: {path} is not a JSON result ({exc})") from exc
 
 
+def named_sets(bench: Path, sets: str) -> tuple[dict[str, Path], list[str]]:
+    """The dev sets under ``bench`` by name, and the comma-separated ``sets`` asked for (an
+    unknown or empty choice is an error that names the known sets)."""
+    known = {d.name: d for d in quality.bench_sets(bench)}
+    names = [s for s in sets.split(",") if s]
+    unknown = [s for s in names if s not in known]
+    if unknown or not names:
+        raise SystemExit(f"error: unknown dev set(s) {unknown or names}; known: {sorted(known)}")
+    return known, names
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bench", type=Path, default=quality.DEFAULT_BENCH)
@@ -377,11 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=OUT)
     args = parser.parse_args(argv)
     os.environ.pop("TOOLSCOUT_VECTOR_CACHE", None)
-    known = {d.name: d for d in quality.bench_sets(args.bench)}
-    names = [s for s in args.sets.split(",") if s]
-    unknown = [s for s in names if s not in known]
-    if unknown or not names:
-        raise SystemExit(f"error: unknown dev set(s) {unknown or names}; known: {sorted(known)}")
+    known, names = named_sets(args.bench, args.sets)
     command = quality.command_line("benchmarks/ens_screen.py", list(sys.argv[1:] if argv is None
                                                                     else argv))  # fmt: skip
     runs = _earlier(args.json).get("price", [])

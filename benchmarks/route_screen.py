@@ -249,15 +249,6 @@ def held_confidence(rows: Mapping[str, Any], model: Sequence[float]) -> list[flo
     return out
 
 
-def _kept(path: Path, make: Any) -> dict[str, Any]:
-    if path.exists():
-        return dict(json.loads(path.read_text(encoding="utf-8")))
-    got = make()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(got), encoding="utf-8")
-    return dict(got)
-
-
 def load_lists(name: str, ens_work: Path) -> dict[str, Any]:
     """h/ens18's kept lists of a set (gold, the default's ten, e5's twenty)."""
     try:
@@ -314,15 +305,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=OUT)
     args = parser.parse_args(argv)
     os.environ.pop("TOOLSCOUT_VECTOR_CACHE", None)
-    known = {d.name: d for d in quality.bench_sets(args.bench)}
-    names = [s for s in args.sets.split(",") if s]
-    unknown = [s for s in names if s not in known]
-    if unknown or not names:
-        raise SystemExit(f"error: unknown dev set(s) {unknown or names}; known: {sorted(known)}")
+    known, names = ens_screen.named_sets(args.bench, args.sets)
     lists, rows = {}, {}
     for s in names:
         lists[s] = load_lists(s, args.ens_work)
-        rows[s] = _kept(args.work / f"{s}.conf.json",
+        rows[s] = ens_screen._kept(args.work / f"{s}.conf.json",
                         lambda s=s: collect_confidence(known[s], args.cache))  # fmt: skip
         if rows[s]["ids"] != lists[s]["ids"] or rows[s]["lists"] != lists[s]["default"]:
             bad = sum(a != b for a, b in zip(rows[s]["lists"], lists[s]["default"], strict=False))
