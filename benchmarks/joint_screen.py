@@ -164,14 +164,8 @@ def evidence(cat: Any, seed: int) -> tuple[dict[str, float], dict[str, list[floa
     runs = run([p.text for p in pseudo])
     multis = order_choice.multi_queries(specs, seed)
     multi_runs = run([m.text for m in multis]) if multis else []
-    examples = []
-    for p, (q, lex, dense) in zip(pseudo, runs, strict=True):
-        ids, x = cal.features(q, lex, dense, fields, idf)
-        target = ids.index(p.tool_id) if p.tool_id is not None and p.tool_id in ids else -1
-        examples.append(cal.Example(x, target))
-    weights, _ = cal.fit(
-        [e for i, e in enumerate(examples) if i % 5], prior=cal.PRIOR, prior_none=cal.PRIOR_NONE
-    )
+    examples = cal.pseudo_examples(pseudo, runs, fields, idf)
+    ((weights, _),) = cal.fold_fits(examples, cal.PRIOR, cal.PRIOR_NONE, 1)
     rows = cal.single_hits(pseudo, runs, examples, [weights])
     recall = {
         k: round(sum(float(r[k]) for r in rows) / max(len(rows), 1), 3)
@@ -180,12 +174,12 @@ def evidence(cat: Any, seed: int) -> tuple[dict[str, float], dict[str, list[floa
     held = [
         (ex.x, (ex.target,) if ex.target >= 0 else ())
         for i, (p, ex) in enumerate(zip(pseudo, examples, strict=True))
-        if i % 5 == 0 and p.tool_id is not None
+        if i % cal.FOLDS == 0 and p.tool_id is not None
     ]
     held_ids = [
         (p.tool_id, lex.ids[:5])
         for i, (p, (_, lex, _d)) in enumerate(zip(pseudo, runs, strict=True))
-        if i % 5 == 0 and p.tool_id is not None
+        if i % cal.FOLDS == 0 and p.tool_id is not None
     ]
     multi = [(q, lex, dense, m.gold) for m, (q, lex, dense) in zip(multis, multi_runs, strict=True)]
     return recall, joint_evidence(held, held_ids, multi, fields, idf, weights), len(specs)

@@ -4,14 +4,14 @@ The lexical lead reads one number of a catalog's calibration: BM25's pseudo-quer
 the learned ranker's (``calibrate.leads_lexical``, margin ``LEAD_MARGIN``). Until this round the
 ranker's was read on the held-out fifth of the single-tool pseudo-queries only (``i % 5 == 0``:
 23–80 queries on the dev sets); the cross-fit scores every fifth with a ranker fitted on the
-other four (``calibrate._fold_fits``), so every single-tool pseudo-query counts. For each dev
+other four (``calibrate.fold_fits``), so every single-tool pseudo-query counts. For each dev
 set's catalog and each seed of the pseudo-queries, this prints the gap, its cluster-robust SE
 (``evaluate.fitting.clustered_difference``: the queries of one tool are one cluster) and n,
 before (the fifth) and after (every fold), and the lead each margin of ``quality.LEAD_MARGINS``
 decides; then, per margin, on how many sets the seeds agree. The pseudo-queries, their
 retrieval, the fold-0 fit and the fold fits are the calibration's own functions
-(``calibrate.pseudo_queries``, ``features``, ``fit``, ``_fold_fits``, ``single_hits``). Index
-time, cards only: no evaluation query is read.
+(``calibrate.pseudo_queries``, ``pseudo_examples``, ``fold_fits``, ``single_hits``). Index time,
+cards only: no evaluation query is read.
 
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/xfit_screen.py --cache SETS
 [--seeds 20261130,20261131,20261132,20261133] [--json OUT]`` (``--cache``: the indexed sets;
@@ -47,17 +47,9 @@ def rows(cat: Any, seed: int) -> list[dict[str, Any]]:
     texts = [p.text for p in pseudo]
     runs = retriever.pools(texts, retriever._embed_all(embed_keys(texts), cache=False), allowed)
     fields, idf = retriever.phrases.fields, retriever.phrases.idf
-    examples = []
-    for p, (q, lex, dense) in zip(pseudo, runs, strict=True):
-        ids, x = cal_mod.features(q, lex, dense, fields, idf)
-        target = ids.index(p.tool_id) if p.tool_id is not None and p.tool_id in ids else -1
-        examples.append(cal_mod.Example(x, target))
-    prior, prior_none = cal_mod.PRIOR, cal_mod.PRIOR_NONE
-    fold0, _ = cal_mod.fit(
-        [e for i, e in enumerate(examples) if i % 5], prior=prior, prior_none=prior_none
-    )
-    folds = [fold0, *cal_mod._fold_fits(examples, prior, prior_none)]
-    return cal_mod.single_hits(pseudo, runs, examples, folds)
+    examples = cal_mod.pseudo_examples(pseudo, runs, fields, idf)
+    fits = cal_mod.fold_fits(examples, cal_mod.PRIOR, cal_mod.PRIOR_NONE, cal_mod.FOLDS)
+    return cal_mod.single_hits(pseudo, runs, examples, [w for w, _ in fits])
 
 
 def gap(got: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -31,11 +31,8 @@ def _inputs(cat: Catalog) -> tuple[list[cal_mod.Pseudo], list[Any], list[Example
     pseudo = cal_mod.pseudo_queries(specs, cal_mod.SEED)
     texts = [p.text for p in pseudo]
     runs = retriever.pools(texts, retriever._embed_all(embed_keys(texts), cache=False), allowed)
-    examples = []
-    for p, (q, lex, dense) in zip(pseudo, runs, strict=True):
-        ids, x = cal_mod.features(q, lex, dense, retriever.phrases.fields, retriever.phrases.idf)
-        examples.append(Example(x, ids.index(p.tool_id) if p.tool_id in ids else -1))
-    return pseudo, runs, examples
+    fields, idf = retriever.phrases.fields, retriever.phrases.idf
+    return pseudo, runs, cal_mod.pseudo_examples(pseudo, runs, fields, idf)
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +73,14 @@ def test_every_single_tool_pseudo_query_is_scored_by_a_ranker_that_did_not_see_i
         ]
         for k in range(5)
     ]
-    batched = cal_mod._fold_fits(examples, PRIOR, PRIOR_NONE)
-    assert batched == alone[1:]
+    fitted = [w for w, _ in cal_mod.fold_fits(examples, PRIOR, PRIOR_NONE)]
+    assert fitted == alone
+    assert [w for w, _ in cal_mod.fold_fits(examples, PRIOR, PRIOR_NONE, 1)] == alone[:1]
     assert len(set(alone)) == 5  # each fold's ranker is its own
     rows = cal_mod.single_hits(pseudo, runs, examples, alone)
     singles = [i for i, p in enumerate(pseudo) if p.tool_id is not None]
     assert len(rows) == len(singles) and {r["fold"] for r in rows} == set(range(5))
-    assert rows == cal_mod.single_hits(pseudo, runs, examples, [alone[0], *batched])
+    assert rows == cal_mod.single_hits(pseudo, runs, examples, fitted)
     for i, r in zip(singles, rows, strict=True):
         ex = examples[i]
         top = np.argsort(-cal_mod.scores(ex.x, alone[i % 5]))[:5]
@@ -98,5 +96,5 @@ def test_every_single_tool_pseudo_query_is_scored_by_a_ranker_that_did_not_see_i
 
 
 def test_a_fold_with_no_examples_keeps_the_prior() -> None:
-    got = cal_mod._fold_fits([Example(np.zeros((0, len(PRIOR))), -1)] * 3, PRIOR, PRIOR_NONE)
-    assert got == [tuple(PRIOR)] * 4
+    got = cal_mod.fold_fits([Example(np.zeros((0, len(PRIOR))), -1)] * 3, PRIOR, PRIOR_NONE)
+    assert got == [(tuple(PRIOR), PRIOR_NONE)] * 5

@@ -102,6 +102,7 @@ __all__ = [
     "Example",
     "FEATURES",
     "FIXED_MIX",
+    "FOLDS",
     "FieldTerms",
     "L2",
     "LEAD",
@@ -141,13 +142,16 @@ __all__ = [
     "fit",
     "fit_confidence",
     "fit_shift",
+    "fold_fits",
     "idf_of",
     "leads_lexical",
     "ordered",
     "platt",
+    "pseudo_examples",
     "pseudo_queries",
     "scores",
     "sigmoid",
+    "single_hits",
     "stale",
     "top_probability",
 ]
@@ -158,10 +162,10 @@ __all__ = [
 #: measures it; one that turns :data:`CROSS_FIT` on must bump it so every catalog's
 #: ``pseudo_recall`` is read again)
 VERSION = 4
-#: the single-tool pseudo-queries' folds (``i % _FOLDS``): fold 0 is held out from the fit the
+#: the single-tool pseudo-queries' folds (``i % FOLDS``): fold 0 is held out from the fit the
 #: final one starts from; with :data:`CROSS_FIT` each fold is held out once
-_FOLDS = 5
-#: ``pseudo_recall`` (what the lexical lead reads) cross-fitted over all :data:`_FOLDS` folds
+FOLDS = 5
+#: ``pseudo_recall`` (what the lexical lead reads) cross-fitted over all :data:`FOLDS` folds
 #: (False: over fold 0, the held-out fifth, alone). Off: with the cross-fitted evidence the
 #: lead's margin fitted on all six dev sets is 0, which costs toolalpaca 0.015 recall@5
 #: in-set, and the shipped margin (0.04) was chosen on the fifth's evidence
@@ -379,32 +383,22 @@ def calibrate(
     multis = order_choice.multi_queries(specs, seed) if want_multi else []
     multi_texts = [m.text for m in multis]
     multi_runs = retrieve(multi_texts, embed(multi_texts)) if multis else []
-    examples: list[Example] = []
+    examples = pseudo_examples(pseudo, runs, fields, idf)
     singles: dict[str, list[float]] = {"bm25": [], "dense": [], "ranker": []}
-    for p, (qterms, lex, dense) in zip(pseudo, runs, strict=True):
-        ids, x = features(qterms, lex, dense, fields, idf)
-        target = ids.index(p.tool_id) if p.tool_id is not None and p.tool_id in ids else -1
-        examples.append(Example(x, target))
     # hold out every 5th example to report the fitted ranker's pseudo recall honestly; with
     # the cross-fit each other fifth is held out in turn too (a ranker fitted on the other
     # four scores it), so every single-tool pseudo-query is read by one that never saw it
     cross = CROSS_FIT if cross_fit is None else cross_fit
-    weights, none_bias = fit(
-        [e for i, e in enumerate(examples) if i % _FOLDS], prior=prior, prior_none=prior_none
-    )  # fold 0 held out: the final fit's warm start, as before the cross-fit
-    rows = single_hits(
-        pseudo,
-        runs,
-        examples,
-        [weights, *(_fold_fits(examples, prior, prior_none) if cross else [])],
-    )
+    fits = fold_fits(examples, prior, prior_none, FOLDS if cross else 1)
+    weights, none_bias = fits[0]  # fold 0 held out: the final fit's warm start
+    rows = single_hits(pseudo, runs, examples, [w for w, _ in fits])
     for row in rows:
         for key in singles:
             singles[key].append(float(row[key]))
     held = [
         (ex.x, (ex.target,) if ex.target >= 0 else ())
         for i, (p, ex) in enumerate(zip(pseudo, examples, strict=True))
-        if i % 5 == 0 and p.tool_id is not None
+        if i % FOLDS == 0 and p.tool_id is not None
     ]
     multi = [(q, lex, dense, m.gold) for m, (q, lex, dense) in zip(multis, multi_runs, strict=True)]
     measured = _measure_orders(held, multi, fields, idf, weights, blend) if measure_orders else {}
@@ -429,15 +423,31 @@ def calibrate(
     )
 
 
-def _fold_fits(
-    examples: Sequence[Example], prior: Sequence[float], prior_none: float
-) -> list[tuple[float, ...]]:
-    """The weights of folds 1 to :data:`_FOLDS` − 1, each fitted as fold 0 is (the
-    examples of the other folds, from ``prior``, by :func:`logit.fit`)."""
+def pseudo_examples(
+    pseudo: Sequence[Pseudo],
+    runs: Sequence[tuple[Sequence[str], Hits, Hits]],
+    fields: FieldTerms,
+    idf: Callable[[str], float],
+) -> list[Example]:
+    """Each pseudo-query's pool as the ranker reads it (:func:`features`) and the row of its
+    tool there (-1: not in the pool, or a query no tool answers)."""
+    out: list[Example] = []
+    for p, (qterms, lex, dense) in zip(pseudo, runs, strict=True):
+        ids, x = features(qterms, lex, dense, fields, idf)
+        target = ids.index(p.tool_id) if p.tool_id is not None and p.tool_id in ids else -1
+        out.append(Example(x, target))
+    return out
+
+
+def fold_fits(
+    examples: Sequence[Example], prior: Sequence[float], prior_none: float, n: int = FOLDS
+) -> list[tuple[tuple[float, ...], float]]:
+    """The (weights, none bias) of folds 0 to ``n`` − 1 (at most :data:`FOLDS`), each fitted
+    by :func:`logit.fit` from ``prior`` on the examples of the other folds (``i % FOLDS``)."""
     return [
-        fit([e for i, e in enumerate(examples) if i % _FOLDS != k], prior=prior,
-            prior_none=prior_none)[0]
-        for k in range(1, _FOLDS)
+        fit([e for i, e in enumerate(examples) if i % FOLDS != k], prior=prior,
+            prior_none=prior_none)
+        for k in range(min(n, FOLDS))
     ]  # fmt: skip
 
 
@@ -448,17 +458,17 @@ def single_hits(
     folds: Sequence[Sequence[float]],
 ) -> list[dict[str, float | str | int]]:
     """Each single-tool pseudo-query of the scored folds (``folds``: the ranker's weights of
-    fold 0, 1, ... — one: the held-out fifth alone; :data:`_FOLDS`: every query) — its tool,
+    fold 0, 1, ... — one: the held-out fifth alone; :data:`FOLDS`: every query) — its tool,
     its fold and whether BM25, dense and the fold's ranker put the tool in the first five."""
     out: list[dict[str, float | str | int]] = []
     for i, (p, (_, lex, dense), ex) in enumerate(zip(pseudo, runs, examples, strict=True)):
-        if p.tool_id is None or i % _FOLDS >= len(folds):
+        if p.tool_id is None or i % FOLDS >= len(folds):
             continue
-        top = np.argsort(-scores(ex.x, folds[i % _FOLDS]))[:5]
+        top = np.argsort(-scores(ex.x, folds[i % FOLDS]))[:5]
         out.append(
             {
                 "tool": p.tool_id,
-                "fold": i % _FOLDS,
+                "fold": i % FOLDS,
                 "bm25": float(p.tool_id in lex.ids[:5]),
                 "dense": float(p.tool_id in dense.ids[:5]),
                 "ranker": float(ex.target >= 0 and ex.target in top),

@@ -284,15 +284,15 @@ def clustered_difference(diffs: Sequence[float], clusters: Sequence[str]) -> lis
         raise ValueError(f"clustered_difference: {n} differences but {len(clusters)} cluster keys")
     if not n:
         return [0.0, 0.0, 0.0]
-    mean = sum(diffs) / n
+    avg = sum(diffs) / n
     sums: dict[str, float] = {}
     for d, c in zip(diffs, clusters, strict=True):
-        sums[c] = sums.get(c, 0.0) + (d - mean)
+        sums[c] = sums.get(c, 0.0) + (d - avg)
     g = len(sums)
     if g < 2:
-        return [round(mean, 6), float("inf"), float(n)]
+        return [round(avg, 6), float("inf"), float(n)]
     var = g / (g - 1) * sum(v * v for v in sums.values()) / (n * n)
-    return [round(mean, 6), round(var**0.5, 6), float(n)]
+    return [round(avg, 6), round(var**0.5, 6), float(n)]
 
 
 def paired_interval(
