@@ -1,6 +1,6 @@
 """The blend margin's leave-one-set-out choice replayed on another sample of evidence.
 
-``fitting.choose_blend_margin`` over the held-out grids ``quality.py --stages`` keeps (each
+``catalog_evidence.choose_blend_margin`` over the held-out grids ``quality.py --stages`` keeps (each
 set's per-query recall@5 and complete@5 at each (blend, yield), the prior fitted without
 it), with each set's evidence read from a ``blend_pseudo.py`` JSON (its multi-tool pseudo
 recall@5 at 4 and 32) instead of the stored calibrations: does the rule still keep every
@@ -24,8 +24,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2 or not Path(args[0]).is_file() or not Path(args[1]).is_dir():
         raise SystemExit(f"usage: blend_margin_replay.py PSEUDO_JSON STAGES_DIR; got {args}")
-    from toolscout.discovery.ranker import catalog_blend
-    from toolscout.evaluate.fitting import choose_blend_margin, mean
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from catalog_evidence import catalog_blend, choose_blend_margin
+    from toolscout.evaluate.fitting import mean
 
     sets = json.loads(Path(args[0]).read_text(encoding="utf-8"))["sets"]
     evidence = {n: {k: v["multi_recall"] for k, v in s["pseudo"].items()} for n, s in sets.items()}

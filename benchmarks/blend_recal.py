@@ -1,13 +1,14 @@
-"""Each indexed set in a directory calibrated again by this tree (its blend evidence).
+"""Each indexed set in a directory calibrated again by this tree, and its blend evidence.
 
-A calibration carries each catalog's blend evidence (``blend_recall``: the multi-tool
-pseudo-queries' recall@5 at each of ``ranker.BLENDS``) only when it was measured — when
-``ranker.BLEND_MARGIN`` is set (this script sets it to 0 for its own run when the tree has
-it off). ``quality.py --blend-by catalog`` reads the evidence from each set's stored
-calibration, so a copy of the indexed sets is calibrated again first. The
-ranker's weights must come out as the older calibration's (the fit does not read the
-multi-tool pseudo-queries): each set's largest weight difference is printed, and a
-difference above 1e-9 stops the run (``--allow-changed``: reported only).
+Each catalog's blend evidence (the multi-tool pseudo-queries' recall@5 at each of
+``catalog_evidence.BLENDS``) is measured by ``catalog_evidence.measure`` and printed; until
+round twenty-five the calibration stored it (``blend_recall``, with ``ranker.BLEND_MARGIN``
+set) and ``quality.py --blend-by catalog`` read it from there, so a copy of the indexed sets
+was calibrated again first — now ``quality.py`` measures it itself. The calibration is still
+fitted again and stored (a tree with another prior, ``blend_ship_tree.py``, needs each
+set's copy refitted); the ranker's weights must come out as the older calibration's: each
+set's largest weight difference is printed, and a difference above 1e-9 stops the run
+(``--allow-changed``: reported only).
 
 Run on a copy of the indexed sets: ``PYTHONPATH=src .venv/bin/python
 benchmarks/blend_recal.py DIR [--allow-changed]``.
@@ -31,14 +32,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not dbs:
         raise SystemExit(f"error: no indexed set (*.db) in {args.dir}")
 
-    from toolscout.discovery import ranker
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from catalog_evidence import measure
     from toolscout.discovery.catalog import Catalog
     from toolscout.discovery.search import CALIBRATION_META
     from toolscout.embed.minilm import MiniLMEmbedder
     from toolscout.settings import SearchSettings
 
-    if ranker.BLEND_MARGIN is None:  # the choice is off in this tree: measure the evidence
-        ranker.BLEND_MARGIN = 0.0  # anyway (only the measurement reads it here)
     embedder = MiniLMEmbedder()
     for db in dbs:
         with Catalog.open(db, embedder=embedder, log=False, settings=SearchSettings()) as cat:
@@ -52,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else float("inf")
             )
             print(
-                f"{db.stem}: blend evidence {cal.blend_recall}; weights moved by at most "
+                f"{db.stem}: blend evidence {measure(cat)['blend_recall']}; weights moved by "
+                f"at most "
                 f"{diff:.2e} (calibration version {old.get('version')} → {cal.version})",
                 flush=True,
             )

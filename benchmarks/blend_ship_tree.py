@@ -3,11 +3,12 @@
 The ship rule of round twenty-three: what ships is exactly one fit's output — its "all"
 row of ``quality.py --fits-only --json`` — with no constant mixed from another fit. This
 writes every constant of that row into a copy of ``src`` (``logit.PRIOR``,
-``PRIOR_NONE``; ``ranker.PLATT``, ``LEAD_MARGIN`` and, for a ``--blend-by catalog`` fit,
-``BLEND_MARGIN`` — else ``BLEND``; ``fusion.DEDUPE_YIELD``; ``confidence.CONFIDENCE``),
-so the in-set check (``quality_ship.py --shipped-only``, after each set's copy is
-calibrated again from the new prior, ``blend_recal.py --allow-changed``) measures what
-would ship.
+``PRIOR_NONE``; ``ranker.PLATT``, ``LEAD_MARGIN``, ``BLEND``; ``fusion.DEDUPE_YIELD``;
+``confidence.CONFIDENCE``), so the in-set check (``quality_ship.py --shipped-only``, after
+each set's copy is calibrated again from the new prior, ``blend_recal.py --allow-changed``)
+measures what would ship. A ``--blend-by catalog`` fit is refused: since round twenty-five
+the product has no blend per catalog to write (its evidence and choice are
+benchmarks/catalog_evidence.py's; round twenty-three wrote ``ranker.BLEND_MARGIN``).
 
 Run: ``.venv/bin/python benchmarks/blend_ship_tree.py --fits FITS --src src --out DIR``
 (DIR/src is written; DIR must not exist).
@@ -35,6 +36,12 @@ def _sub(path: Path, pattern: str, value: str) -> None:
 
 def write_constants(src: Path, fit: dict[str, Any]) -> list[str]:
     """Every constant of ``fit`` written into the tree at ``src``; what was written."""
+    if fit.get("blend_margin") is not None:
+        raise SystemExit(
+            f"error: the fit chooses a blend per catalog (blend margin {fit['blend_margin']}, "
+            "--blend-by catalog); the product has no such choice since round twenty-five "
+            "(benchmarks/catalog_evidence.py), so it cannot be written into a tree"
+        )
     d = src / "toolscout" / "discovery"
     prior, none = fit["prior"][:-1], fit["prior"][-1]
     a, b = fit["platt"]
@@ -55,13 +62,8 @@ def write_constants(src: Path, fit: dict[str, Any]) -> list[str]:
     confidence = tuple(float(x) for x in fit["confidence"])
     _sub(d / "confidence.py", r"^CONFIDENCE: tuple\[float, \.\.\.\] = \((?s:.*?)\)  # fmt: skip$",
          f"CONFIDENCE: tuple[float, ...] = {confidence}")  # fmt: skip
-    if fit.get("blend_margin") is not None:
-        _sub(d / "ranker.py", r"^BLEND_MARGIN: float \| None = .*$",
-             f"BLEND_MARGIN: float | None = {float(fit['blend_margin'])}")  # fmt: skip
-        done.append(f"ranker.BLEND_MARGIN = {fit['blend_margin']}")
-    else:
-        _sub(d / "ranker.py", r"^BLEND = .*$", f"BLEND = {float(fit['blend'])}")
-        done.append(f"ranker.BLEND = {fit['blend']}")
+    _sub(d / "ranker.py", r"^BLEND = .*$", f"BLEND = {float(fit['blend'])}")
+    done.append(f"ranker.BLEND = {fit['blend']}")
     return done
 
 

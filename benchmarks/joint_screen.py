@@ -17,7 +17,8 @@ The decision's evidence and rule (:func:`joint_evidence`, :func:`joint_choice`,
 ``JOINT_Z`` None, and read by nothing in the product); h/xfit18 moved them here, with
 :func:`evidence` making the calibration's own pseudo-queries, runs and fold-0 fit as
 ``calibrate.calibrate`` makes them (the screen's JSON is the same, byte for byte but its
-date). ``clustered_difference`` is in ``evaluate/fitting.py`` (the cross-fit screen reads it too).
+date). ``clustered_difference`` is in ``evaluate/fitting.py`` (the cross-fit screen reads it too);
+the runs and :data:`BLENDS` are benchmarks/catalog_evidence.py's (h/shape19, round twenty-five).
 
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/joint_screen.py --cache SETS [--seed N]
 [--json OUT]`` (``--cache``: the indexed sets, opened read-only in spirit: nothing is stored).
@@ -34,13 +35,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quality
+from catalog_evidence import BLENDS, catalog_runs
 from toolscout.discovery import calibrate as cal
 from toolscout.evaluate.fitting import clustered_difference
 
 #: the options of the one per-catalog decision (:func:`joint_choice`) besides the base (the
 #: ranker order at the larger blend of :data:`BLENDS`): the smaller blend, and BM25 leading
 #: (:data:`LEAD`) at the larger blend
-JOINT_OPTIONS: tuple[str, ...] = (f"ranker@{cal.BLENDS[0]:g}", f"lead@{cal.BLENDS[1]:g}")
+JOINT_OPTIONS: tuple[str, ...] = (f"ranker@{BLENDS[0]:g}", f"lead@{BLENDS[1]:g}")
 #: the grid the decision's z is chosen on (leave-one-set-out; on a tie the value nearest 1.96)
 JOINT_ZS: tuple[float, ...] = (0.0, 1.0, 1.64, 1.96, 2.58)
 
@@ -62,7 +64,7 @@ def joint_evidence(
     decision keys (the option's name) pool both kinds; ``single:`` and ``multi:`` keys, and
     plain ``bm25`` and the unblended ``ranker`` (what :data:`LEAD_MARGIN` reads), are
     reported beside."""
-    low, high = cal.BLENDS
+    low, high = BLENDS
     orders = {"base": ("ranker", high), f"ranker@{low:g}": ("ranker", low)}
     orders[f"lead@{high:g}"] = ("lead", high)
     got: dict[str, list[tuple[str, float]]] = {k: [] for k in ("single", "multi")}
@@ -131,7 +133,7 @@ def joint_choice(evidence: Mapping[str, Sequence[float]], z: float | None) -> st
 
 #: the split reading, reported beside the product's pooled one: the lead from the single-tool
 #: pseudo-queries (BM25 against the unblended ranker, what ``LEAD_MARGIN`` reads), the blend
-#: from the multi-tool ones (``ranker.catalog_blend``'s evidence), each scaled by its SE
+#: from the multi-tool ones (``catalog_evidence.catalog_blend``'s evidence), each scaled by its SE
 SPLIT = {"lead@32": "single:bm25-ranker", "ranker@4": "multi:ranker@4"}
 
 
@@ -146,25 +148,11 @@ def evidence(cat: Any, seed: int) -> tuple[dict[str, float], dict[str, list[floa
     catalog's tools), made as ``calibrate.calibrate`` made them with ``measure_joint``: the
     seed's pseudo-queries and multi-tool ones through the product's retrievers, the ranker
     fitted from the shipped prior on the four other fifths (fold 0's fit)."""
-    from toolscout.discovery import orders as order_choice
-    from toolscout.discovery.queryvectors import embed_keys
-    from toolscout.settings import SearchSettings
-
-    retriever = cat.retriever(SearchSettings())
-    specs = cat.specs()
-    allowed = frozenset(s.id for s in specs)
-    if len(specs) < cal.MIN_TOOLS:
-        return {}, {}, len(specs)
-
-    def run(texts: Sequence[str]) -> Any:
-        return retriever.pools(texts, retriever._embed_all(embed_keys(texts), cache=False), allowed)
-
-    fields, idf = retriever.phrases.fields, retriever.phrases.idf
-    pseudo = cal.pseudo_queries(specs, seed)
-    runs = run([p.text for p in pseudo])
-    multis = order_choice.multi_queries(specs, seed)
-    multi_runs = run([m.text for m in multis]) if multis else []
-    examples = cal.pseudo_examples(pseudo, runs, fields, idf)
+    got = catalog_runs(cat, seed)
+    if got is None:
+        return {}, {}, len(cat.specs())
+    pseudo, runs, examples = got.pseudo, got.runs, got.examples
+    fields, idf = got.fields, got.idf
     ((weights, _),) = cal.fold_fits(examples, cal.PRIOR, cal.PRIOR_NONE, 1)
     rows = cal.single_hits(pseudo, runs, examples, [weights])
     recall = {
@@ -181,8 +169,7 @@ def evidence(cat: Any, seed: int) -> tuple[dict[str, float], dict[str, list[floa
         for i, (p, (_, lex, _d)) in enumerate(zip(pseudo, runs, strict=True))
         if i % cal.FOLDS == 0 and p.tool_id is not None
     ]
-    multi = [(q, lex, dense, m.gold) for m, (q, lex, dense) in zip(multis, multi_runs, strict=True)]
-    return recall, joint_evidence(held, held_ids, multi, fields, idf, weights), len(specs)
+    return recall, joint_evidence(held, held_ids, got.multis, fields, idf, weights), got.n_tools
 
 
 def main(argv: Sequence[str] | None = None) -> int:

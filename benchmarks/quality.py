@@ -137,11 +137,11 @@ def grid_table(grid: Mapping[str, Any], fits: Mapping[str, Any]) -> list[str]:
         + "); a fit takes the pair with the largest worst margin over its sets, on a tie the "
         "larger mean margin, then the smaller blend and yield (`fitting.choose_blend`)."
         + (
-            " Each catalog takes its own blend (`ranker.catalog_blend`): the smaller where "
-            "its own multi-tool pseudo-queries find more at it than at the larger by more "
+            " Each catalog takes its own blend (`catalog_evidence.catalog_blend`): the smaller "
+            "where its own multi-tool pseudo-queries find more at it than at the larger by more "
             "than a margin; the fit chooses the margin and the yield by the same rule over "
-            "its sets, each set at its own blend (`fitting.choose_blend_margin`); the last "
-            "column marks the pair the fit without a set gives that set."
+            "its sets, each set at its own blend (`catalog_evidence.choose_blend_margin`); "
+            "the last column marks the pair the fit without a set gives that set."
             if any("blend_margin" in f for f in fits.values())
             else ""
         ),
@@ -338,14 +338,14 @@ def markdown(
             "at index time from its cards, no real query) put the learned ranker's "
             "recall@5 below BM25's by more than the margin, BM25's score is added to the "
             "order; `toolscout index` then prints *leans lexical (BM25 leads the order)*, "
-            "and otherwise *(the learned ranker orders)*. *The blend per catalog* "
-            "(`ranker.BLENDS`, `BLEND_MARGIN`): the fixed fusion's share of the order is 4 "
+            "and otherwise *(the learned ranker orders)*. *The blend per catalog* (round "
+            "twenty-three, not shipped): the fixed fusion's share of the order would be 4 "
             "where the catalog's own multi-tool pseudo-queries (two or three of its tools' "
-            "texts joined, made at index time) find more at 4 than at 32 by more than the "
-            "margin, else 32; `toolscout index` prints the blend and that evidence. It is "
-            "off as shipped (`BLEND_MARGIN` None: every catalog takes `ranker.BLEND`) and in "
-            "a run without `--blend-by catalog`, as this one (round twenty-three: *How the "
-            "default ranks*). The column *default w/o parts, "
+            "texts joined, made from its cards) find more at 4 than at 32 by more than a "
+            "margin, else 32. It is a benchmark-side screen (`benchmarks/catalog_evidence.py` "
+            "since round twenty-five): the product orders every catalog at `ranker.BLEND`, "
+            "and only a run with `--blend-by catalog` reads the evidence, not this one (round "
+            "twenty-three: *How the default ranks*). The column *default w/o parts, "
             "no lead* is the held-out default with both off: what the default was before "
             "them, on the same queries with the same held-out constants.",
             "",
@@ -536,8 +536,8 @@ def fit_constants(
 
     ``blend_by``: ``"one"`` chooses one (blend, yield) per fit (``fitting.choose_blend``);
     ``"catalog"`` chooses the margin a catalog's own blend evidence is read with, and the
-    yield (``fitting.choose_blend_margin``): each set then takes its own blend
-    (``ranker.catalog_blend`` of its calibration's ``blend_recall``)."""
+    yield (``catalog_evidence.choose_blend_margin``): each set then takes its own blend
+    (``catalog_evidence.catalog_blend`` of its evidence, :func:`blend_evidence`)."""
     from toolscout.evaluate.fitting import (
         choose_blend,
         examples,
@@ -603,8 +603,7 @@ def fit_constants(
         fit_ = fits[name or "all"]
         w, b = fit_["prior"][:-1], fit_["prior"][-1]
         if blend_by == "catalog":
-            from toolscout.discovery.ranker import catalog_blend
-            from toolscout.evaluate.fitting import choose_blend_margin
+            from catalog_evidence import catalog_blend, choose_blend_margin
 
             margin, dedupe_yield = choose_blend_margin(grids, parts, evidence, name)
             own = {n: catalog_blend(evidence[n], margin) for n in sorted(by_set)}
@@ -666,17 +665,16 @@ def fit_constants(
 def blend_evidence(
     sets: Sequence[Path], workdir: Path, limit: int | None, embedder: Any
 ) -> dict[str, dict[str, float]]:
-    """Each set's blend evidence: its stored calibration's ``blend_recall`` (the
-    multi-tool pseudo-queries' recall@5 at each of ``ranker.BLENDS``, made at index time
-    from the catalog alone; empty when unfitted)."""
-    from toolscout.discovery.calibrate import Calibration
-    from toolscout.discovery.search import CALIBRATION_META
+    """Each set's blend evidence: the multi-tool pseudo-queries' recall@5 at each of
+    ``catalog_evidence.BLENDS`` with the calibration's fold-0 ranker (made from the catalog's
+    cards alone; empty when it is too small to calibrate): ``catalog_evidence.measure``, what
+    the calibration stored as ``blend_recall`` until round twenty-five."""
+    from catalog_evidence import measure
 
     out: dict[str, dict[str, float]] = {}
     for d in sets:
         with opened_set(d, workdir, limit, embedder) as (cat, _):
-            cal = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
-            out[d.name] = dict(cal.blend_recall) if cal is not None and cal.fitted else {}
+            out[d.name] = measure(cat)["blend_recall"]
     return out
 
 
@@ -853,7 +851,9 @@ def shipped() -> dict[str, Any]:
         "none": calibrate.PRIOR_NONE,
         "platt": calibrate.PLATT,
         "blend": calibrate.BLEND,
-        "blend_margin": calibrate.BLEND_MARGIN,
+        # no blend per catalog in the product (benchmarks/catalog_evidence.py): the key
+        # stays, None as before, so the stages kept by earlier rounds keep their keys
+        "blend_margin": None,
         "confidence": calibrate.CONFIDENCE,
         "lead_margin": calibrate.LEAD_MARGIN,
         "dedupe_yield": search.DEDUPE_YIELD,

@@ -1,12 +1,14 @@
 """Refit the stored calibrations of indexed sets in this tree, and compare with what was stored.
 
-The cross-fit (``--cross-fit``: ``calibrate.CROSS_FIT`` on for this process; h/xfit18, built
-and off as shipped) changes only how ``pseudo_recall`` is read; the weights must come out as
-the stored fit's. For each ``--sets`` catalog in
+The cross-fit (h/xfit18, not shipped; ``--cross-fit``: the new ``pseudo_recall`` is
+``catalog_evidence.cross_fitted_recall``'s, what ``calibrate.CROSS_FIT`` on stored until round
+twenty-five moved it here) changes only how ``pseudo_recall`` is read; the weights must come
+out as the stored fit's. For each ``--sets`` catalog in
 ``--cache`` (a copy: the new calibration is written to it) this reads the stored
 calibration's JSON, fits again as ``Catalog.calibrate`` does after indexing, and prints
-whether the weights, the none bias, the prior, ``blend_recall`` and ``orders`` are equal bit
-for bit, the largest difference of a weight, and the pseudo recall before and after. (A
+whether the weights, the none bias, the prior and ``orders`` are equal bit for bit, the
+largest difference of a weight, and the pseudo recall before and after (a stored
+``blend_recall``, which the product no longer writes, is reported beside). (A
 fit in another process moves the weights' last bits — the fit's sums are BLAS products
 whose rounding follows memory alignment — so the base tree refitting its own stored
 calibrations differs by as much: run it with the base's ``PYTHONPATH`` on another copy to
@@ -25,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-SAME = ("weights", "none_bias", "prior", "prior_none", "blend_recall", "orders")
+SAME = ("weights", "none_bias", "prior", "prior_none", "orders")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,7 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", default="apibench,bfcl,metatool,restbench,toolalpaca,toolbench")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
-        "--cross-fit", action="store_true", help="pseudo_recall cross-fitted (calibrate.CROSS_FIT)"
+        "--cross-fit",
+        action="store_true",
+        help="the new pseudo_recall cross-fitted (catalog_evidence.cross_fitted_recall)",
     )
     args = parser.parse_args(argv)
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
@@ -42,12 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         raise SystemExit(f"error: no indexed set {missing} in {args.cache}")
 
-    from toolscout.discovery import calibrate as cal_mod
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from catalog_evidence import catalog_runs, cross_fitted_recall
     from toolscout.discovery.catalog import Catalog
     from toolscout.discovery.search import CALIBRATION_META
     from toolscout.embed.minilm import MiniLMEmbedder
 
-    cal_mod.CROSS_FIT = args.cross_fit  # read by calibrate() at each call
     embedder = MiniLMEmbedder()
     out: dict[str, Any] = {}
     bad = 0
@@ -58,6 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise SystemExit(f"error: {name} holds no stored calibration to compare with")
             old = json.loads(raw)
             new = json.loads(cat.calibrate().to_json())
+            runs = catalog_runs(cat, multi=False) if args.cross_fit else None
+            if runs is not None:
+                new["pseudo_recall"] = cross_fitted_recall(runs)
         same = {k: old.get(k) == new.get(k) for k in SAME}
         bad += not all(same.values())
         out[name] = {

@@ -10,8 +10,9 @@ set's catalog and each seed of the pseudo-queries, this prints the gap, its clus
 before (the fifth) and after (every fold), and the lead each margin of ``quality.LEAD_MARGINS``
 decides; then, per margin, on how many sets the seeds agree. The pseudo-queries, their
 retrieval, the fold-0 fit and the fold fits are the calibration's own functions
-(``calibrate.pseudo_queries``, ``pseudo_examples``, ``fold_fits``, ``single_hits``). Index time,
-cards only: no evaluation query is read.
+(``calibrate.pseudo_queries``, ``pseudo_examples``, ``fold_fits``, ``single_hits``; the runs read
+by ``catalog_evidence.catalog_runs``, where the cross-fit itself lives since round twenty-five:
+``cross_fitted_recall``). Index time, cards only: no evaluation query is read.
 
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/xfit_screen.py --cache SETS
 [--seeds 20261130,20261131,20261132,20261133] [--json OUT]`` (``--cache``: the indexed sets;
@@ -29,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quality
+from catalog_evidence import catalog_runs
 
 SEEDS = (20261130, 20261131, 20261132, 20261133)
 
@@ -37,17 +39,11 @@ def rows(cat: Any, seed: int) -> list[dict[str, Any]]:
     """Every single-tool pseudo-query of this seed with its fold and its three hits (the
     ranker's: the fold's own, fitted without it)."""
     from toolscout.discovery import calibrate as cal_mod
-    from toolscout.discovery.queryvectors import embed_keys
-    from toolscout.settings import SearchSettings
 
-    retriever = cat.retriever(SearchSettings())
-    specs = cat.specs()
-    allowed = frozenset(s.id for s in specs)
-    pseudo = cal_mod.pseudo_queries(specs, seed)
-    texts = [p.text for p in pseudo]
-    runs = retriever.pools(texts, retriever._embed_all(embed_keys(texts), cache=False), allowed)
-    fields, idf = retriever.phrases.fields, retriever.phrases.idf
-    examples = cal_mod.pseudo_examples(pseudo, runs, fields, idf)
+    got = catalog_runs(cat, seed, multi=False)
+    if got is None:
+        return []
+    pseudo, runs, examples = got.pseudo, got.runs, got.examples
     fits = cal_mod.fold_fits(examples, cal_mod.PRIOR, cal_mod.PRIOR_NONE, cal_mod.FOLDS)
     return cal_mod.single_hits(pseudo, runs, examples, [w for w, _ in fits])
 

@@ -214,9 +214,9 @@ DISTINCT_TOOLS = [
 ]
 
 
-def fit_calibration(cat: Any, cross_fit: bool | None = None) -> Any:
+def fit_calibration(cat: Any, seed: int | None = None) -> Any:
     """``calibrate.calibrate`` run directly on an open catalog's tools, as the catalog's own
-    retriever reads them (the cross-fit as asked: None, as shipped)."""
+    retriever reads them (``seed``: the pseudo-queries'; None, the shipped one)."""
     from toolscout.discovery import calibrate as cal_mod
     from toolscout.discovery.queryvectors import embed_keys
     from toolscout.settings import SearchSettings
@@ -230,5 +230,5 @@ def fit_calibration(cat: Any, cross_fit: bool | None = None) -> Any:
         retriever.phrases.fields,
         retriever.phrases.idf,
         embed=lambda texts: retriever._embed_all(embed_keys(texts), cache=False),
-        cross_fit=cross_fit,
+        **({} if seed is None else {"seed": seed}),
     )

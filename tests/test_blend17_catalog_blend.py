@@ -1,25 +1,37 @@
-"""A catalog's blend from its own multi-tool pseudo-queries (h/blend17, round twenty-three)."""
+"""A catalog's blend from its own multi-tool pseudo-queries (h/blend17, round twenty-three).
+
+Not shipped: the evidence and the choice moved out of the product into
+benchmarks/catalog_evidence.py (h/shape19, round twenty-five); the product orders every
+catalog at ``ranker.BLEND`` and loads a calibration stored with the evidence."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from support import embedder, spec
+from toolscout.discovery import calibrate as cal_mod
 from toolscout.discovery import ranker
-from toolscout.discovery.calibrate import (
-    BLEND,
-    BLENDS,
-    VERSION,
-    Calibration,
-)
+from toolscout.discovery.calibrate import BLEND, VERSION, Calibration
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.logit import Example
 from toolscout.discovery.search import CALIBRATION_META
-from toolscout.evaluate.fitting import choose_blend_margin, fit_platt
+from toolscout.evaluate.fitting import fit_platt
 from toolscout.settings import SearchSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from catalog_evidence import (
+    BLENDS,
+    blend_recall,
+    catalog_blend,
+    catalog_runs,
+    choose_blend_margin,
+    measure,
+)
 
 LOW, HIGH = BLENDS
 KEY_LOW, KEY_HIGH = f"{LOW:g}", f"{HIGH:g}"
@@ -47,66 +59,85 @@ TOOLS = [
 def test_the_smaller_blend_only_when_the_evidence_exceeds_the_margin() -> None:
     better_low = {KEY_LOW: 0.53, KEY_HIGH: 0.49}
     tie = {KEY_LOW: 0.89, KEY_HIGH: 0.89}
-    assert ranker.catalog_blend(better_low, 0.0) == LOW
-    assert ranker.catalog_blend(better_low, 0.03) == LOW
-    assert ranker.catalog_blend(better_low, 0.04) == HIGH  # a difference of exactly the margin
-    assert ranker.catalog_blend(better_low, 0.05) == HIGH  # not by more than the margin
-    assert ranker.catalog_blend(tie, 0.0) == HIGH  # a tie is not evidence for the smaller
-    assert ranker.catalog_blend(tie, -1.0) == LOW  # a margin of -1 always takes it ...
-    assert ranker.catalog_blend(better_low, 1.0) == HIGH  # ... and of 1 never
-    assert ranker.catalog_blend({}, -1.0) == HIGH  # no evidence: the larger
-    assert ranker.catalog_blend({KEY_LOW: 0.5}, -1.0) == HIGH  # half the evidence: none
-    assert ranker.catalog_blend(better_low, None) == BLEND  # not read: the one blend
+    assert catalog_blend(better_low, 0.0) == LOW
+    assert catalog_blend(better_low, 0.03) == LOW
+    assert catalog_blend(better_low, 0.04) == HIGH  # a difference of exactly the margin
+    assert catalog_blend(better_low, 0.05) == HIGH  # not by more than the margin
+    assert catalog_blend(tie, 0.0) == HIGH  # a tie is not evidence for the smaller
+    assert catalog_blend(tie, -1.0) == LOW  # a margin of -1 always takes it ...
+    assert catalog_blend(better_low, 1.0) == HIGH  # ... and of 1 never
+    assert catalog_blend({}, -1.0) == HIGH  # no evidence: the larger
+    assert catalog_blend({KEY_LOW: 0.5}, -1.0) == HIGH  # half the evidence: none
+    assert catalog_blend(better_low, None) == BLEND  # not read: the one blend
 
 
-def test_a_calibration_keeps_its_blend_evidence_and_one_stored_without_it_loads() -> None:
-    cal = Calibration(fitted=True, n_tools=20, n_pseudo=30, blend_recall={KEY_LOW: 0.6})
-    back = Calibration.from_json(cal.to_json())
-    assert back == cal and back is not None and back.blend_recall == {KEY_LOW: 0.6}
-    stored_before = json.loads(cal.to_json())
-    del stored_before["blend_recall"]  # as a calibration of this version stored before it
-    loaded = Calibration.from_json(json.dumps(stored_before))
-    assert loaded is not None and loaded.blend_recall == {} and loaded.weights == cal.weights
-    stored_before["version"] = VERSION - 1
-    assert Calibration.from_json(json.dumps(stored_before)) is None  # another version: refit
+#: a calibration as the base code (f2da421, round twenty-four) stored it with the choice on:
+#: ``Calibration(fitted=True, n_tools=20, n_pseudo=30, blend_recall={"4": 0.6}).to_json()``
+STORED_WITH_EVIDENCE = (
+    '{"blend_recall": {"4": 0.6}, "fingerprint": "", "fitted": true, "n_pseudo": 30, '
+    '"n_tools": 20, "none_bias": 4.2753, "orders": {}, "prior": [2.9926, 0.0528, 2.6806, '
+    '1.7125, 3.8062, 1.1823, 1.3601, 0.6734, -1.2883], "prior_none": 4.2753, '
+    '"pseudo_recall": {}, "seconds": 0.0, "version": 4, "weights": [2.9926, 0.0528, 2.6806, '
+    "1.7125, 3.8062, 1.1823, 1.3601, 0.6734, -1.2883]}"
+)
 
 
-def test_the_catalog_blend_reads_the_shipped_margin(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_calibration_stored_with_its_blend_evidence_loads_at_this_version() -> None:
+    assert VERSION == 4  # the evidence left the product without a refit of any catalog
+    loaded = Calibration.from_json(STORED_WITH_EVIDENCE)
+    stored = json.loads(STORED_WITH_EVIDENCE)
+    assert loaded is not None and loaded.fitted and loaded.version == VERSION
+    assert list(loaded.weights) == stored["weights"] and loaded.none_bias == stored["none_bias"]
+    assert (loaded.n_tools, loaded.n_pseudo) == (20, 30)
+    assert "blend_recall" not in json.loads(loaded.to_json())  # not written again
+    assert Calibration.from_json(loaded.to_json()) == loaded
+    del stored["blend_recall"]  # as a calibration of this version stored before round 23
+    assert Calibration.from_json(json.dumps(stored)) == loaded
+    stored["version"] = VERSION - 1
+    assert Calibration.from_json(json.dumps(stored)) is None  # another version: refit
+
+
+def test_the_catalog_blend_reads_its_margin() -> None:
     evidence = {KEY_LOW: 0.53, KEY_HIGH: 0.49}
-    fitted = Calibration(fitted=True, n_tools=20, n_pseudo=30, blend_recall=evidence)
-    unfitted = Calibration(blend_recall=evidence)
-    monkeypatch.setattr(ranker, "BLEND_MARGIN", None)
-    assert fitted.blend() == BLEND
-    monkeypatch.setattr(ranker, "BLEND_MARGIN", 0.0)
-    assert fitted.blend() == LOW
-    assert unfitted.blend() == HIGH and Calibration().blend() == HIGH
-    assert "blend 4 (multi-tool pseudo recall@5 0.53 at 4, 0.49 at 32)" in fitted.describe(1.0)
-    monkeypatch.setattr(ranker, "BLEND_MARGIN", 0.1)
-    assert fitted.blend() == HIGH
+    assert catalog_blend(evidence, None) == BLEND == ranker.BLEND  # not read: the product's
+    assert catalog_blend(evidence, 0.0) == LOW
+    assert catalog_blend({}, 0.0) == HIGH  # an unfitted catalog has no evidence
+    assert catalog_blend(evidence, 0.1) == HIGH
+    # the product no longer reads or prints the evidence (it did only with the choice on)
+    fitted = Calibration.from_json(STORED_WITH_EVIDENCE)
+    assert fitted is not None and not hasattr(fitted, "blend")
+    assert "blend" not in fitted.describe(1.0) and not hasattr(ranker, "BLEND_MARGIN")
 
 
-def test_indexing_measures_the_evidence_and_the_retriever_uses_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_indexing_stores_no_evidence_and_the_screen_measures_it(tmp_path: Path) -> None:
     with Catalog.open(tmp_path / "c.db", embedder=embedder(), log=False) as cat:
-        monkeypatch.setattr(ranker, "BLEND_MARGIN", None)  # off: nothing measured, one blend
         cat.add([spec(tid, summary) for tid, summary in TOOLS])
-        off = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
-        assert off is not None and off.fitted and off.blend_recall == {}
+        raw = cat.store.meta(CALIBRATION_META) or ""
+        stored = Calibration.from_json(raw)
+        assert stored is not None and stored.fitted and "blend_recall" not in json.loads(raw)
         got = cat.retriever(SearchSettings()).learned_ranker()
-        assert got is not None and got.blend == BLEND
-        monkeypatch.setattr(ranker, "BLEND_MARGIN", 0.0)  # on: indexing measures it
-        cal = cat.calibrate()
-        assert cal.fitted and cal.weights == off.weights  # the fit itself does not read it
-        assert set(cal.blend_recall) == {KEY_LOW, KEY_HIGH}
-        assert all(0.0 <= v <= 1.0 for v in cal.blend_recall.values())
-        for margin in (-1.0, 1.0):
-            monkeypatch.setattr(ranker, "BLEND_MARGIN", margin)
-            got = cat.retriever(SearchSettings()).learned_ranker()
-            assert got is not None and got.blend == (LOW if margin < 0 else HIGH)
-        # an explicit blend in the settings wins over the catalog's evidence
+        assert got is not None and got.blend == BLEND  # every catalog: the one blend
+        # an explicit blend in the settings wins
         forced = cat.retriever(SearchSettings(ranker_blend=8.0)).learned_ranker()
         assert forced is not None and forced.blend == 8.0
+        evidence = measure(cat)["blend_recall"]
+        assert set(evidence) == {KEY_LOW, KEY_HIGH}
+        assert all(0.0 <= v <= 1.0 for v in evidence.values())
+        # the evidence is the fold-0 ranker's (the calibration's start) on the multi-tool
+        # pseudo-queries, whose runs leave the single-tool ones' as the calibration has them
+        runs = catalog_runs(cat)
+        assert runs is not None and len(runs.multis) > 0
+        single_only = catalog_runs(cat, multi=False)
+        assert single_only is not None and single_only.multis == []
+        assert [e.target for e in single_only.examples] == [e.target for e in runs.examples]
+        ((w0, _),) = cal_mod.fold_fits(runs.examples, cal_mod.PRIOR, cal_mod.PRIOR_NONE, 1)
+        assert evidence == blend_recall(runs.multis, runs.fields, runs.idf, w0)
+        assert cat.calibrate().weights == stored.weights  # measuring it refits nothing
+        small = Catalog.open(tmp_path / "small.db", embedder=embedder(), log=False)
+        with small:
+            small.add([spec(tid, summary) for tid, summary in TOOLS[:5]])
+            assert catalog_runs(small) is None  # too few tools to calibrate: no evidence
+            assert measure(small) == {"blend_recall": {}, "pseudo_recall": {}}
 
 
 Pair = tuple[float, float]

@@ -74,7 +74,7 @@ def test_the_screen_measures_the_paired_evidence_as_the_calibration_did(tmp_path
         cat.add([spec(tid, summary) for tid, summary in TOOLS])
         stored = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
         assert stored is not None and stored.fitted
-        fifth = fit_calibration(cat, cross_fit=False)  # the joint evidence reads the fifth
+        fifth = fit_calibration(cat)  # the joint evidence reads the fifth, as the product
         recall, joint, n_tools = evidence(cat, cal_mod.SEED)
     assert n_tools == len(TOOLS)
     assert recall == fifth.pseudo_recall  # the same pseudo-queries, runs and fold-0 fit

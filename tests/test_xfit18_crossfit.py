@@ -1,13 +1,17 @@
 """The lexical lead's evidence cross-fitted (h/xfit18, round twenty-four).
 
-With ``cross_fit`` (off as shipped: ``calibrate.CROSS_FIT``), ``calibrate.calibrate`` reads
-the ranker's single-tool pseudo recall over every fold of the pseudo-queries, each scored
-by a ranker fitted on the other four, instead of over the held-out fifth alone; the weights
-it stores are fitted exactly as without it."""
+Cross-fitted, the ranker's single-tool pseudo recall is read over every fold of the
+pseudo-queries, each scored by a ranker fitted on the other four, instead of over the
+held-out fifth alone. Not shipped: it was ``calibrate(cross_fit=True)`` behind
+``calibrate.CROSS_FIT`` (False) until round twenty-five moved it to
+benchmarks/catalog_evidence.py (``cross_fitted_recall``, h/shape19); the calibration reads
+the fifth, and its weights are fitted as before."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,24 +19,21 @@ import pytest
 
 from support import DISTINCT_TOOLS, embedder, fit_calibration, spec
 from toolscout.discovery import calibrate as cal_mod
-from toolscout.discovery.calibrate import CROSS_FIT, Example
+from toolscout.discovery.calibrate import Example
 from toolscout.discovery.catalog import Catalog
 from toolscout.discovery.logit import PRIOR, PRIOR_NONE, STEPS, fit
-from toolscout.discovery.queryvectors import embed_keys
-from toolscout.settings import SearchSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from catalog_evidence import catalog_runs, cross_fitted_recall
 
 TOOLS = DISTINCT_TOOLS
 
 
 def _inputs(cat: Catalog) -> tuple[list[cal_mod.Pseudo], list[Any], list[Example]]:
-    retriever = cat.retriever(SearchSettings())
-    specs = cat.specs()
-    allowed = frozenset(s.id for s in specs)
-    pseudo = cal_mod.pseudo_queries(specs, cal_mod.SEED)
-    texts = [p.text for p in pseudo]
-    runs = retriever.pools(texts, retriever._embed_all(embed_keys(texts), cache=False), allowed)
-    fields, idf = retriever.phrases.fields, retriever.phrases.idf
-    return pseudo, runs, cal_mod.pseudo_examples(pseudo, runs, fields, idf)
+    runs = catalog_runs(cat, multi=False)  # as the calibration runs them
+    assert runs is not None
+    return runs.pseudo, runs.runs, runs.examples
 
 
 @pytest.fixture(scope="module")
@@ -44,22 +45,16 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Catalog]:
 
 
 def test_the_weights_are_fitted_as_before_the_cross_fit(catalog: Catalog) -> None:
-    assert CROSS_FIT is False  # shipped: the fifth's evidence, on which LEAD_MARGIN was fitted
-    on, off, default = (
-        fit_calibration(catalog, True),
-        fit_calibration(catalog, False),
-        fit_calibration(catalog, None),
-    )
+    # shipped: the fifth's evidence, on which LEAD_MARGIN was fitted; no switch to turn
+    assert not hasattr(cal_mod, "CROSS_FIT")
+    default = fit_calibration(catalog)
     # the procedure before the cross-fit, written out: fold 0 held out, then a warm start on all
     _, _, examples = _inputs(catalog)
     w0, b0 = fit([e for i, e in enumerate(examples) if i % 5], prior=PRIOR, prior_none=PRIOR_NONE)
     before = fit(
         examples, prior=PRIOR, prior_none=PRIOR_NONE, start=w0, start_none=b0, steps=STEPS // 3
     )
-    for cal in (on, off, default):
-        assert (cal.weights, cal.none_bias) == before  # bit for bit
-    assert default.pseudo_recall == off.pseudo_recall
-    assert on.blend_recall == off.blend_recall and on.orders == off.orders
+    assert (default.weights, default.none_bias) == before  # bit for bit
 
 
 def test_every_single_tool_pseudo_query_is_scored_by_a_ranker_that_did_not_see_it(
@@ -85,12 +80,14 @@ def test_every_single_tool_pseudo_query_is_scored_by_a_ranker_that_did_not_see_i
         ex = examples[i]
         top = np.argsort(-cal_mod.scores(ex.x, alone[i % 5]))[:5]
         assert r["ranker"] == float(ex.target >= 0 and ex.target in top)
-    on, off = fit_calibration(catalog, True), fit_calibration(catalog, False)
+    read = catalog_runs(catalog, multi=False)
+    assert read is not None
+    on, off = cross_fitted_recall(read), fit_calibration(catalog).pseudo_recall
     for key in ("bm25", "dense", "ranker"):
         every = [float(r[key]) for r in rows]
         fifth = [float(r[key]) for r in rows if r["fold"] == 0]
-        assert on.pseudo_recall[key] == round(sum(every) / len(every), 3)
-        assert off.pseudo_recall[key] == round(sum(fifth) / len(fifth), 3)
+        assert on[key] == round(sum(every) / len(every), 3)
+        assert off[key] == round(sum(fifth) / len(fifth), 3)
     # a folds-of-one list scores the held-out fifth only
     assert {r["fold"] for r in cal_mod.single_hits(pseudo, runs, examples, alone[:1])} == {0}
 

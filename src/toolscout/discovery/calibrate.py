@@ -37,7 +37,6 @@ import numpy.typing as npt
 
 from toolscout.cards import ToolSpec
 from toolscout.discovery import orders as order_choice
-from toolscout.discovery import ranker as _ranker
 from toolscout.discovery.confidence import (
     CONFIDENCE,
     CONFIDENCE_INPUTS,
@@ -70,8 +69,6 @@ from toolscout.discovery.logit import L2, PRIOR, PRIOR_NONE, STEPS, Example, fit
 from toolscout.discovery.pseudo import SAMPLE_TOOLS, SEED, Pseudo, pseudo_queries
 from toolscout.discovery.ranker import (
     BLEND,
-    BLEND_MARGIN,
-    BLENDS,
     FIXED_MIX,
     LEAD,
     LEAD_MARGIN,
@@ -80,7 +77,6 @@ from toolscout.discovery.ranker import (
     PLATT,
     Ranker,
     blended,
-    catalog_blend,
     ordered,
     platt,
     scores,
@@ -92,11 +88,8 @@ from toolscout.stores.base import Hits, Vector
 __all__ = [
     "AGREE_AT",
     "BLEND",
-    "BLENDS",
-    "BLEND_MARGIN",
     "CONFIDENCE",
     "CONFIDENCE_INPUTS",
-    "CROSS_FIT",
     "Calibration",
     "ConfidenceShift",
     "Example",
@@ -133,7 +126,6 @@ __all__ = [
     "VERSION",
     "blended",
     "calibrate",
-    "catalog_blend",
     "check_prior",
     "confidence",
     "confidence_inputs",
@@ -156,21 +148,17 @@ __all__ = [
     "top_probability",
 ]
 
-#: bump when features or pseudo-queries change: stored calibrations of another version refit
-#: (``blend_recall`` is optional: a calibration stored without it loads and reads as no
-#: evidence; a version that turns :data:`BLEND_MARGIN` on must bump this so every catalog
-#: measures it; one that turns :data:`CROSS_FIT` on must bump it so every catalog's
-#: ``pseudo_recall`` is read again)
+#: bump when features or pseudo-queries change: stored calibrations of another version refit.
+#: A calibration stored by rounds twenty-three and twenty-four holds a ``blend_recall`` field
+#: (the blend per catalog's evidence, measured only when its switch was on; the switch and
+#: the measurement are benchmark-side since round twenty-five, benchmarks/catalog_evidence.py):
+#: it loads at this version without it (:meth:`Calibration.from_json`), nothing refits
 VERSION = 4
 #: the single-tool pseudo-queries' folds (``i % FOLDS``): fold 0 is held out from the fit the
-#: final one starts from; with :data:`CROSS_FIT` each fold is held out once
+#: final one starts from, and ``pseudo_recall`` (what the lexical lead reads) is read on it.
+#: :func:`fold_fits` fits any of the folds (benchmarks/catalog_evidence.py cross-fits the
+#: lead's evidence over all of them: h/xfit18, round twenty-four, not shipped)
 FOLDS = 5
-#: ``pseudo_recall`` (what the lexical lead reads) cross-fitted over all :data:`FOLDS` folds
-#: (False: over fold 0, the held-out fifth, alone). Off: with the cross-fitted evidence the
-#: lead's margin fitted on all six dev sets is 0, which costs toolalpaca 0.015 recall@5
-#: in-set, and the shipped margin (0.04) was chosen on the fifth's evidence
-#: (docs/history/calibration.md, h/xfit18, round twenty-four)
-CROSS_FIT = False
 #: refit when this share of the catalog's tools were added, changed or removed since the fit
 REFIT_SHARE = 0.1
 #: fewer tools than this: the prior is kept (too few pseudo-queries to fit 9 numbers)
@@ -208,18 +196,15 @@ class Calibration:
     #: complete@5; "multi_recall", "multi_complete"): what :func:`orders.choose` reads.
     #: Measured only when the catalog's settings turn the choice on (empty: the ranker orders)
     orders: dict[str, dict[str, float]] = field(default_factory=dict)
-    #: the multi-tool pseudo-queries' recall@5 (:func:`orders.multi_queries`, every tool of
-    #: each gold) with the fitted ranker ordering at each blend of :data:`BLENDS` (keyed by
-    #: the blend, ``f"{blend:g}"``): what :meth:`blend` reads. Empty: too few
-    #: tools to write them, or the choice is off (:data:`BLEND_MARGIN` None: not measured)
-    blend_recall: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, raw: str) -> Calibration | None:
-        """A stored calibration, or None when it is unreadable or of another version."""
+        """A stored calibration, or None when it is unreadable or of another version (a
+        ``blend_recall`` field, which rounds twenty-three and twenty-four stored, is dropped:
+        nothing in the product reads it)."""
         try:
             d = json.loads(raw)
             if d.get("version") != VERSION or len(d.get("weights", ())) != len(FEATURES):
@@ -230,7 +215,7 @@ class Calibration:
                 str(k): {str(o): float(v) for o, v in got.items()}
                 for k, got in d.get("orders", {}).items()
             }
-            d["blend_recall"] = {str(k): float(v) for k, v in d.get("blend_recall", {}).items()}
+            d.pop("blend_recall", None)
             if len(d["prior"]) != len(FEATURES):
                 return None
             return cls(**d)
@@ -258,9 +243,6 @@ class Calibration:
             how = "leans lexical (BM25 leads the order: the ranker is below it here)"
         else:
             how = f"leans {self.lean()} (the learned ranker orders)"
-        if _ranker.BLEND_MARGIN is not None:
-            seen = ", ".join(f"{v:.2f} at {k}" for k, v in self.blend_recall.items()) or "none"
-            how += f"; blend {self.blend():g} (multi-tool pseudo recall@5 {seen})"
         return (
             f"calibration: {self.n_pseudo} pseudo-queries over {self.n_tools} tools in "
             f"{self.seconds:.1f}s; {how}; pseudo recall@5 {recall}"
@@ -269,11 +251,6 @@ class Calibration:
     def leads_lexical(self, margin: float | None = None) -> bool:
         """Does BM25 lead this catalog's order (:func:`leads_lexical`)? Never unfitted."""
         return self.fitted and leads_lexical(self.pseudo_recall, margin)
-
-    def blend(self) -> float:
-        """The blend this catalog's order takes: :func:`ranker.catalog_blend` over its
-        ``blend_recall`` with the shipped :data:`ranker.BLEND_MARGIN` (no evidence unfitted)."""
-        return catalog_blend(self.blend_recall if self.fitted else {}, _ranker.BLEND_MARGIN)
 
     def weights_over(self, prior: Sequence[float] | None) -> tuple[tuple[float, ...], float]:
         """The weights with this catalog's adjustment applied over another prior (or its own).
@@ -347,8 +324,6 @@ def calibrate(
     start: Sequence[float] | None = None,
     blend: float = BLEND,
     measure_orders: bool = False,
-    measure_blends: bool = False,
-    cross_fit: bool | None = None,
 ) -> Calibration:
     """Fit the ranker for this catalog from its own pseudo-queries.
 
@@ -357,13 +332,11 @@ def calibrate(
     ``start`` is the prior (one weight per feature, then the none bias; default: shipped);
     ``blend`` the fixed fusion's share of the order the orders are measured with, when
     ``measure_orders`` (the choice of discovery/orders.py is on: the multi-tool
-    pseudo-queries cost index time, about a third of the calibration's on bfcl);
-    ``measure_blends``: the multi-tool pseudo-queries' recall@5 at each of :data:`BLENDS`
-    (``blend_recall``, what the blend per catalog reads; when :data:`BLEND_MARGIN` is set);
-    ``cross_fit``: ``pseudo_recall`` over every single-tool pseudo-query, each fifth scored
-    by a ranker fitted on the other four (four fits more; None: :data:`CROSS_FIT`), not over
-    the held-out fifth alone. The weights are the same either way (the final fit starts from
-    fold 0's, the fifth's).
+    pseudo-queries cost index time, about a third of the calibration's on bfcl).
+    ``pseudo_recall`` is read on the held-out fifth (fold 0 of :data:`FOLDS`), whose fit the
+    final one starts from. Its per-query readings are the pure functions below
+    (:func:`pseudo_examples`, :func:`fold_fits`, :func:`single_hits`): benchmark screens
+    compute other evidence from them (benchmarks/catalog_evidence.py).
     """
     began = time.perf_counter()
     if start is not None:
@@ -378,20 +351,15 @@ def calibrate(
     texts = [p.text for p in pseudo]
     runs = retrieve(texts, embed(texts))
     # the multi-tool pseudo-queries, run on their own (the single ones' pools stay as they
-    # were): the blend's evidence (``blend_recall``) and, when on, the orders'
-    want_multi = measure_orders or measure_blends
-    multis = order_choice.multi_queries(specs, seed) if want_multi else []
+    # were): the orders' evidence, when the choice is on
+    multis = order_choice.multi_queries(specs, seed) if measure_orders else []
     multi_texts = [m.text for m in multis]
     multi_runs = retrieve(multi_texts, embed(multi_texts)) if multis else []
     examples = pseudo_examples(pseudo, runs, fields, idf)
     singles: dict[str, list[float]] = {"bm25": [], "dense": [], "ranker": []}
-    # hold out every 5th example to report the fitted ranker's pseudo recall honestly; with
-    # the cross-fit each other fifth is held out in turn too (a ranker fitted on the other
-    # four scores it), so every single-tool pseudo-query is read by one that never saw it
-    cross = CROSS_FIT if cross_fit is None else cross_fit
-    fits = fold_fits(examples, prior, prior_none, FOLDS if cross else 1)
-    weights, none_bias = fits[0]  # fold 0 held out: the final fit's warm start
-    rows = single_hits(pseudo, runs, examples, [w for w, _ in fits])
+    # hold out every 5th example to report the fitted ranker's pseudo recall honestly
+    ((weights, none_bias),) = fold_fits(examples, prior, prior_none, 1)  # the final's start
+    rows = single_hits(pseudo, runs, examples, [weights])
     for row in rows:
         for key in singles:
             singles[key].append(float(row[key]))
@@ -402,7 +370,6 @@ def calibrate(
     ]
     multi = [(q, lex, dense, m.gold) for m, (q, lex, dense) in zip(multis, multi_runs, strict=True)]
     measured = _measure_orders(held, multi, fields, idf, weights, blend) if measure_orders else {}
-    by_blend = _blend_recall(multi, fields, idf, weights) if measure_blends else {}
     weights, none_bias = fit(
         examples, prior=prior, prior_none=prior_none, start=weights, start_none=none_bias,
         steps=STEPS // 3,
@@ -419,7 +386,6 @@ def calibrate(
         pseudo_recall={k: round(sum(v) / max(len(v), 1), 3) for k, v in singles.items()},
         fitted=True,
         orders=measured,
-        blend_recall=by_blend,
     )
 
 
@@ -474,27 +440,6 @@ def single_hits(
                 "ranker": float(ex.target >= 0 and ex.target in top),
             }
         )
-    return out
-
-
-def _blend_recall(
-    multis: Sequence[tuple[Sequence[str], Hits, Hits, tuple[str, ...]]],
-    fields: FieldTerms,
-    idf: Callable[[str], float],
-    weights: Sequence[float],
-) -> dict[str, float]:
-    """The multi-tool pseudo-queries' recall@5 with the ranker ordering (the fitted
-    ``weights`` plus the blend times the fixed fusion) at each blend of :data:`BLENDS`."""
-    if not multis:
-        return {}
-    pools = [features(q, lex, dense, fields, idf) for q, lex, dense, _ in multis]
-    out: dict[str, float] = {}
-    for blend in BLENDS:
-        recall: list[float] = []
-        for (ids, x), (*_, gold) in zip(pools, multis, strict=True):
-            top = {ids[i] for i in _top5(ordered(x, weights, blend))} if ids else set()
-            recall.append(sum(g in top for g in gold) / len(gold))
-        out[f"{blend:g}"] = round(sum(recall) / len(recall), 3)
     return out
 
 

@@ -14,7 +14,7 @@ onto real requests; retrieval reformulates below the threshold on that number.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,24 +34,10 @@ FIXED_MIX: tuple[float, ...] = tuple(
 #: how much of the fixed fusion's score is added to the learned score when ordering. The
 #: ranker is fitted for the likelihood that its first tool is right, and alone it ranked
 #: below the plain fusion at recall@5 on two dev sets; chosen on data (the largest worst
-#: margin over the parts, leave-one-set-out, by benchmarks/quality.py); every catalog's
-#: while the choice per catalog (:func:`catalog_blend`) is off (:data:`BLEND_MARGIN` None)
+#: margin over the parts, leave-one-set-out, by benchmarks/quality.py); every catalog's.
+#: A blend chosen per catalog from its own multi-tool pseudo-queries did not ship (round
+#: twenty-three); its evidence and choice are benchmark-side (benchmarks/catalog_evidence.py)
 BLEND = 4.0
-#: the blends a catalog chooses between at index time (:func:`catalog_blend`): the smaller
-#: where its own multi-tool pseudo-queries (made from its cards, no real request) find
-#: more at it than at the larger by more than :data:`BLEND_MARGIN`, else the larger. On
-#: the dev sets one blend for every catalog cannot serve them all: 4 is what toolbench,
-#: restbench and apibench prefer and metatool cannot take, and every leave-one-set-out
-#: fit of one blend chooses 32 (docs/history/calibration.md, round twenty-three)
-BLENDS: tuple[float, float] = (4.0, 32.0)
-#: how far the smaller blend's multi-tool pseudo recall@5 must exceed the larger's to be
-#: taken (None: the evidence is neither measured nor read, every catalog takes
-#: :data:`BLEND`). **None as shipped**: chosen leave-one-set-out over the six dev sets
-#: (benchmarks/quality.py ``--blend-by catalog``, ``fitting.choose_blend_margin``) it is 0,
-#: toolbench 0.723 / 0.522 held out and no set losing in-set, but the fold without
-#: toolalpaca leads it lexical at 0.932 held out, below its best part, and the held-out
-#: confidence is worse on five sets (docs/history/calibration.md, round twenty-three)
-BLEND_MARGIN: float | None = None
 #: the learned part of the order, its own prior weights over :data:`FEATURES`: the
 #: conditional logit fitted on the dev sets with :data:`BLEND` times the fixed fusion as a
 #: fixed offset (``logit.fit(offset=)``), so that it learns what the order needs on top of
@@ -76,20 +62,6 @@ LEAD = 4.0
 #: sets it raised toolalpaca +0.015 recall@5 / +0.020 complete@5 and moved no other set
 #: (benchmarks/quality_ship.py; the fit's other constants did not pass that check)
 LEAD_MARGIN = 0.04
-
-
-def catalog_blend(blend_recall: Mapping[str, float], margin: float | None) -> float:
-    """The blend a catalog's order takes: the smaller of :data:`BLENDS` when the catalog's
-    multi-tool pseudo recall@5 at it exceeds the larger's by more than ``margin``, else the
-    larger (also when the catalog has no such evidence); :data:`BLEND` when ``margin`` is
-    None (the evidence is not read)."""
-    if margin is None:
-        return BLEND
-    low, high = BLENDS
-    at_low, at_high = blend_recall.get(f"{low:g}"), blend_recall.get(f"{high:g}")
-    if at_low is None or at_high is None:
-        return high
-    return low if round(at_low - at_high, 6) > margin else high
 
 
 def blended(weights: Sequence[float], blend: float) -> tuple[float, ...]:

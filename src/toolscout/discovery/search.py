@@ -20,7 +20,6 @@ import numpy as np
 from toolscout.cards import ToolSpec
 from toolscout.discovery import coverage, crosslingual
 from toolscout.discovery import parts as parts_gate
-from toolscout.discovery import ranker as ranker_constants
 from toolscout.discovery.beside import searched_beside
 from toolscout.discovery.calibrate import (
     BLEND,
@@ -205,8 +204,7 @@ class Retriever:
             index.calibration_read = True
         cal = index.calibration or Calibration()
         weights, none_bias = cal.weights_over(self.settings.ranker_prior)
-        blend = self.settings.ranker_blend
-        blend = cal.blend() if blend is None else blend
+        blend = BLEND if self.settings.ranker_blend is None else self.settings.ranker_blend
         chosen = chosen_orders(cal, self.settings)
         lead = chosen is None and cal.leads_lexical(self.settings.lexical_lead_margin)
         order_prior = self.settings.ranker_order_prior
@@ -252,7 +250,6 @@ class Retriever:
             start=self.settings.ranker_prior,
             blend=BLEND if self.settings.ranker_blend is None else self.settings.ranker_blend,
             measure_orders=self.settings.order_margin is not None or ORDER_MARGIN is not None,
-            measure_blends=ranker_constants.BLEND_MARGIN is not None,
         )
 
     def for_request(self, query: Query) -> Retriever:

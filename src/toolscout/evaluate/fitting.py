@@ -229,51 +229,6 @@ def choose_blend(
     return best
 
 
-#: the margins a catalog's blend evidence is read with (``ranker.catalog_blend``): -1
-#: takes the smaller blend wherever a catalog has evidence, 1 never takes it
-BLEND_MARGINS: tuple[float, ...] = (-1.0, 0.0, 0.01, 0.02, 0.03, 0.05, 1.0)
-
-
-def choose_blend_margin(
-    grids: Mapping[str, Grid],
-    parts: Mapping[str, Sequence[float]],
-    evidence: Mapping[str, Mapping[str, float]],
-    held_out: str | None,
-    margins: Sequence[float] = BLEND_MARGINS,
-    yields: Sequence[float] = YIELDS,
-) -> tuple[float, float]:
-    """The (margin, yield) of a blend chosen per catalog from its own evidence
-    (``evidence``: each set's calibration's ``blend_recall``; each set takes
-    ``ranker.catalog_blend(evidence, margin)``): the pair whose worst mean margin over the
-    best part, across every set but ``held_out``, is largest, as :func:`choose_blend`
-    chooses — on a tie the larger mean margin, then the smaller margin, then the smaller
-    yield."""
-    from toolscout.discovery.ranker import catalog_blend
-
-    names = [n for n in sorted(grids) if n != held_out]
-    if not names:
-        raise ValueError("choose_blend_margin needs at least one set besides the held-out one")
-    missing = [n for n in names if n not in evidence]
-    if missing:
-        raise ValueError(f"choose_blend_margin has no blend evidence for {missing}")
-    best: tuple[float, float] | None = None
-    best_key = (-math.inf, -math.inf)
-    for margin in sorted(margins):
-        for y in sorted(yields):
-            pairs = [(catalog_blend(evidence[n], margin), y) for n in names]
-            if any(p not in grids[n] for n, p in zip(names, pairs, strict=True)):
-                continue
-            m = [mean(grids[n][p]) - mean(parts[n]) for n, p in zip(names, pairs, strict=True)]
-            worst, avg = min(m), mean(m)
-            if worst > best_key[0] + 1e-9 or (
-                worst > best_key[0] - 1e-9 and avg > best_key[1] + 1e-9
-            ):
-                best, best_key = (margin, y), (worst, avg)
-    if best is None:
-        raise ValueError("the sets' grids hold no (blend, yield) pair the margins choose")
-    return best
-
-
 def clustered_difference(diffs: Sequence[float], clusters: Sequence[str]) -> list[float]:
     """[mean, standard error, n] of paired per-query differences; the SE is cluster-robust
     (queries of one ``clusters`` key — e.g. the single-tool pseudo-queries of one tool — are
