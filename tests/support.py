@@ -230,5 +230,5 @@ def fit_calibration(cat: Any, seed: int | None = None) -> Any:
         retriever.phrases.fields,
         retriever.phrases.idf,
         embed=lambda texts: retriever._embed_all(embed_keys(texts), cache=False),
-        **({} if seed is None else {"seed": seed}),
+        seed=cal_mod.SEED if seed is None else seed,
     )
