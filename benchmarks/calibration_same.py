@@ -8,10 +8,11 @@ base's ``discovery/calibrate.py`` and ``ranker.py`` (``--base-src``, e.g. a
 ``git archive f2da421 src`` copy) are loaded from their files beside this tree's package
 (every other module they import is this tree's, so the check holds only while those are
 the same: ``git diff BASE -- src`` names which differ), and each set's catalog is calibrated
-by the base's ``calibrate``, this tree's, and the base's again, as ``Retriever.calibrate``
-calls it (the catalog's retrievers and settings). Printed per set: whether the three
-calibrations' weights, none bias, prior, pseudo recall and orders are equal bit for bit;
-then the base's ``calibrate(measure_blends=True, cross_fit=True)`` against
+by the base's ``calibrate``, this tree's, and the base's again, each called by this tree's
+``Retriever.calibrate`` (the product's own call: the catalog's retrievers and settings).
+Printed per set: whether the three calibrations' weights, none bias, prior, pseudo recall
+and orders are equal bit for bit; then the base's ``calibrate(measure_blends=True,
+cross_fit=True)`` against
 ``catalog_evidence.measure`` (``blend_recall`` and the cross-fitted ``pseudo_recall``).
 
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/calibration_same.py --base-src BASE/src
@@ -22,6 +23,7 @@ stored, but opening a catalog persists its derived state again). Exit 1 when any
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import sys
@@ -78,40 +80,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from catalog_evidence import measure
     from toolscout.discovery import calibrate as new
+    from toolscout.discovery import search
     from toolscout.discovery.catalog import Catalog
-    from toolscout.discovery.orders import ORDER_MARGIN
-    from toolscout.discovery.queryvectors import embed_keys
     from toolscout.embed.minilm import MiniLMEmbedder
 
     old = base_calibrate(args.base_src)
     embedder = MiniLMEmbedder()
+
+    def run(cat: Any, fn: Any) -> Any:
+        """``Retriever.calibrate`` (the product's own call) with ``fn`` as its ``calibrate``."""
+        setattr(search, "calibrate", fn)  # noqa: B010 (the name the retriever calls)
+        try:
+            return cat.retriever(cat.settings).calibrate(cat.specs())
+        finally:
+            setattr(search, "calibrate", new.calibrate)  # noqa: B010
+
     bad = 0
     for name in names:
         with Catalog.open(args.cache / f"{name}.db", embedder=embedder, log=False) as cat:
-            r = cat.retriever(cat.settings)
-            specs = cat.specs()
-            allowed = frozenset(s.id for s in specs)
-
-            def run(
-                fn: Any, r: Any = r, specs: Any = specs, allowed: Any = allowed, **kw: Any
-            ) -> Any:
-                return fn(
-                    specs,
-                    lambda texts, vecs: r.pools(texts, vecs, allowed),
-                    r.phrases.fields,
-                    r.phrases.idf,
-                    embed=lambda texts: r._embed_all(embed_keys(texts), cache=False),
-                    start=r.settings.ranker_prior,
-                    blend=new.BLEND if r.settings.ranker_blend is None else r.settings.ranker_blend,
-                    measure_orders=r.settings.order_margin is not None or ORDER_MARGIN is not None,
-                    **kw,
-                )
-
             a, b, c = (
-                json.loads(run(f).to_json()) for f in (old.calibrate, new.calibrate, old.calibrate)
+                json.loads(run(cat, f).to_json())
+                for f in (old.calibrate, new.calibrate, old.calibrate)
             )
             same = {k: a.get(k) == b.get(k) == c.get(k) for k in SAME}
-            on = run(old.calibrate, measure_blends=True, cross_fit=True)
+            on = run(cat, functools.partial(old.calibrate, measure_blends=True, cross_fit=True))
             got = measure(cat)
             evidence = {
                 "blend_recall": on.blend_recall == got["blend_recall"],
