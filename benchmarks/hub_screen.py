@@ -478,12 +478,12 @@ def run_pipeline(args: argparse.Namespace) -> int:
     # --fits); the hub arm takes each fold's point and prior from the order phase
     order = pickle.loads((args.work / "order.pkl").read_bytes()) if args.arm == "hub" else None
     embedder = MiniLMEmbedder()
-    out_path = args.work / f"pipeline-{args.arm}.pkl"
+    out_path = args.work / f"pipeline-{args.arm}{args.tag}.pkl"
     done: dict[str, Any] = pickle.loads(out_path.read_bytes()) if out_path.exists() else {}
     for d in bench_sets(args.bench):
         for fold in (d.name, "all"):
             key = f"{d.name}@{fold}"
-            if key in done:
+            if key in done or (args.only and key not in args.only):
                 continue
             sf = shipped_fits[fold]
             pair = (float(sf["blend"]), float(sf["dedupe_yield"]))
@@ -553,6 +553,9 @@ def run_report(args: argparse.Namespace) -> int:
             "complete_diff": [round(v, 4) for v in paired_interval(hub[1], base[1])],
         }
     result["order"]["held_out"] = chosen_rows
+    weight_path = args.work / "order_weight.json"
+    if weight_path.exists():
+        result["order_weight"] = json.loads(weight_path.read_text())
     arms = {}
     for arm in ("base", "hub"):
         path = args.work / f"pipeline-{arm}.pkl"
@@ -644,6 +647,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=ROOT / ".cache" / "hub-screen")
     parser.add_argument("--fits", type=Path, default=ROOT / "benchmarks/results/quality.json")
     parser.add_argument("--arm", choices=("base", "hub"), default="base")
+    parser.add_argument(
+        "--tag", default="", help="pipeline: a suffix of the arm's results (a repeat run)"
+    )
+    parser.add_argument(
+        "--only",
+        type=lambda v: tuple(v.split(",")),
+        default=(),
+        help="pipeline: only these SET@FOLD runs (e.g. toolbench@toolbench)",
+    )
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/hub_screen.json")
     parser.add_argument("--tools", type=int, default=100_000)
     parser.add_argument("--rows", type=int, default=4096)
