@@ -26,12 +26,16 @@ Phases (each resumes from ``--work``):
   and complete@5 of that order (no dedupe, exact hits, parts or lead: the learned order
   alone, base and variant with identical code). The (k, form) of each fold is chosen on
   the other five sets' held-out gains (the best mean recall@5 gain, then the best worst).
+* ``order-weight``: a second reading, not the brief's: the hub weight chosen for the order
+  (each fold's base weights, the blend, plus a weight on a grid times the centred column,
+  chosen on the other five sets' recall@5), ranker order only.
 * ``pipeline --arm base|hub``: the held-out default's own selection (``fitting.recall_grid``
   at each fold's blend and dedupe yield, ``quality.held_settings`` with each fold's lexical
   lead margin from ``--fits``) with each fold's prior and Platt step; ``hub`` puts the
   column into the product's ranker at query time (``ranker.features`` and
   ``Retriever.learned_ranker`` wrapped in this process only, nothing in src/ changed). Also
-  the all-six fit on every set (in-set). Per-query recall@5 and complete@5 kept.
+  the all-six fit on every set (in-set). Per-query recall@5 and complete@5 kept;
+  ``--tag`` / ``--only`` keep a repeat run of some SET@FOLD apart (another hash seed).
 * ``report``: the paired 95% intervals (``fitting.paired_interval``) of variant minus base,
   held out and in-set, and the ship rule's verdict; writes ``--json``.
 * ``cost``: the hub scores' index-time cost, measured on a block of rows and scaled.
