@@ -14,13 +14,19 @@ client passes SIGTERM, SIGINT and SIGHUP on and exits with the child's status, a
 client is killed, the fork server kills the child. :func:`toolscout` does the same for a
 ``toolscout mcp serve`` of a test about what the gateway does, not about its start.
 
-The fork server starts on first use in each worker and ends when the worker does (its
-stdin is a pipe the worker holds).
+In a parallel run one fork server serves every worker: the controlling process starts it
+as the workers start (:func:`start_for_run`, from ``tests/conftest.py``; its imports, ~1.6 s
+of CPU, then run once a run, not once a worker) and the workers find its socket in
+``$TOOLSCOUT_TEST_FORKSERVER``. Each job carries its client's environment and directory,
+so a child is the same whichever worker asked for it. Otherwise (one process, or a shared
+server that is gone) the fork server starts on first use in the process and ends when
+that process does (its stdin is a pipe the process holds).
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import socket
 import subprocess
@@ -60,37 +66,87 @@ PRELOAD = (
 )
 
 _SERVER: dict[str, Any] = {}
+#: the socket of the run's fork server (:func:`start_for_run`), which the workers inherit
+RUN_ENV = "TOOLSCOUT_TEST_FORKSERVER"
 
 
-def _socket() -> str:
-    """The worker's fork server's socket, starting the server if it is not running."""
-    proc = _SERVER.get("proc")
-    if proc is not None and proc.poll() is None:
-        return str(_SERVER["sock"])
+def _start() -> None:
+    """Start a fork server of this process (it ends when this process closes its stdin)."""
     where = Path(tempfile.mkdtemp(prefix="ts-fork-"))
-    sock = where / "s"
     log = (where / "log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, str(FORKSERVER), "serve", str(sock), "--while-stdin-open", *PRELOAD],
+        [sys.executable, str(FORKSERVER), "serve", str(where / "s"), "--while-stdin-open",
+         *PRELOAD],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=log,
-    )
+    )  # fmt: skip
     log.close()
+    _SERVER.update(proc=proc, sock=where / "s", where=where)
+
+
+def _listening(sock: Path) -> bool:
+    if not sock.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
+        return probe.connect_ex(str(sock)) == 0
+
+
+def start_for_run() -> None:
+    """In the controlling process of a parallel run, as its workers start: start the one
+    fork server they all use and name its socket in the environment they inherit. It
+    imports while they collect; a worker waits for it at its first fork."""
+    if RUN_ENV in os.environ or _SERVER.get("proc") is not None:
+        return
+    _start()
+    os.environ[RUN_ENV] = str(_SERVER["sock"])
+
+
+def _shared() -> str | None:
+    """The run's fork server's socket once it listens; ``None`` without one, or if it
+    ended (this process then starts its own, as without one)."""
+    name = os.environ.get(RUN_ENV)
+    if not name:
+        return None
+    sock = Path(name)
+    deadline = time.monotonic() + 120
+    while not sock.exists():  # still importing
+        if time.monotonic() > deadline or not sock.parent.exists():
+            return None
+        time.sleep(0.05)
+    listens = time.monotonic() + 5  # it binds the socket, then listens
+    while not _listening(sock):
+        if time.monotonic() > listens:
+            return None
+        time.sleep(0.05)
+    return name
+
+
+def _socket() -> str:
+    """The socket of the fork server this process uses: the run's, else its own (started
+    if it is not running)."""
+    proc = _SERVER.get("proc")
+    if proc is None:
+        shared = _shared()
+        if shared is not None:
+            return shared
+    if proc is not None and proc.poll() is None and _SERVER.get("ready"):
+        return str(_SERVER["sock"])
+    if proc is None or proc.poll() is not None:
+        _start()
+    proc, sock, where = _SERVER["proc"], _SERVER["sock"], _SERVER["where"]
     deadline = time.monotonic() + 120
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"the fork server ended ({proc.returncode}): "
                                f"{(where / 'log').read_text()}")  # fmt: skip
-        if sock.exists():
-            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
-                if probe.connect_ex(str(sock)) == 0:
-                    break
+        if _listening(sock):
+            break
         if time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError("the fork server did not listen within 120 s")
         time.sleep(0.05)
-    _SERVER.update(proc=proc, sock=sock, where=where)
+    _SERVER["ready"] = True
     return str(sock)
 
 
@@ -105,6 +161,7 @@ def _stop() -> None:
             proc.kill()
             proc.wait(10)
         shutil.rmtree(_SERVER.pop("where"), ignore_errors=True)
+        _SERVER.pop("ready", None)
 
 
 atexit.register(_stop)
