@@ -204,20 +204,27 @@ def reliability_table(reports: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def lead_line(grid: Mapping[str, Any]) -> str:
-    """What the held-out column says of the lexical lead: the sets whose fold's margin
-    decides it otherwise than the shipped one (:func:`fit_lead_margin`), read with that lead."""
+    """What the held-out column says of its reading: every set at its fold's final constants
+    (:func:`fit_lead_margin`), and the sets whose fold's margin decides the lexical lead
+    otherwise than the shipped one."""
     moved = {n: g["held_out_lead"] for n, g in grid.items() if "held_out_lead" in g}
+    final = (
+        " Each set's held-out figures and interval are read with every constant of its fold, "
+        "the Platt step refitted after the blend was chosen included (the blend grid below "
+        "runs with the one fitted before it and the shipped lead margin, so its cells can "
+        "differ from the held-out column in the fourth decimal; until round twenty-five the "
+        "column was read from the grid)."
+    )
     if not moved:
-        return (
+        return final + (
             " The held-out default runs with the lexical lead as its fold's margin decides "
             "(on these sets the same as the shipped margin)."
         )
     said = ", ".join(f"{n} {how}" for n, how in sorted(moved.items()))
-    return (
+    return final + (
         " The held-out default runs with the lexical lead as its fold's margin decides: "
         f"where that differs from the shipped margin ({said}), the set's held-out figures "
-        "and interval are read with its fold's lead (the blend grid below is run with the "
-        "shipped margin)."
+        "and interval are read with its fold's lead."
     )
 
 
@@ -689,11 +696,14 @@ def lead_evidence(
     """Each set's own evidence for the lexical lead, and what leading does to it held out.
 
     The gap is the set's stored calibration's pseudo-query recall@5 of BM25 minus the
-    ranker's (index time, cards only; -1 unfitted). Each set whose gap is above the
-    smallest of :data:`LEAD_MARGINS` (a set at or below it never leads, whatever the
-    margin) is read on the grid's selection path at its fold's (blend, yield), BM25
-    leading and not: ``{name: ((recalls, completes) without, (recalls, completes)
-    leading)}``, every query's recall@5 and complete@5 (a stage of its own)."""
+    ranker's (index time, cards only; -1 unfitted). Every set is read on the grid's
+    selection path at its fold's final constants (its (blend, yield) and the Platt step
+    refitted after the blend was chosen: the blend grid ran with the one fitted before),
+    BM25 not leading, and each set whose gap is above the smallest of :data:`LEAD_MARGINS`
+    (a set at or below it never leads, whatever the margin) BM25 leading too:
+    ``{name: ((recalls, completes) without, (recalls, completes) leading)}`` (the second
+    only for a set that can lead), every query's recall@5 and complete@5 (a stage of its
+    own)."""
     from toolscout.discovery.calibrate import Calibration
     from toolscout.discovery.search import CALIBRATION_META
     from toolscout.evaluate.fitting import recall_grid
@@ -705,16 +715,19 @@ def lead_evidence(
             cal = Calibration.from_json(cat.store.meta(CALIBRATION_META) or "")
             pr = cal.pseudo_recall if cal is not None and cal.fitted else {}
             gaps[d.name] = pr.get("bm25", 0.0) - pr.get("ranker", 0.0) if pr else -1.0
-            if gaps[d.name] <= min(LEAD_MARGINS):
-                continue
+            can_lead = gaps[d.name] > min(LEAD_MARGINS)
             pair = (fits[d.name]["blend"], fits[d.name]["dedupe_yield"])
             base = held_settings(fits[d.name])
 
             def read(
-                cat: Any = cat, scored: Any = scored, base: Any = base, pair: Any = pair
+                cat: Any = cat,
+                scored: Any = scored,
+                base: Any = base,
+                pair: Any = pair,
+                margins: tuple[float, ...] = (1.0, -1.0) if can_lead else (1.0,),
             ) -> Any:
                 out = []
-                for margin in (1.0, -1.0):  # never leads, always leads
+                for margin in margins:  # never leads (, always leads)
                     complete: dict[Any, list[float]] = {}
                     got = recall_grid(
                         cat, scored, base.but(lexical_lead_margin=margin), [pair[0]], [pair[1]],
@@ -723,9 +736,11 @@ def lead_evidence(
                     out.append((got[pair], complete[pair]))
                 return tuple(out)
 
+            # a set that cannot lead: its own stage name (the readings hold one list)
             lists[d.name] = (stages or Stages(None, limit)).get(
-                "lead-lists", d.name, [fits[d.name], list(pair)], read
-            )
+                "lead-lists" if can_lead else "final-lists", d.name, [fits[d.name], list(pair)],
+                read,
+            )  # fmt: skip
     return gaps, lists
 
 
@@ -744,17 +759,18 @@ def fit_lead_margin(
     For a held-out set, the margin of :data:`LEAD_MARGINS` with the largest mean recall@5
     over the other sets is taken, the smaller on a tie: where no other set contradicts it,
     the catalog's own evidence is followed. In the same pass each set's held-out column is
-    the reading its fold decides: the blend grid ran it with the shipped margin, so where
-    the fold's margin decides the lead otherwise, its held-out recall@5 and complete@5 and
-    their interval over the best part are those of the lead as the fold decides
-    (``grid[name]["held_out_lead"]`` says which)."""
+    read with every constant of its fold: the blend grid ran it with the shipped margin and
+    the Platt step fitted before the blend was chosen, so each set with a reading takes its
+    held-out recall@5 and complete@5 and their interval over the best part from it, at the
+    lead as the fold decides (``grid[name]["held_out_lead"]`` says where that differs from
+    the shipped margin's)."""
     from toolscout.discovery.ranker import LEAD_MARGIN
     from toolscout.evaluate.fitting import mean, paired_interval
 
     names = list(gaps)
     for n in names:
         grid[n]["lead"] = {"pseudo_gap": round(gaps[n], 3)}
-        if n in lists:
+        if n in lists and len(lists[n]) == 2:
             (without, _), (leading, _) = lists[n]
             grid[n]["lead"].update(
                 {"recall@5 without": round(mean(without), 4),
@@ -762,7 +778,7 @@ def fit_lead_margin(
             )  # fmt: skip
 
     def recall(n: str, margin: float) -> float:
-        if n not in lists:
+        if n not in lists or len(lists[n]) < 2:
             return 0.0  # never leads at any margin of the grid: the same at every margin
         return mean(lists[n][1 if gaps[n] > margin else 0][0])
 
@@ -771,16 +787,17 @@ def fit_lead_margin(
         best = max(LEAD_MARGINS, key=lambda m: (round(mean([recall(n, m) for n in others]), 6), -m))
         fits[name or "all"]["lead_margin"] = best
     for n in names:
-        leads = gaps[n] > fits[n]["lead_margin"]
-        if n not in lists or leads == (gaps[n] > LEAD_MARGIN):
-            continue  # the grid's reading already has the fold's lead
+        if n not in lists:
+            continue  # no reading at the final constants: the grid's stands
+        leads = gaps[n] > fits[n]["lead_margin"] and len(lists[n]) == 2
         recalls, completes = lists[n][1 if leads else 0]
         m, low, high = paired_interval(recalls, parts[n])
         grid[n].update(
             held_out=[round(mean(recalls), 4), round(mean(completes), 4)],
             held_out_margin=[round(m, 4), round(low, 4), round(high, 4)],
-            held_out_lead="leading" if leads else "not leading",
         )
+        if leads != (gaps[n] > LEAD_MARGIN):
+            grid[n]["held_out_lead"] = "leading" if leads else "not leading"
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ def test_the_margin_and_the_held_out_lead_are_chosen_in_one_pass() -> None:
     lists = {
         # (without, leading): each query's recall@5 and complete@5
         "leads": (_read([1.0, 0.0, 1.0, 0.0]), _read([1.0, 0.0, 0.5, 0.0], [1.0, 0.0, 0.0, 0.0])),
-        "flat": (_read([1.0, 1.0]), _read([1.0, 1.0])),  # leading changes nothing here
+        "flat": (_read([1.0, 1.0, 1.0, 1.0]), _read([1.0, 1.0, 1.0, 1.0])),  # leading: no change
     }
     fits = {n: _fit() for n in [*gaps, "all"]}
     grid = {n: _grid() for n in gaps}
@@ -59,9 +59,11 @@ def test_the_margin_and_the_held_out_lead_are_chosen_in_one_pass() -> None:
     assert grid["leads"]["lead"] == {
         "pseudo_gap": 0.036, "recall@5 without": 0.5, "recall@5 leading": 0.375,
     }  # fmt: skip
-    for untouched in ("flat", "quiet"):  # the fold decides as the grid ran it
-        assert grid[untouched]["held_out"] == [0.5, 0.25]
-        assert "held_out_lead" not in grid[untouched]
+    # "flat": the fold decides the lead as the grid ran it (no label), but its column is
+    # read at the fold's final constants (its reading), not the grid's
+    assert grid["flat"]["held_out"] == [1.0, 1.0] and "held_out_lead" not in grid["flat"]
+    # "quiet" has no reading here: the grid's column stands
+    assert grid["quiet"]["held_out"] == [0.5, 0.25] and "held_out_lead" not in grid["quiet"]
     assert grid["quiet"]["lead"] == {"pseudo_gap": -0.05}
 
 
@@ -69,7 +71,7 @@ def test_a_set_the_grid_led_and_its_fold_does_not_is_read_without_the_lead() -> 
     gaps = {"stops": 0.05, "hurt": 0.045, "quiet": -0.05}
     lists = {
         "stops": (_read([1.0, 1.0, 1.0, 0.0]), _read([1.0, 1.0, 1.0, 0.0])),
-        "hurt": (_read([1.0, 1.0]), _read([0.0, 1.0])),  # leading costs it a query
+        "hurt": (_read([1.0, 1.0, 1.0, 1.0]), _read([0.0, 1.0, 1.0, 1.0])),  # leading costs it one
     }
     fits = {n: _fit() for n in [*gaps, "all"]}
     grid = {n: _grid() for n in gaps}
@@ -81,7 +83,32 @@ def test_a_set_the_grid_led_and_its_fold_does_not_is_read_without_the_lead() -> 
     assert grid["stops"]["held_out"] == [0.75, 0.75]
     assert grid["stops"]["held_out_lead"] == "not leading"
     assert fits["hurt"]["lead_margin"] == 0.0  # "stops" is indifferent: it leads, as shipped
-    assert "held_out_lead" not in grid["hurt"] and grid["hurt"]["held_out"] == [0.5, 0.25]
+    # it leads at its fold's margin as at the shipped one (no label), read at its reading
+    assert "held_out_lead" not in grid["hurt"] and grid["hurt"]["held_out"] == [0.75, 0.75]
+
+
+def test_a_set_that_cannot_lead_is_read_at_its_folds_final_constants() -> None:
+    # round twenty-five (h/repro19): the grid ran with the Platt step fitted before the
+    # blend; a set whose gap never reaches a margin has one reading, without the lead, made
+    # at the fold's final constants, and its column and interval come from it
+    gaps = {"never": -0.05, "other": 0.0}
+    lists = {
+        "never": (_read([1.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 1.0]),),
+        "other": (_read([0.0]),),
+    }
+    fits = {n: _fit() for n in [*gaps, "all"]}
+    grid = {n: _grid() for n in gaps}
+    parts = {"never": [1.0, 0.0, 0.0, 1.0], "other": [0.0]}
+
+    quality.fit_lead_margin(fits, grid, parts, gaps, lists)
+
+    assert grid["never"]["held_out"] == [0.75, 0.5]
+    m, low, high = paired_interval([1.0, 1.0, 0.0, 1.0], parts["never"])
+    assert grid["never"]["held_out_margin"] == [round(m, 4), round(low, 4), round(high, 4)]
+    assert "held_out_lead" not in grid["never"]
+    assert grid["never"]["lead"] == {"pseudo_gap": -0.05}  # no leading reading to report
+    # every margin ties (no set can lead): the smallest
+    assert fits["never"]["lead_margin"] == fits["all"]["lead_margin"] == 0.0
 
 
 def test_the_held_out_text_names_the_sets_read_with_their_folds_lead() -> None:
