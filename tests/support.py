@@ -215,20 +215,10 @@ DISTINCT_TOOLS = [
 
 
 def fit_calibration(cat: Any, seed: int | None = None) -> Any:
-    """``calibrate.calibrate`` run directly on an open catalog's tools, as the catalog's own
-    retriever reads them (``seed``: the pseudo-queries'; None, the shipped one)."""
+    """The catalog's own calibration (``Retriever.calibrate``) of an open catalog's tools,
+    with the default search settings (``seed``: the pseudo-queries'; None, the shipped one)."""
     from toolscout.discovery import calibrate as cal_mod
-    from toolscout.discovery.queryvectors import embed_keys
     from toolscout.settings import SearchSettings
 
     retriever = cat.retriever(SearchSettings())
-    specs = cat.specs()
-    allowed = frozenset(s.id for s in specs)
-    return cal_mod.calibrate(
-        specs,
-        lambda texts, vecs: retriever.pools(texts, vecs, allowed),
-        retriever.phrases.fields,
-        retriever.phrases.idf,
-        embed=lambda texts: retriever._embed_all(embed_keys(texts), cache=False),
-        seed=cal_mod.SEED if seed is None else seed,
-    )
+    return retriever.calibrate(cat.specs(), cal_mod.SEED if seed is None else seed)

@@ -62,6 +62,7 @@ from toolscout.discovery.parts import (
     parts_disagree,
     request_parts,
 )
+from toolscout.discovery.pseudo import SEED as PSEUDO_SEED
 from toolscout.discovery.query import PhraseIndex as PhraseIndex
 from toolscout.discovery.query import Query as Query
 from toolscout.discovery.query import parse_query as parse_query
@@ -238,8 +239,9 @@ class Retriever:
             out.append((q.terms, lex, self._dense(vec, allowed, lex.ids)))
         return out
 
-    def calibrate(self, specs: Sequence[ToolSpec]) -> Calibration:
-        """Fit this catalog's ranker on pseudo-queries made from ``specs`` (no real query)."""
+    def calibrate(self, specs: Sequence[ToolSpec], seed: int = PSEUDO_SEED) -> Calibration:
+        """Fit this catalog's ranker on pseudo-queries made from ``specs`` (no real query;
+        ``seed``: the pseudo-queries', the shipped one unless a screen asks for another)."""
         allowed = frozenset(s.id for s in specs)
         return calibrate(
             specs,
@@ -247,6 +249,7 @@ class Retriever:
             self.phrases.fields,
             self.phrases.idf,
             embed=lambda texts: self._embed_all(_embed_keys(texts), cache=False),
+            seed=seed,
             start=self.settings.ranker_prior,
             blend=BLEND if self.settings.ranker_blend is None else self.settings.ranker_blend,
             measure_orders=self.settings.order_margin is not None or ORDER_MARGIN is not None,
